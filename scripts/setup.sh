@@ -2,6 +2,8 @@
 # Installs everything Tessera's build and tests need, from Debian packages.
 # Idempotent: packages already present are not touched, so a second run is
 # quick and needs no network. Later components add their packages here.
+# Then builds the local control plane (kube-apiserver, kube-scheduler, kubectl,
+# etcd) from pinned Go modules; skip that with TESSERA_SKIP_CONTROLPLANE=1.
 set -euo pipefail
 
 PACKAGES=(
@@ -12,6 +14,12 @@ PACKAGES=(
   nlohmann-json3-dev                  # annotation codec
   libcli11-dev                        # command-line flags
   gnuplot-nox                         # tessera-sim plot
+  libcurl4-openssl-dev                # src/kube REST client
+  libcpp-httplib-dev                  # extender HTTP server
+  libyaml-cpp-dev                     # scheduler configuration file
+  libspdlog-dev                       # structured logs
+  openssl                             # local control plane certificates
+  curl                                # control plane readiness checks
 )
 
 missing=()
@@ -23,15 +31,18 @@ done
 
 if ((${#missing[@]} == 0)); then
   echo "setup: all ${#PACKAGES[@]} packages present"
-  exit 0
+else
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null || { echo "setup: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+    SUDO="sudo"
+  fi
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-SUDO=""
-if [[ $(id -u) -ne 0 ]]; then
-  command -v sudo >/dev/null || { echo "setup: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
-  SUDO="sudo"
+if [[ "${TESSERA_SKIP_CONTROLPLANE:-0}" != 1 ]]; then
+  "$(dirname "${BASH_SOURCE[0]}")/../tools/controlplane/build.sh"
 fi
-echo "setup: installing ${missing[*]}"
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 echo "setup: done"
