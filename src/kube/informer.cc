@@ -1,0 +1,213 @@
+#include "kube/informer.h"
+
+#include <spdlog/spdlog.h>
+
+#include "kube/backoff.h"
+
+namespace tessera::kube {
+namespace {
+
+std::string MetaString(const nlohmann::json& obj, const char* field) {
+  auto meta = obj.find("metadata");
+  if (meta == obj.end() || !meta->is_object()) return "";
+  auto v = meta->find(field);
+  return v != meta->end() && v->is_string() ? v->get<std::string>() : "";
+}
+
+}  // namespace
+
+StoreDelta DiffStore(const std::map<std::string, nlohmann::json>& store, const std::vector<nlohmann::json>& items) {
+  StoreDelta delta;
+  std::map<std::string, const nlohmann::json*> fresh;
+  for (const auto& item : items) fresh[Informer::KeyOf(item)] = &item;
+  for (const auto& [key, old] : store) {
+    if (!fresh.contains(key)) delta.deleted.push_back(old);
+  }
+  for (const auto& [key, item] : fresh) {
+    auto it = store.find(key);
+    if (it == store.end()) {
+      delta.added.push_back(*item);
+    } else if (MetaString(it->second, "resourceVersion") != MetaString(*item, "resourceVersion")) {
+      delta.updated.emplace_back(it->second, *item);
+    }
+  }
+  return delta;
+}
+
+Informer::Informer(Client client, std::string path, InformerOptions options)
+    : client_(std::move(client)), path_(std::move(path)), options_(std::move(options)) {}
+
+Informer::~Informer() { Stop(); }
+
+Status Informer::AddHandlers(EventHandlers handlers) {
+  if (thread_.joinable() || stop_.load()) return FailedPrecondition("informer " + path_ + ": add handlers before Start()");
+  handlers_.push_back(std::move(handlers));
+  return Status::Ok();
+}
+
+Status Informer::Start() {
+  if (thread_.joinable() || stop_.load()) return FailedPrecondition("informer " + path_ + ": already started");
+  thread_ = std::thread([this] { Run(); });
+  return Status::Ok();
+}
+
+void Informer::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool Informer::WaitForSync(std::chrono::milliseconds timeout) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, timeout, [this] { return synced_.load(); });
+}
+
+std::string Informer::KeyOf(const nlohmann::json& obj) {
+  const std::string ns = MetaString(obj, "namespace");
+  const std::string name = MetaString(obj, "name");
+  return ns.empty() ? name : ns + "/" + name;
+}
+
+std::optional<nlohmann::json> Informer::Get(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = store_.find(key);
+  if (it == store_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<nlohmann::json> Informer::List() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<nlohmann::json> out;
+  out.reserve(store_.size());
+  for (const auto& [key, obj] : store_) out.push_back(obj);
+  return out;
+}
+
+std::string Informer::ResourceVersion() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return resource_version_;
+}
+
+void Informer::SleepFor(std::chrono::milliseconds d) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, d, [this] { return stop_.load(); });
+}
+
+void Informer::Run() {
+  Backoff backoff(options_.backoff_base, options_.backoff_cap);
+  std::string watch_path = path_;
+  if (!options_.label_selector.empty()) watch_path = AppendQuery(watch_path, "labelSelector", options_.label_selector);
+  if (!options_.field_selector.empty()) watch_path = AppendQuery(watch_path, "fieldSelector", options_.field_selector);
+  bool need_list = true;
+  while (!stop_.load()) {
+    if (need_list) {
+      if (Status s = ListAndApply(); !s.ok()) {
+        spdlog::warn("informer {}: {}; retrying", path_, s.message());
+        SleepFor(backoff.Next());
+        continue;
+      }
+      need_list = false;
+      backoff.Reset();
+    }
+    const auto started = std::chrono::steady_clock::now();
+    int events = 0;
+    const Status s = client_.Watch(
+        watch_path, ResourceVersion(),
+        [this, &events](const WatchEvent& e) {
+          ++events;
+          return Apply(e);
+        },
+        &stop_, options_.watch_timeout_seconds);
+    if (stop_.load()) break;
+    if (s.ok()) {
+      // A watch the server ends at once, again and again, must not spin.
+      if (events == 0 && std::chrono::steady_clock::now() - started < std::chrono::milliseconds(500)) {
+        SleepFor(backoff.Next());
+      } else {
+        backoff.Reset();
+      }
+    } else if (s.code() == StatusCode::kOutOfRange) {
+      spdlog::info("informer {}: {}; listing again", path_, s.message());
+      need_list = true;
+    } else {
+      spdlog::warn("informer {}: watch: {}; retrying", path_, s.message());
+      SleepFor(backoff.Next());
+    }
+  }
+}
+
+Status Informer::ListAndApply() {
+  TESSERA_ASSIGN_OR_RETURN(nlohmann::json list,
+                           client_.List(path_, options_.label_selector, options_.field_selector, options_.page_size));
+  std::vector<nlohmann::json> items;
+  if (auto it = list.find("items"); it != list.end() && it->is_array()) {
+    items.reserve(it->size());
+    for (auto& item : *it) items.push_back(std::move(item));
+  }
+  StoreDelta delta;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    delta = DiffStore(store_, items);
+    store_.clear();
+    for (auto& item : items) {
+      std::string key = KeyOf(item);
+      store_[std::move(key)] = std::move(item);
+    }
+    resource_version_ = list.value("resourceVersion", std::string());
+  }
+  ++lists_;
+  for (const auto& h : handlers_) {
+    for (const auto& obj : delta.deleted) if (h.on_delete) h.on_delete(obj);
+    for (const auto& [old_obj, new_obj] : delta.updated) if (h.on_update) h.on_update(old_obj, new_obj);
+    for (const auto& obj : delta.added) if (h.on_add) h.on_add(obj);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    synced_ = true;
+  }
+  cv_.notify_all();
+  return Status::Ok();
+}
+
+bool Informer::Apply(const WatchEvent& event) {
+  if (stop_.load()) return false;
+  const nlohmann::json& obj = event.object;
+  const std::string rv = MetaString(obj, "resourceVersion");
+  if (event.type == "BOOKMARK") {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!rv.empty()) resource_version_ = rv;
+    return true;
+  }
+  const std::string key = KeyOf(obj);
+  const bool deleted = event.type == "DELETED";
+  if (key.empty() || (!deleted && event.type != "ADDED" && event.type != "MODIFIED")) {
+    spdlog::warn("informer {}: ignoring {} event without a name", path_, event.type);
+    return true;
+  }
+  std::optional<nlohmann::json> old;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = store_.find(key);
+    if (it != store_.end()) {
+      old = std::move(it->second);
+      if (deleted) store_.erase(it);
+    }
+    if (!deleted) store_[key] = obj;
+    if (!rv.empty()) resource_version_ = rv;
+  }
+  for (const auto& h : handlers_) {
+    if (deleted) {
+      if (h.on_delete) h.on_delete(obj);
+    } else if (old) {
+      if (h.on_update) h.on_update(*old, obj);
+    } else if (h.on_add) {
+      h.on_add(obj);
+    }
+  }
+  return !stop_.load();
+}
+
+}  // namespace tessera::kube

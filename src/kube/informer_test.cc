@@ -1,0 +1,55 @@
+// The informer's relist logic (what a 410 makes it deliver) is the pure
+// DiffStore; the informer's threads and watches are exercised against the
+// real API server in tests/integration/kube_client_test.cc.
+#include "kube/informer.h"
+
+#include <gtest/gtest.h>
+
+namespace tessera::kube {
+namespace {
+
+nlohmann::json Obj(const std::string& ns, const std::string& name, const std::string& rv) {
+  nlohmann::json meta = {{"name", name}, {"resourceVersion", rv}};
+  if (!ns.empty()) meta["namespace"] = ns;
+  return {{"metadata", meta}};
+}
+
+TEST(InformerTest, KeyOfUsesNamespaceWhenPresent) {
+  EXPECT_EQ(Informer::KeyOf(Obj("ns", "p", "1")), "ns/p");
+  EXPECT_EQ(Informer::KeyOf(Obj("", "node-a", "1")), "node-a");
+}
+
+TEST(InformerTest, DiffStoreGivesDeletesUpdatesAndAdds) {
+  std::map<std::string, nlohmann::json> store = {
+      {"ns/kept", Obj("ns", "kept", "5")}, {"ns/changed", Obj("ns", "changed", "6")}, {"ns/gone", Obj("ns", "gone", "7")}};
+  const std::vector<nlohmann::json> fresh = {Obj("ns", "kept", "5"), Obj("ns", "changed", "9"), Obj("ns", "new", "10")};
+  const StoreDelta delta = DiffStore(store, fresh);
+  ASSERT_EQ(delta.deleted.size(), 1u);
+  EXPECT_EQ(delta.deleted[0]["metadata"]["name"], "gone");
+  ASSERT_EQ(delta.updated.size(), 1u);
+  EXPECT_EQ(delta.updated[0].first["metadata"]["resourceVersion"], "6");
+  EXPECT_EQ(delta.updated[0].second["metadata"]["resourceVersion"], "9");
+  ASSERT_EQ(delta.added.size(), 1u);
+  EXPECT_EQ(delta.added[0]["metadata"]["name"], "new");
+}
+
+TEST(InformerTest, DiffStoreOfEqualListsIsEmpty) {
+  std::map<std::string, nlohmann::json> store = {{"a", Obj("", "a", "1")}};
+  const StoreDelta delta = DiffStore(store, {Obj("", "a", "1")});
+  EXPECT_TRUE(delta.added.empty());
+  EXPECT_TRUE(delta.updated.empty());
+  EXPECT_TRUE(delta.deleted.empty());
+}
+
+TEST(InformerTest, AddHandlersAfterStartOrTwiceStartedFails) {
+  ClientConfig config;
+  config.server = "https://127.0.0.1:1";
+  Informer informer(Client(config), "/api/v1/pods");
+  ASSERT_TRUE(informer.AddHandlers({}).ok());
+  EXPECT_FALSE(informer.HasSynced());
+  informer.Stop();
+  EXPECT_FALSE(informer.AddHandlers({}).ok());
+}
+
+}  // namespace
+}  // namespace tessera::kube
