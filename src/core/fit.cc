@@ -59,7 +59,9 @@ FitFailure Pick(const PodRequest& pod, const NodeState& node, GpuSelect mode, Rn
         if (why == FitFailure::kGpuModel) why = whole ? FitFailure::kGpuCount : FitFailure::kGpuShare;
         const bool core_ok = whole ? core[i] == kCoreMilliPerGpu : core[i] >= c.core_milli_per_gpu;
         if (!core_ok) continue;
-        if (c.mem_mib_per_gpu > 0 && mem[i] < c.mem_mib_per_gpu) {
+        // A whole GPU asked without a size takes all of its memory (ShareMemMiB).
+        const int64_t need_mem = ShareMemMiB(c, node.info.gpus[i]);
+        if (need_mem > 0 && mem[i] < need_mem) {
           why = FitFailure::kGpuMemory;
           continue;
         }
@@ -74,7 +76,7 @@ FitFailure Pick(const PodRequest& pod, const NodeState& node, GpuSelect mode, Rn
       }
       if (chosen < 0) return why;
       core[chosen] -= c.core_milli_per_gpu;
-      mem[chosen] -= c.mem_mib_per_gpu;
+      mem[chosen] -= ShareMemMiB(c, node.info.gpus[chosen]);
       pick.Add(chosen);
     }
   }

@@ -140,7 +140,8 @@ Status Ledger::CheckFits(const PodRequest& pod, const Assignment& a) const {
       if (!s.uuid.empty() && !gi.uuid.empty() && s.uuid != gi.uuid)
         return InvalidArgument(where + ": GPU " + std::to_string(s.index) + " is " + gi.uuid +
                                ", not " + s.uuid);
-      if (s.mem_mib != req.mem_mib_per_gpu || s.core_milli != req.core_milli_per_gpu)
+      if ((s.mem_mib != req.mem_mib_per_gpu && s.mem_mib != ShareMemMiB(req, gi)) ||
+          s.core_milli != req.core_milli_per_gpu)
         return InvalidArgument(where + ": share on GPU " + std::to_string(s.index) +
                                " differs from the request");
       if (!req.models.Allows(gi.model))

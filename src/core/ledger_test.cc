@@ -1,4 +1,5 @@
 #include "core/ledger.h"
+#include "core/placer.h"
 
 #include <gtest/gtest.h>
 
@@ -37,6 +38,25 @@ TEST(Ledger, AssumeConfirmForget) {
   ASSERT_TRUE(l.Forget("a").ok());
   EXPECT_EQ(l.FindNode("n1")->gpus[0], GpuUsage{});
   EXPECT_EQ(l.Forget("a").code(), StatusCode::kNotFound);
+}
+
+TEST(Ledger, WholeGpuWithoutMemorySizeHoldsAllOfItsMemory) {
+  Ledger ledger;
+  ASSERT_TRUE(ledger.AddNode(MakeNode("n1", 2, 40960)).ok());
+  const PodRequest pod = Pod("ns/whole", 1, 0, kCoreMilliPerGpu);
+  GpuPick pick;
+  pick.Add(1);
+  const Assignment a = MakeAssignment(pod, *ledger.FindNode("n1"), pick);
+  ASSERT_EQ(a.containers[0].gpus[0].mem_mib, 40960);
+  ASSERT_TRUE(ledger.Assume(pod, a).ok());
+  EXPECT_EQ(ledger.FindNode("n1")->GpuMemFree(1), 0);
+  // A memory-only share (no core) keeps a whole GPU off that card.
+  Ledger shared;
+  ASSERT_TRUE(shared.AddNode(MakeNode("n2", 1, 40960)).ok());
+  ASSERT_TRUE(shared.Assume(Pod("ns/mem-only", 1, 1024, 0), On("n2", {0}, 1024, 0)).ok());
+  EXPECT_EQ(FitsNode(pod, *shared.FindNode("n2")), FitFailure::kGpuMemory);
+  // A fraction still has to match its request exactly.
+  EXPECT_FALSE(ledger.CheckFits(Pod("ns/frac", 1, 0, 500), On("n1", {0}, 40960, 500)).ok());
 }
 
 TEST(Ledger, RefusesOverCommitAndNamesTheShortfall) {

@@ -24,6 +24,11 @@ int PodRequest::TotalGpuCount() const {
   return total;
 }
 
+int64_t ShareMemMiB(const ContainerRequest& container, const GpuInfo& gpu) {
+  if (container.mem_mib_per_gpu == 0 && container.core_milli_per_gpu == kCoreMilliPerGpu) return gpu.memory_mib;
+  return container.mem_mib_per_gpu;
+}
+
 Status ValidateRequest(const PodRequest& pod) {
   if (pod.cpu_milli < 0) return InvalidArgument(pod.key + ": cpu request is negative");
   if (pod.memory_mib < 0) return InvalidArgument(pod.key + ": memory request is negative");

@@ -101,6 +101,11 @@ struct Assignment {
   bool operator==(const Assignment&) const = default;
 };
 
+// The device memory a container's share holds on `gpu`: what it asked for,
+// or, for a whole GPU (100 % core) asked without a memory size, all of the
+// GPU's memory, so the node agent's limit and the books show the truth.
+int64_t ShareMemMiB(const ContainerRequest& container, const GpuInfo& gpu);
+
 // Checks a request for mistakes a user can make (negative sizes, core over
 // 100 %, a multi-GPU container asking for a fraction, ...). OK or
 // INVALID_ARGUMENT with a message that says what to fix.

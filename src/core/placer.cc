@@ -31,7 +31,8 @@ Assignment MakeAssignment(const PodRequest& pod, const NodeState& node, const Gp
     ContainerAssignment ca{c.name, {}};
     for (int g = 0; g < c.gpu_count; ++g) {
       const int idx = pick.index[k++];
-      ca.gpus.push_back({idx, node.info.gpus[idx].uuid, c.mem_mib_per_gpu, c.core_milli_per_gpu});
+      const GpuInfo& gpu = node.info.gpus[idx];
+      ca.gpus.push_back({idx, gpu.uuid, ShareMemMiB(c, gpu), c.core_milli_per_gpu});
     }
     a.containers.push_back(std::move(ca));
   }
