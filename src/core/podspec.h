@@ -1,0 +1,84 @@
+// Kubernetes Pod and Node objects, as JSON from the API server, turned into
+// the core model: what a pod asks for (PodRequest) and what a node offers
+// (NodeInfo). Every mistake a user can make in a pod is reported as
+// INVALID_ARGUMENT with a message that names the container and says what to
+// fix. Pure functions; thread-safe.
+//
+//   TESSERA_ASSIGN_OR_RETURN(PodRequest req, PodRequestFromJson(pod, ResourceNames{}));
+//   TESSERA_ASSIGN_OR_RETURN(NodeInfo node, NodeInfoFromJson(node_json));
+//
+// A container asks for GPU shares with three extended resources, read from
+// its limits (requests when there are no limits):
+//   tessera.io/gpu       how many GPUs it spans (default 1 when mem or core is set;
+//                        alone, it asks for whole GPUs)
+//   tessera.io/gpu-mem   MiB of device memory per GPU (a whole number)
+//   tessera.io/gpu-core  percent of one GPU's compute per GPU, 1..100
+// and pod annotations refine it: tessera.io/gpu-model ("A100|H100", allowed
+// models), tessera.io/gpu-model-avoid ("T4"), tessera.io/priority
+// (high|normal|low).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/model.h"
+#include "core/status.h"
+
+namespace tessera::core {
+
+// The extended resource names a cluster uses for GPU shares (configurable so
+// Tessera can sit beside another GPU-sharing project's names).
+struct ResourceNames {
+  std::string gpu = "tessera.io/gpu";
+  std::string mem = "tessera.io/gpu-mem";
+  std::string core = "tessera.io/gpu-core";
+
+  bool operator==(const ResourceNames&) const = default;
+};
+
+// Pod annotations read by PodRequestFromJson.
+inline constexpr std::string_view kModelAnnotation = "tessera.io/gpu-model";
+inline constexpr std::string_view kModelAvoidAnnotation = "tessera.io/gpu-model-avoid";
+inline constexpr std::string_view kPriorityAnnotation = "tessera.io/priority";
+
+// "namespace/name" of a Pod object (namespace "default" when absent).
+// INVALID_ARGUMENT when `pod` is not an object or has no metadata.name.
+Result<std::string> PodKey(const nlohmann::json& pod);
+
+// The CPU and host memory a pod needs on its node: the larger of the sum over
+// its containers and its largest init container (per resource), taking each
+// container's requests (its limits when it has no requests).
+struct HostResources {
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  bool operator==(const HostResources&) const = default;
+};
+// INVALID_ARGUMENT, naming the container, on a malformed quantity or spec.
+Result<HostResources> PodHostResources(const nlohmann::json& pod);
+
+// The full request of a Pod object: key, CPU and memory (PodHostResources),
+// per container its GPU count and per-GPU share, the model selector and the
+// priority from the annotations. Containers that ask for no GPU are kept with
+// gpu_count 0 (the assignment lists every container). The result has passed
+// core ValidateRequest. INVALID_ARGUMENT with a message that names the
+// container and what to fix, e.g.
+//   container "worker": tessera.io/gpu-core: 150 is over 100 (percent of one GPU)
+// GPU resources on init containers are rejected (not supported).
+Result<PodRequest> PodRequestFromJson(const nlohmann::json& pod, const ResourceNames& names);
+
+// True when any container or init container names one of `names` in its
+// requests or limits (kube-scheduler's rule for sending a pod to the
+// extender). False for anything that is not a Pod object.
+bool WantsGpu(const nlohmann::json& pod, const ResourceNames& names);
+
+// A Node object's name, status.allocatable cpu and memory, and its GPUs from
+// the tessera.io/gpu-inventory annotation (core codec), ordered by index.
+// NOT_FOUND "not a GPU node (no tessera.io/gpu-inventory annotation)" when
+// the annotation is absent; INVALID_ARGUMENT naming the field for a malformed
+// node, annotation, quantity, or GPU indexes that are not 0..n-1.
+Result<NodeInfo> NodeInfoFromJson(const nlohmann::json& node);
+
+}  // namespace tessera::core
