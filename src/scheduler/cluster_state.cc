@@ -1,0 +1,544 @@
+#include "scheduler/cluster_state.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "core/codec.h"
+
+namespace tessera::scheduler {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr size_t kNewHoldsKept = 8192;
+
+const Json* Member(const Json& obj, std::string_view key) {
+  if (!obj.is_object()) return nullptr;
+  auto it = obj.find(key);
+  return it == obj.end() ? nullptr : &*it;
+}
+
+// The string at obj.a.b, or "" when absent or not a string.
+std::string StringAt(const Json& obj, std::string_view a, std::string_view b) {
+  const Json* outer = Member(obj, a);
+  const Json* v = outer ? Member(*outer, b) : nullptr;
+  return v != nullptr && v->is_string() ? v->get<std::string>() : std::string();
+}
+
+const Json* Annotation(const Json& obj, std::string_view name) {
+  const Json* meta = Member(obj, "metadata");
+  const Json* annotations = meta ? Member(*meta, "annotations") : nullptr;
+  return annotations ? Member(*annotations, name) : nullptr;
+}
+
+// What decides a node's place in the ledger: the inventory annotation and
+// allocatable CPU and memory. Heartbeats change none of these.
+std::string NodeFingerprint(const Json& node) {
+  std::string fp;
+  const Json* inv = Annotation(node, core::kInventoryAnnotation);
+  fp += inv ? inv->dump() : "-";
+  const Json* status = Member(node, "status");
+  const Json* alloc = status ? Member(*status, "allocatable") : nullptr;
+  for (const char* r : {"cpu", "memory"}) {
+    const Json* v = alloc ? Member(*alloc, r) : nullptr;
+    fp += '\n';
+    fp += v ? v->dump() : "-";
+  }
+  return fp;
+}
+
+// The request the ledger holds for a bound pod: CPU and memory from its spec,
+// the GPU shares exactly as its assignment grants them (so they always
+// match, whatever the resource names or model annotations say).
+Result<core::PodRequest> HeldRequest(const Json& pod, const std::string& key, const core::Assignment& a) {
+  core::PodRequest req;
+  req.key = key;
+  if (auto host = core::PodHostResources(pod); host.ok()) {
+    req.cpu_milli = host->cpu_milli;
+    req.memory_mib = host->memory_mib;
+  }
+  for (const auto& ca : a.containers) {
+    core::ContainerRequest c;
+    c.name = ca.name;
+    c.gpu_count = static_cast<int>(ca.gpus.size());
+    if (!ca.gpus.empty()) {
+      c.mem_mib_per_gpu = ca.gpus[0].mem_mib;
+      c.core_milli_per_gpu = ca.gpus[0].core_milli;
+      for (const auto& g : ca.gpus) {
+        if (g.core_milli != c.core_milli_per_gpu)
+          return InvalidArgument("container \"" + ca.name + "\" has unequal shares on its GPUs");
+        if (g.mem_mib == c.mem_mib_per_gpu) continue;
+        // Whole GPUs hold all of their memory (core ShareMemMiB), which
+        // differs between GPUs of different sizes.
+        if (c.core_milli_per_gpu != core::kCoreMilliPerGpu)
+          return InvalidArgument("container \"" + ca.name + "\" has unequal shares on its GPUs");
+        c.mem_mib_per_gpu = 0;
+      }
+    }
+    req.containers.push_back(std::move(c));
+  }
+  return req;
+}
+
+}  // namespace
+
+int64_t GpuSummary::core_free_milli() const { return core::kCoreMilliPerGpu - core_used_milli; }
+
+std::string StateSummary::ToString() const {
+  return "nodes=" + std::to_string(nodes) + " gpu_nodes=" + std::to_string(gpu_nodes) +
+         " gpus=" + std::to_string(gpus) + " held=" + std::to_string(pods_held) +
+         " assumed=" + std::to_string(pods_assumed) + " waiting=" + std::to_string(pods_waiting) +
+         " conflicts=" + std::to_string(pods_conflict) + " pending=" + std::to_string(pods_pending);
+}
+
+// ---- ClusterView ----
+
+const core::Ledger& ClusterView::ledger() const { return state_->ledger_; }
+
+ClusterView::NodeKind ClusterView::KindOf(std::string_view node, const std::string** reason) const {
+  auto it = state_->nodes_.find(std::string(node));
+  if (it == state_->nodes_.end()) return NodeKind::kUnknown;
+  if (it->second.not_gpu_reason.empty()) return NodeKind::kGpu;
+  if (reason) *reason = &it->second.not_gpu_reason;
+  return NodeKind::kNotGpu;
+}
+
+uint64_t ClusterView::topology_version() const { return state_->topology_version_; }
+
+const std::map<std::string, int64_t, std::less<>>& ClusterView::Models() const {
+  if (state_->models_dirty_) {
+    state_->models_.clear();
+    for (const auto& n : state_->ledger_.nodes()) {
+      for (const auto& g : n.info.gpus) {
+        int64_t& m = state_->models_[g.model];
+        m = std::max(m, g.memory_mib);
+      }
+    }
+    state_->models_dirty_ = false;
+  }
+  return state_->models_;
+}
+
+std::vector<core::PodRequest> ClusterView::HeldRequests() const {
+  std::vector<core::PodRequest> out;
+  for (const auto& [key, rec] : state_->pods_)
+    if (rec.place == ClusterState::Place::kHeld) out.push_back(rec.request);
+  return out;
+}
+
+std::vector<core::PodRequest> ClusterView::NewHoldsSince(uint64_t* cursor) const {
+  const uint64_t first = state_->new_holds_first_;
+  const uint64_t end = first + state_->new_holds_.size();
+  std::vector<core::PodRequest> out;
+  for (uint64_t i = std::max(*cursor, first); i < end; ++i) out.push_back(state_->new_holds_[i - first]);
+  *cursor = end;
+  return out;
+}
+
+// ---- ClusterState ----
+
+ClusterState::ClusterState(ClusterStateOptions options)
+    : options_(std::move(options)), log_(options_.logger ? options_.logger : spdlog::default_logger()) {}
+
+void ClusterState::UpsertNode(const Json& node) {
+  const std::string name = StringAt(node, "metadata", "name");
+  if (name.empty()) {
+    log_->warn("node event without metadata.name ignored");
+    return;
+  }
+  std::string fp = NodeFingerprint(node);
+  std::lock_guard<std::mutex> lock(mu_);
+  NodeEntry& entry = nodes_[name];
+  if (entry.fingerprint == fp) return;  // a heartbeat: nothing the ledger uses changed
+  entry.fingerprint = std::move(fp);
+  TopologyChanged();
+  Result<core::NodeInfo> info = core::NodeInfoFromJson(node);
+  const bool in_ledger = ledger_.FindNode(name) != nullptr;
+  if (!info.ok()) {
+    entry.not_gpu_reason = info.status().code() == StatusCode::kNotFound
+                               ? info.status().message()
+                               : "not a GPU node: " + info.status().message();
+    if (in_ledger) {
+      log_->warn("node {} is no longer a GPU node: {}", name, entry.not_gpu_reason);
+      Evict(name, "node " + name + " is not a GPU node: " + entry.not_gpu_reason);
+      Status st = ledger_.RemoveNode(name);
+      if (!st.ok()) log_->error("node {}: {}", name, st.message());
+      TopologyChanged();
+    } else {
+      log_->debug("node {}: {}", name, entry.not_gpu_reason);
+    }
+    SetWaitingReason(name, "waiting for node " + name + " to be a GPU node (" + entry.not_gpu_reason + ")");
+    return;
+  }
+  entry.not_gpu_reason.clear();
+  TopologyChanged();
+  if (!in_ledger) {
+    log_->info("node {}: {} GPUs", name, info->gpus.size());
+    Status st = ledger_.AddNode(*info);
+    if (!st.ok()) {
+      entry.not_gpu_reason = "not a GPU node: " + st.message();
+      log_->error("node {}: {}", name, st.message());
+      return;
+    }
+  } else if (!(ledger_.FindNode(name)->info == *info)) {
+    if (Status st = ledger_.UpdateNode(*info); !st.ok()) {
+      // Its pods no longer fit the new capacity: re-place them one by one;
+      // what does not fit becomes a conflict.
+      log_->warn("node {} changed under its pods ({}); re-placing them", name, st.message());
+      Evict(name, "node " + name + " changed");
+      if (Status again = ledger_.UpdateNode(*info); !again.ok())
+        log_->error("node {}: {}", name, again.message());
+    }
+    log_->info("node {} updated: {} GPUs", name, info->gpus.size());
+  }
+  ApplyParked(name);
+}
+
+void ClusterState::DeleteNode(std::string_view name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string n(name);
+  if (nodes_.erase(n) == 0) return;
+  TopologyChanged();
+  if (ledger_.FindNode(n) == nullptr) {
+    SetWaitingReason(n, "waiting for node " + n + " (deleted)");
+    return;
+  }
+  Evict(n, "node " + n + " was deleted");
+  if (Status st = ledger_.RemoveNode(n); !st.ok()) log_->error("node {}: {}", n, st.message());
+  TopologyChanged();
+  log_->info("node {} deleted", n);
+}
+
+void ClusterState::UpsertPod(const Json& pod) {
+  Result<std::string> key_or = core::PodKey(pod);
+  if (!key_or.ok()) {
+    log_->warn("pod event ignored: {}", key_or.status().message());
+    return;
+  }
+  const std::string& key = *key_or;
+  const std::string uid = StringAt(pod, "metadata", "uid");
+  const std::string phase = StringAt(pod, "status", "phase");
+  const std::string node = StringAt(pod, "spec", "nodeName");
+  const bool terminal = phase == "Succeeded" || phase == "Failed";
+  const Json* annotation = Annotation(pod, core::kAssignmentAnnotation);
+  const bool wants_gpu = node.empty() && !terminal && core::WantsGpu(pod, options_.resources);
+  // Work that needs no lock first.
+  PendingPod pending;
+  if (wants_gpu) {
+    pending.uid = uid;
+    auto req = core::PodRequestFromJson(pod, options_.resources);
+    if (req.ok()) pending.request = std::move(req).value();
+    else pending.error = req.status();
+  }
+
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = pods_.find(key);
+  if (it != pods_.end() && !uid.empty() && !it->second.uid.empty() && it->second.uid != uid) {
+    log_->info("pod {} was replaced (uid {} -> {}); releasing the old one's share", key, it->second.uid, uid);
+    Release(key);
+    it = pods_.end();
+  }
+  if (terminal) {
+    pending_.erase(key);
+    if (it != pods_.end()) {
+      log_->info("pod {} {}: releasing its share", key, phase);
+      Release(key);
+    }
+    return;
+  }
+  if (node.empty()) {
+    if (wants_gpu) pending_[key] = std::move(pending);
+    if (it != pods_.end() && !it->second.assumed) {
+      log_->warn("pod {} holds a share but is no longer bound; releasing it", key);
+      Release(key);
+    }
+    return;
+  }
+  pending_.erase(key);
+  if (annotation == nullptr || !annotation->is_string()) {
+    if (it != pods_.end()) {
+      log_->warn("pod {} is bound to {} without a {} annotation; releasing the share held for it", key, node,
+                 core::kAssignmentAnnotation);
+      Release(key);
+    }
+    return;
+  }
+  const std::string& text = annotation->get_ref<const std::string&>();
+  if (it != pods_.end() && it->second.assignment_text == text && it->second.assignment.node == node) {
+    return;  // an update that does not change the share (status, labels, ...)
+  }
+  Result<core::Assignment> assignment = core::DecodeAssignment(text);
+  Result<core::PodRequest> request =
+      assignment.ok() ? HeldRequest(pod, key, *assignment) : Result<core::PodRequest>(assignment.status());
+  if (request.ok() && assignment->node != node) {
+    request = InvalidArgument("assignment names node " + assignment->node + " but the pod is bound to " + node);
+  }
+  if (it != pods_.end()) {
+    PodRecord& rec = it->second;
+    if (request.ok() && rec.assignment == *assignment && rec.request.cpu_milli == request->cpu_milli &&
+        rec.request.memory_mib == request->memory_mib) {
+      rec.assignment_text = text;
+      if (rec.assumed) {
+        rec.assumed = false;
+        assumed_.erase({rec.assumed_at, key});
+        if (rec.place == Place::kHeld) (void)ledger_.Confirm(key);
+        log_->debug("pod {} confirmed on {}", key, node);
+      }
+      return;
+    }
+    log_->info("pod {} changed its assignment; re-placing it", key);
+    Release(key);
+  }
+  PodRecord rec;
+  rec.uid = uid;
+  rec.assignment_text = text;
+  if (!request.ok()) {
+    // Unusable annotation: kept as a conflict on the pod's node so it shows.
+    rec.assignment.node = node;
+    rec.place = Place::kConflict;
+    rec.problem = request.status().message();
+    ++conflicts_total_;
+    log_->error("pod {} on {}: unusable {} annotation: {}", key, node, core::kAssignmentAnnotation, rec.problem);
+    parked_[node].insert(key);
+    pods_.emplace(key, std::move(rec));
+    return;
+  }
+  rec.request = std::move(request).value();
+  rec.assignment = std::move(assignment).value();
+  Hold(key, std::move(rec));
+}
+
+void ClusterState::DeletePod(const Json& pod) {
+  Result<std::string> key = core::PodKey(pod);
+  if (!key.ok()) {
+    log_->warn("pod delete ignored: {}", key.status().message());
+    return;
+  }
+  const std::string uid = StringAt(pod, "metadata", "uid");
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto p = pending_.find(*key); p != pending_.end() && (uid.empty() || p->second.uid == uid)) pending_.erase(p);
+  auto it = pods_.find(*key);
+  if (it == pods_.end()) return;
+  if (!uid.empty() && !it->second.uid.empty() && it->second.uid != uid) return;  // a newer pod of that name
+  log_->info("pod {} deleted: releasing its share on {}", *key, it->second.assignment.node);
+  Release(*key);
+}
+
+Result<core::Assignment> ClusterState::AssumeOnNode(const core::PodRequest& pod, std::string_view uid,
+                                                    std::string_view node, const PickFn& pick,
+                                                    Clock::time_point now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = pods_.find(pod.key); it != pods_.end())
+    return AlreadyExists("pod " + pod.key + " already has a share on node " + it->second.assignment.node);
+  const core::NodeState* state = ledger_.FindNode(node);
+  if (state == nullptr) {
+    auto n = nodes_.find(std::string(node));
+    if (n == nodes_.end()) return NotFound("node " + std::string(node) + " is not known to tessera-scheduler");
+    return FailedPrecondition("node " + std::string(node) + ": " + n->second.not_gpu_reason);
+  }
+  TESSERA_ASSIGN_OR_RETURN(core::Assignment assignment, pick(*state));
+  TESSERA_RETURN_IF_ERROR(ledger_.Assume(pod, assignment));
+  PodRecord rec;
+  rec.uid = std::string(uid);
+  rec.request = pod;
+  rec.assignment = assignment;
+  rec.place = Place::kHeld;
+  rec.assumed = true;
+  rec.assumed_at = now;
+  assumed_.emplace(now, pod.key);
+  NoteNewHold(pods_.emplace(pod.key, std::move(rec)).first->second);
+  return assignment;
+}
+
+Status ClusterState::ForgetAssumed(std::string_view pod_key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = pods_.find(pod_key);
+  if (it == pods_.end()) return NotFound("pod " + std::string(pod_key) + " holds no share");
+  if (!it->second.assumed)
+    return FailedPrecondition("pod " + std::string(pod_key) + " is already confirmed by the pod watch");
+  Release(std::string(pod_key));
+  return Status();
+}
+
+int ClusterState::ExpireAssumed(Clock::time_point now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> expired;  // oldest first; stops at the first one still young
+  for (auto it = assumed_.begin(); it != assumed_.end() && now - it->first >= options_.assume_ttl; ++it)
+    expired.push_back(it->second);
+  for (const auto& key : expired) {
+    log_->warn("pod {}: bound {} s ago but never seen with its assignment; releasing its share on {}", key,
+               options_.assume_ttl.count(), pods_.at(key).assignment.node);
+    Release(key);
+    ++expired_total_;
+  }
+  return static_cast<int>(expired.size());
+}
+
+Result<core::PodRequest> ClusterState::PendingRequest(std::string_view pod_key, std::string_view uid) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = pending_.find(std::string(pod_key));
+  if (it == pending_.end() || (!uid.empty() && !it->second.uid.empty() && it->second.uid != uid))
+    return NotFound("pod " + std::string(pod_key) + " is not a pending GPU pod seen by the pod watch");
+  if (!it->second.error.ok()) return it->second.error;
+  return it->second.request;
+}
+
+// ---- internals (mu_ held) ----
+
+void ClusterState::Hold(const std::string& key, PodRecord record) {
+  auto [it, inserted] = pods_.insert_or_assign(key, std::move(record));
+  TryPlace(key, it->second);
+}
+
+void ClusterState::NoteNewHold(PodRecord& rec) {
+  if (rec.counted) return;
+  rec.counted = true;
+  new_holds_.push_back(rec.request);
+  if (new_holds_.size() > kNewHoldsKept) {
+    new_holds_.pop_front();
+    ++new_holds_first_;
+  }
+}
+
+// Books `rec` in the ledger, or parks it (waiting / conflict) on its node.
+void ClusterState::TryPlace(const std::string& key, PodRecord& rec) {
+  const std::string& node = rec.assignment.node;
+  const Place before = rec.place;
+  if (ledger_.FindNode(node) == nullptr) {
+    auto n = nodes_.find(node);
+    rec.place = Place::kWaiting;
+    rec.problem = n == nodes_.end() ? "waiting for node " + node + " (not seen yet)"
+                                    : "waiting for node " + node + " to be a GPU node (" +
+                                          n->second.not_gpu_reason + ")";
+    parked_[node].insert(key);
+    log_->info("pod {}: {}", key, rec.problem);
+    return;
+  }
+  Status st = ledger_.Assume(rec.request, rec.assignment);
+  if (st.ok()) {
+    if (!rec.assumed) (void)ledger_.Confirm(key);
+    rec.place = Place::kHeld;
+    rec.problem.clear();
+    NoteNewHold(rec);
+    if (auto p = parked_.find(node); p != parked_.end()) {
+      p->second.erase(key);
+      if (p->second.empty()) parked_.erase(p);
+    }
+    if (before == Place::kConflict) log_->info("pod {}: conflict resolved, now holds its share on {}", key, node);
+    log_->debug("pod {} holds its share on {}", key, node);
+    return;
+  }
+  rec.place = Place::kConflict;
+  if (before != Place::kConflict || rec.problem != st.message()) {
+    if (before != Place::kConflict) ++conflicts_total_;
+    log_->error("pod {}: its assignment does not fit node {}: {} (kept as a conflict; "
+                "was it placed by another scheduler?)", key, node, st.message());
+  }
+  rec.problem = st.message();
+  parked_[node].insert(key);
+}
+
+void ClusterState::Release(const std::string& key) {
+  auto it = pods_.find(key);
+  if (it == pods_.end()) return;
+  const std::string node = it->second.assignment.node;
+  const bool freed = it->second.place == Place::kHeld;
+  if (freed) {
+    if (Status st = ledger_.Forget(key); !st.ok()) log_->error("pod {}: {}", key, st.message());
+  } else if (auto p = parked_.find(node); p != parked_.end()) {
+    p->second.erase(key);
+    if (p->second.empty()) parked_.erase(p);
+  }
+  if (it->second.assumed) assumed_.erase({it->second.assumed_at, key});
+  pods_.erase(it);
+  if (freed) ApplyParked(node);
+}
+
+// Takes every pod off `node` in the ledger and parks it there.
+void ClusterState::Evict(const std::string& node, const std::string& why) {
+  for (const std::string& key : ledger_.PodsOn(node)) {
+    (void)ledger_.Forget(key);
+    PodRecord& rec = pods_.at(key);
+    rec.place = Place::kWaiting;
+    rec.problem = why;
+    parked_[node].insert(key);
+  }
+}
+
+void ClusterState::SetWaitingReason(const std::string& node, const std::string& why) {
+  auto p = parked_.find(node);
+  if (p == parked_.end()) return;
+  for (const std::string& key : p->second) {
+    PodRecord& rec = pods_.at(key);
+    if (rec.place == Place::kWaiting) rec.problem = why;
+  }
+}
+
+// Retries the pods parked on `node`: pods seen by the watch first, then own
+// assumptions, each group in key order (the order a fresh list delivers).
+void ClusterState::ApplyParked(const std::string& node) {
+  auto p = parked_.find(node);
+  if (p == parked_.end() || ledger_.FindNode(node) == nullptr) return;
+  const std::set<std::string> keys = p->second;
+  for (bool assumed : {false, true}) {
+    for (const std::string& key : keys) {
+      PodRecord& rec = pods_.at(key);
+      if (rec.assumed != assumed) continue;
+      if (rec.request.key.empty()) continue;  // unusable annotation: nothing to place
+      TryPlace(key, rec);
+    }
+  }
+}
+
+StateSummary ClusterState::SummaryLocked() const {
+  StateSummary s;
+  s.nodes = static_cast<int>(nodes_.size());
+  s.gpu_nodes = static_cast<int>(ledger_.nodes().size());
+  s.gpus = ledger_.TotalGpus();
+  for (const auto& [key, rec] : pods_) {
+    s.pods_held += rec.place == Place::kHeld;
+    s.pods_assumed += rec.assumed;
+    s.pods_waiting += rec.place == Place::kWaiting;
+    s.pods_conflict += rec.place == Place::kConflict;
+  }
+  s.pods_pending = static_cast<int>(pending_.size());
+  s.conflicts_total = conflicts_total_;
+  s.expired_total = expired_total_;
+  return s;
+}
+
+StateSummary ClusterState::Summary() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return SummaryLocked();
+}
+
+StateSummary ClusterState::Snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  StateSummary s = SummaryLocked();
+  for (const auto& n : ledger_.nodes()) {
+    for (size_t i = 0; i < n.gpus.size(); ++i) {
+      const auto& g = n.info.gpus[i];
+      s.gpu_use.push_back({n.info.name, g.index, g.model, g.healthy, g.memory_mib, n.gpus[i].mem_used_mib,
+                        n.gpus[i].core_used_milli, n.gpus[i].sharers});
+    }
+  }
+  return s;
+}
+
+std::vector<std::string> ClusterState::Problems() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& [key, rec] : pods_)
+    if (rec.place != Place::kHeld) out.push_back(key + ": " + rec.problem);
+  return out;
+}
+
+int ClusterState::conflict_count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  int n = 0;
+  for (const auto& [key, rec] : pods_) n += rec.place == Place::kConflict;
+  return n;
+}
+
+}  // namespace tessera::scheduler

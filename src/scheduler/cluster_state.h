@@ -1,0 +1,238 @@
+// ClusterState: what the extender knows about the cluster, built from the
+// node and pod informers' callbacks (raw JSON objects). It holds a core
+// Ledger of every GPU node's capacity and the shares held by live pods, the
+// nodes that are not GPU nodes (with the reason, for Filter), and the
+// requests of pending GPU pods (for Bind).
+//
+// Rules for pods (UpsertPod / DeletePod):
+//  - a pod bound to a node (spec.nodeName) with a tessera.io/assignment
+//    annotation and a phase other than Succeeded/Failed holds its share:
+//    confirmed if this extender had assumed it, added as confirmed otherwise;
+//  - a terminal or deleted pod releases its share;
+//  - a pod whose assignment names a node not known yet (or not a GPU node)
+//    waits, and is applied when the node arrives;
+//  - a pod whose assignment does not fit (two schedulers, a node that
+//    shrank) is logged and kept as a *conflict*, retried whenever its node
+//    frees capacity. Conflicts are counted, never silently dropped.
+// A pod this extender binds is *assumed* (AssumeOnNode) until the pod watch
+// shows it with its assignment; ExpireAssumed releases assumptions older than
+// the TTL (the bind was lost). A node without a valid inventory annotation is
+// not a GPU node; it is kept with the reason so Filter can say why.
+//
+// Thread-safety: every method may be called from any thread; one mutex
+// guards all state. Read() runs a function under it.
+//
+//   ClusterState state(ClusterStateOptions{});
+//   state.UpsertNode(node_json);      // informer callbacks
+//   state.UpsertPod(pod_json);
+//   size_t held = state.Read([](const ClusterView& v) { return v.ledger().pod_count(); });
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/ledger.h"
+#include "core/model.h"
+#include "core/podspec.h"
+#include "core/status.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace tessera::scheduler {
+
+using Clock = std::chrono::steady_clock;
+
+struct ClusterStateOptions {
+  // Extended resource names pods use (to recognise GPU pods).
+  core::ResourceNames resources;
+  // How long a pod bound by this extender may stay unseen by the pod watch
+  // before its share is released. Default 60 s.
+  std::chrono::seconds assume_ttl{60};
+  // Where decisions are logged; nullptr: spdlog's default logger.
+  std::shared_ptr<spdlog::logger> logger;
+};
+
+// One GPU's use, for logs and tests.
+struct GpuSummary {
+  std::string node;
+  int index = 0;
+  std::string model;
+  bool healthy = true;
+  int64_t mem_total_mib = 0;
+  int64_t mem_used_mib = 0;
+  int64_t core_used_milli = 0;
+  int sharers = 0;
+  int64_t mem_free_mib() const { return mem_total_mib - mem_used_mib; }
+  int64_t core_free_milli() const;
+};
+
+struct StateSummary {
+  int nodes = 0;             // all nodes seen
+  int gpu_nodes = 0;         // nodes in the ledger
+  int64_t gpus = 0;
+  int pods_held = 0;         // holding a share in the ledger (assumed ones included)
+  int pods_assumed = 0;      // bound by this extender, not yet seen by the pod watch
+  int pods_waiting = 0;      // assignment names a node that is unknown or not a GPU node
+  int pods_conflict = 0;     // assignment does not fit its node
+  int pods_pending = 0;      // unbound GPU pods whose request is kept for Bind
+  int64_t conflicts_total = 0;  // pods that ever entered the conflict state
+  int64_t expired_total = 0;    // assumptions released by ExpireAssumed
+  std::vector<GpuSummary> gpu_use;  // filled by Snapshot() only
+
+  // One line: "nodes=3 gpu_nodes=2 gpus=16 held=5 assumed=1 waiting=0 conflicts=0 pending=2"
+  std::string ToString() const;
+};
+
+class ClusterState;
+
+// Read-only access to the state, valid only inside ClusterState::Read.
+class ClusterView {
+ public:
+  enum class NodeKind { kUnknown, kGpu, kNotGpu };
+
+  const core::Ledger& ledger() const;
+  // What is known about `node`. For kNotGpu, `*reason` (if given) is set to
+  // why ("not a GPU node (no tessera.io/gpu-inventory annotation)").
+  NodeKind KindOf(std::string_view node, const std::string** reason = nullptr) const;
+  // Changes whenever a node is added, removed, or changes kind, so callers
+  // can cache what they resolved from node names (ledger indexes, kinds).
+  uint64_t topology_version() const;
+  // Every GPU model in the ledger with the memory of its largest GPU.
+  const std::map<std::string, int64_t, std::less<>>& Models() const;
+  // Requests of the pods holding shares, by key.
+  std::vector<core::PodRequest> HeldRequests() const;
+  // Requests of pods that started holding a share since `*cursor` (in the
+  // order they did), and advances the cursor. Keeps the last 8192 only.
+  std::vector<core::PodRequest> NewHoldsSince(uint64_t* cursor) const;
+
+ private:
+  friend class ClusterState;
+  explicit ClusterView(const ClusterState* state) : state_(state) {}
+  const ClusterState* state_;
+};
+
+class ClusterState {
+ public:
+  explicit ClusterState(ClusterStateOptions options = {});
+  ClusterState(const ClusterState&) = delete;
+  ClusterState& operator=(const ClusterState&) = delete;
+
+  // Informer callbacks. Malformed objects are logged and ignored (they cannot
+  // be fixed by retrying); nothing here fails.
+  void UpsertNode(const nlohmann::json& node);
+  void DeleteNode(std::string_view name);
+  void UpsertPod(const nlohmann::json& pod);
+  void DeletePod(const nlohmann::json& pod);
+
+  // Picks GPUs for `pod` on `node` with `pick` and books them as assumed, in
+  // one step under the mutex. Errors (nothing booked): ALREADY_EXISTS if the
+  // pod already holds or waits for a share; NOT_FOUND / FAILED_PRECONDITION
+  // when the node is unknown / not a GPU node; what `pick` returns;
+  // RESOURCE_EXHAUSTED or INVALID_ARGUMENT from the ledger.
+  using PickFn = std::function<Result<core::Assignment>(const core::NodeState& node)>;
+  Result<core::Assignment> AssumeOnNode(const core::PodRequest& pod, std::string_view uid,
+                                        std::string_view node, const PickFn& pick, Clock::time_point now);
+  // Releases an assumption (the bind failed). FAILED_PRECONDITION, changing
+  // nothing, when the pod watch already confirmed the pod; NOT_FOUND if the
+  // pod holds nothing.
+  Status ForgetAssumed(std::string_view pod_key);
+  // Releases assumptions made before now - assume_ttl. Returns how many.
+  int ExpireAssumed(Clock::time_point now);
+
+  // The request of an unbound GPU pod last seen by UpsertPod, if its uid
+  // matches (any uid when `uid` is empty). NOT_FOUND when unknown; the pod's
+  // validation error when it is malformed.
+  Result<core::PodRequest> PendingRequest(std::string_view pod_key, std::string_view uid) const;
+
+  // Runs `fn(const ClusterView&)` under the mutex and returns its result.
+  // `fn` must not call back into this object.
+  template <typename Fn>
+  decltype(auto) Read(Fn&& fn) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return fn(ClusterView(this));
+  }
+
+  StateSummary Summary() const;
+  // Summary plus every GPU's use, nodes in ledger order.
+  StateSummary Snapshot() const;
+  // The pods waiting for a node or in conflict, "ns/name: why", sorted.
+  std::vector<std::string> Problems() const;
+  // Pods currently in conflict.
+  int conflict_count() const;
+
+  const ClusterStateOptions& options() const { return options_; }
+
+ private:
+  friend class ClusterView;
+  enum class Place { kHeld, kWaiting, kConflict };
+  struct PodRecord {
+    std::string uid;
+    std::string assignment_text;  // the annotation as last seen ("" for own assumptions)
+    core::PodRequest request;     // what the ledger holds (shares from the assignment)
+    core::Assignment assignment;
+    Place place = Place::kWaiting;
+    std::string problem;          // why waiting / in conflict
+    bool assumed = false;
+    Clock::time_point assumed_at{};
+    bool counted = false;         // reported by NewHoldsSince already
+  };
+  struct NodeEntry {
+    std::string fingerprint;      // inventory + allocatable as last seen
+    std::string not_gpu_reason;   // empty: the node is in the ledger
+  };
+  struct PendingPod {
+    std::string uid;
+    Status error;                 // OK when `request` is valid
+    core::PodRequest request;
+  };
+
+  // The functions below need mu_ held.
+  void Hold(const std::string& key, PodRecord record);
+  void NoteNewHold(PodRecord& rec);
+  void TryPlace(const std::string& key, PodRecord& record);
+  void Release(const std::string& key);
+  void Evict(const std::string& node, const std::string& why);
+  void ApplyParked(const std::string& node);
+  void SetWaitingReason(const std::string& node, const std::string& why);
+  void TopologyChanged() {
+    models_dirty_ = true;
+    ++topology_version_;
+  }
+  StateSummary SummaryLocked() const;
+
+  const ClusterStateOptions options_;
+  std::shared_ptr<spdlog::logger> log_;
+
+  mutable std::mutex mu_;
+  // Everything below: GUARDED_BY(mu_).
+  core::Ledger ledger_;
+  std::unordered_map<std::string, NodeEntry> nodes_;
+  std::map<std::string, PodRecord, std::less<>> pods_;
+  std::map<std::string, std::set<std::string>, std::less<>> parked_;  // node -> waiting/conflict pod keys
+  // Assumed records by (assumed_at, key), oldest first, for ExpireAssumed.
+  std::set<std::pair<Clock::time_point, std::string>> assumed_;
+  std::unordered_map<std::string, PendingPod> pending_;
+  std::deque<core::PodRequest> new_holds_;
+  uint64_t new_holds_first_ = 0;  // sequence number of new_holds_.front()
+  mutable bool models_dirty_ = true;
+  uint64_t topology_version_ = 1;
+  mutable std::map<std::string, int64_t, std::less<>> models_;
+  int64_t conflicts_total_ = 0;
+  int64_t expired_total_ = 0;
+};
+
+}  // namespace tessera::scheduler

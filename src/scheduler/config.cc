@@ -1,0 +1,144 @@
+#include "scheduler/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "core/policy.h"
+
+namespace tessera::scheduler {
+namespace {
+
+Status UnknownKeys(const YAML::Node& map, const std::set<std::string>& known, const std::string& where) {
+  for (const auto& kv : map) {
+    const auto key = kv.first.as<std::string>();
+    if (!known.contains(key)) {
+      std::string list;
+      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+      return InvalidArgument(where + "unknown key \"" + key + "\" (known: " + list + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+template <typename T>
+Status Read(const YAML::Node& map, const char* key, T& out, const std::string& where) {
+  const YAML::Node value = map[key];
+  if (!value) return Status::Ok();
+  try {
+    out = value.as<T>();
+  } catch (const YAML::Exception&) {
+    return InvalidArgument(where + key + ": \"" + YAML::Dump(value) + "\" is not a valid value");
+  }
+  return Status::Ok();
+}
+
+bool ValidResourceName(const std::string& name) {
+  // An extended resource: "domain/name", domain not kubernetes.io.
+  const auto slash = name.find('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == name.size()) return false;
+  if (name.find('/', slash + 1) != std::string::npos) return false;
+  const std::string domain = name.substr(0, slash);
+  return domain != "kubernetes.io" && !domain.ends_with(".kubernetes.io");
+}
+
+}  // namespace
+
+Result<SchedulerConfig> ParseConfig(const std::string& yaml_text, const std::string& source) {
+  SchedulerConfig config;
+  const std::string where = source + ": ";
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(where + "not valid YAML: " + e.what());
+  }
+  if (!root || root.IsNull()) return config;
+  if (!root.IsMap()) return InvalidArgument(where + "expected a mapping at the top level");
+  TESSERA_RETURN_IF_ERROR(UnknownKeys(
+      root, {"listenAddress", "port", "tls", "kubeconfig", "policy", "resourceNames", "assumeTTLSeconds",
+             "leaderElection", "logLevel", "seed"},
+      where));
+  TESSERA_RETURN_IF_ERROR(Read(root, "listenAddress", config.listen_address, where));
+  TESSERA_RETURN_IF_ERROR(Read(root, "port", config.port, where));
+  TESSERA_RETURN_IF_ERROR(Read(root, "kubeconfig", config.kubeconfig, where));
+  TESSERA_RETURN_IF_ERROR(Read(root, "policy", config.policy, where));
+  TESSERA_RETURN_IF_ERROR(Read(root, "logLevel", config.log_level, where));
+  TESSERA_RETURN_IF_ERROR(Read(root, "seed", config.seed, where));
+  int64_t ttl = config.assume_ttl.count();
+  TESSERA_RETURN_IF_ERROR(Read(root, "assumeTTLSeconds", ttl, where));
+  config.assume_ttl = std::chrono::seconds(ttl);
+  if (const YAML::Node tls = root["tls"]) {
+    if (!tls.IsMap()) return InvalidArgument(where + "tls: expected a mapping with certFile and keyFile");
+    TESSERA_RETURN_IF_ERROR(UnknownKeys(tls, {"certFile", "keyFile"}, where + "tls: "));
+    TESSERA_RETURN_IF_ERROR(Read(tls, "certFile", config.tls_cert_file, where + "tls."));
+    TESSERA_RETURN_IF_ERROR(Read(tls, "keyFile", config.tls_key_file, where + "tls."));
+  }
+  if (const YAML::Node names = root["resourceNames"]) {
+    if (!names.IsMap()) return InvalidArgument(where + "resourceNames: expected a mapping");
+    TESSERA_RETURN_IF_ERROR(UnknownKeys(names, {"gpu", "gpuMem", "gpuCore"}, where + "resourceNames: "));
+    TESSERA_RETURN_IF_ERROR(Read(names, "gpu", config.resources.gpu, where + "resourceNames."));
+    TESSERA_RETURN_IF_ERROR(Read(names, "gpuMem", config.resources.mem, where + "resourceNames."));
+    TESSERA_RETURN_IF_ERROR(Read(names, "gpuCore", config.resources.core, where + "resourceNames."));
+  }
+  if (const YAML::Node le = root["leaderElection"]) {
+    if (!le.IsMap()) return InvalidArgument(where + "leaderElection: expected a mapping");
+    TESSERA_RETURN_IF_ERROR(
+        UnknownKeys(le, {"enabled", "namespace", "name", "identity"}, where + "leaderElection: "));
+    TESSERA_RETURN_IF_ERROR(Read(le, "enabled", config.leader_election.enabled, where + "leaderElection."));
+    TESSERA_RETURN_IF_ERROR(Read(le, "namespace", config.leader_election.namespace_, where + "leaderElection."));
+    TESSERA_RETURN_IF_ERROR(Read(le, "name", config.leader_election.name, where + "leaderElection."));
+    TESSERA_RETURN_IF_ERROR(Read(le, "identity", config.leader_election.identity, where + "leaderElection."));
+  }
+  TESSERA_RETURN_IF_ERROR(ValidateConfig(config).WithContext(source));
+  return config;
+}
+
+Result<SchedulerConfig> LoadConfigFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound("cannot read config file " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseConfig(text.str(), path);
+}
+
+Status ValidateConfig(const SchedulerConfig& config) {
+  if (config.port < 0 || config.port > 65535) {
+    return InvalidArgument("port: " + std::to_string(config.port) + " is outside 0..65535");
+  }
+  if (config.listen_address.empty()) return InvalidArgument("listenAddress: must not be empty");
+  if (auto policy = core::MakePolicy(config.policy, core::PolicyConfig{}); !policy.ok()) {
+    return InvalidArgument("policy: " + policy.status().message());
+  }
+  for (const auto* name : {&config.resources.gpu, &config.resources.mem, &config.resources.core}) {
+    if (!ValidResourceName(*name)) {
+      return InvalidArgument("resourceNames: \"" + *name +
+                             "\" is not an extended resource name (want domain/name, e.g. tessera.io/gpu-mem)");
+    }
+  }
+  if (config.resources.gpu == config.resources.mem || config.resources.gpu == config.resources.core ||
+      config.resources.mem == config.resources.core) {
+    return InvalidArgument("resourceNames: gpu, gpuMem and gpuCore must differ");
+  }
+  if (config.tls_cert_file.empty() != config.tls_key_file.empty()) {
+    return InvalidArgument("tls: certFile and keyFile must be given together");
+  }
+  if (config.assume_ttl.count() <= 0) {
+    return InvalidArgument("assumeTTLSeconds: must be positive, got " + std::to_string(config.assume_ttl.count()));
+  }
+  static constexpr const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
+  bool level_ok = false;
+  for (const char* level : kLevels) level_ok = level_ok || config.log_level == level;
+  if (!level_ok) {
+    return InvalidArgument("logLevel: \"" + config.log_level + "\" is not one of trace, debug, info, warn, error");
+  }
+  if (config.leader_election.enabled &&
+      (config.leader_election.namespace_.empty() || config.leader_election.name.empty())) {
+    return InvalidArgument("leaderElection: namespace and name must be set when enabled");
+  }
+  return Status::Ok();
+}
+
+}  // namespace tessera::scheduler

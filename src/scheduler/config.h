@@ -1,0 +1,45 @@
+// tessera-scheduler's configuration: a YAML file (deploy/ has a commented
+// example) overridden by command-line flags, validated before anything starts.
+#pragma once
+#include <chrono>
+#include <string>
+
+#include "core/podspec.h"
+#include "core/status.h"
+
+namespace tessera::scheduler {
+
+struct LeaderElectionConfig {
+  bool enabled = true;
+  std::string namespace_ = "kube-system";
+  std::string name = "tessera-scheduler";
+  std::string identity;  // empty: hostname + pid
+};
+
+struct SchedulerConfig {
+  std::string listen_address = "127.0.0.1";
+  int port = 12345;
+  std::string tls_cert_file;   // both set: serve HTTPS
+  std::string tls_key_file;
+  std::string kubeconfig;      // empty: $KUBECONFIG, in-cluster, ~/.kube/config
+  std::string policy = "tessera";
+  core::ResourceNames resources;
+  std::chrono::seconds assume_ttl{60};
+  LeaderElectionConfig leader_election;
+  std::string log_level = "info";
+  uint64_t seed = 1;
+
+  bool tls() const { return !tls_cert_file.empty(); }
+};
+
+// Parses the YAML text of a configuration file (unknown keys are an error, so
+// a typo does not silently fall back to a default). `source` names the file in
+// messages: "config.yaml: policy: unknown policy \"bin-pack\" (known: ...)".
+Result<SchedulerConfig> ParseConfig(const std::string& yaml_text, const std::string& source);
+Result<SchedulerConfig> LoadConfigFile(const std::string& path);
+
+// Checks values a file or a flag may get wrong: port range, policy name,
+// resource names, TLS files given in pairs, positive TTL, log level.
+Status ValidateConfig(const SchedulerConfig& config);
+
+}  // namespace tessera::scheduler

@@ -1,0 +1,90 @@
+#include "scheduler/config.h"
+
+#include <gtest/gtest.h>
+
+namespace tessera::scheduler {
+namespace {
+
+TEST(ConfigTest, EmptyFileGivesDefaults) {
+  auto config = ParseConfig("", "c.yaml");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->policy, "tessera");
+  EXPECT_EQ(config->resources.mem, "tessera.io/gpu-mem");
+  EXPECT_TRUE(config->leader_election.enabled);
+  EXPECT_FALSE(config->tls());
+}
+
+TEST(ConfigTest, ReadsEveryField) {
+  auto config = ParseConfig(R"(
+listenAddress: 0.0.0.0
+port: 9443
+tls: {certFile: /c.pem, keyFile: /k.pem}
+kubeconfig: /kc
+policy: fgd
+resourceNames: {gpu: example.com/gpu, gpuMem: example.com/mem, gpuCore: example.com/core}
+assumeTTLSeconds: 30
+leaderElection: {enabled: false, namespace: tessera, name: ext, identity: me}
+logLevel: debug
+seed: 7
+)",
+                            "c.yaml");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->listen_address, "0.0.0.0");
+  EXPECT_EQ(config->port, 9443);
+  EXPECT_TRUE(config->tls());
+  EXPECT_EQ(config->policy, "fgd");
+  EXPECT_EQ(config->resources.core, "example.com/core");
+  EXPECT_EQ(config->assume_ttl.count(), 30);
+  EXPECT_FALSE(config->leader_election.enabled);
+  EXPECT_EQ(config->leader_election.identity, "me");
+  EXPECT_EQ(config->seed, 7u);
+}
+
+void ExpectError(const std::string& yaml, const std::string& fragment) {
+  auto config = ParseConfig(yaml, "c.yaml");
+  ASSERT_FALSE(config.ok()) << yaml;
+  EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(config.status().message().find(fragment), std::string::npos) << config.status().message();
+  EXPECT_NE(config.status().message().find("c.yaml"), std::string::npos) << config.status().message();
+}
+
+TEST(ConfigTest, RejectsMistakesWithTheFieldName) {
+  ExpectError("polcy: fgd", "unknown key \"polcy\"");
+  ExpectError("policy: bin-pack", "policy:");
+  ExpectError("port: 70000", "port: 70000");
+  ExpectError("port: abc", "port");
+  ExpectError("tls: {certFile: /c.pem}", "together");
+  ExpectError("resourceNames: {gpuMem: gpu-mem}", "not an extended resource name");
+  ExpectError("resourceNames: {gpuMem: kubernetes.io/gpu-mem}", "not an extended resource name");
+  ExpectError("resourceNames: {gpuMem: tessera.io/gpu}", "must differ");
+  ExpectError("assumeTTLSeconds: 0", "positive");
+  ExpectError("logLevel: loud", "logLevel");
+  ExpectError("leaderElection: {name: \"\"}", "leaderElection");
+  ExpectError("[1, 2]", "mapping");
+  ExpectError("policy: [unclosed", "YAML");
+}
+
+TEST(ConfigTest, MissingFileIsNotFound) {
+  auto config = LoadConfigFile("no/such/config.yaml");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace tessera::scheduler
+
+namespace tessera::scheduler {
+namespace {
+
+TEST(ConfigTest, ShippedExampleParsesToTheDefaults) {
+  auto config = LoadConfigFile("deploy/tessera-scheduler.yaml");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  const SchedulerConfig defaults;
+  EXPECT_EQ(config->port, defaults.port);
+  EXPECT_EQ(config->policy, defaults.policy);
+  EXPECT_EQ(config->assume_ttl, defaults.assume_ttl);
+  EXPECT_EQ(config->leader_election.name, defaults.leader_election.name);
+}
+
+}  // namespace
+}  // namespace tessera::scheduler

@@ -1,0 +1,350 @@
+#include "scheduler/extender.h"
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <spdlog/spdlog.h>
+
+#include "core/codec.h"
+#include "core/fragmentation.h"
+#include "core/podspec.h"
+#include "scheduler/rejection.h"
+#include "scheduler/wire.h"
+
+namespace tessera::scheduler {
+namespace {
+
+constexpr int64_t kMaxScore = 10;  // MaxExtenderPriority
+constexpr int64_t kFgdRefreshEvery = 4096;
+// Pod shapes whose verdicts are cached (one Verdict per node each) before
+// the cache starts over, and node lists whose resolution is kept.
+constexpr size_t kMaxShapes = 64;
+constexpr size_t kMaxResolutions = 4;
+
+HttpReply BadRequest(const std::shared_ptr<spdlog::logger>& log, std::string_view verb, const Status& status) {
+  log->warn("{}: bad request: {}", verb, status.message());
+  return {400, std::string(verb) + ": " + status.message() + "\n"};
+}
+
+std::string UidOf(const nlohmann::json& pod) {
+  auto meta = pod.find("metadata");
+  if (meta == pod.end() || !meta->is_object()) return "";
+  auto uid = meta->find("uid");
+  return uid != meta->end() && uid->is_string() ? uid->get<std::string>() : "";
+}
+
+// "2024-05-01T12:34:56Z"
+std::string Rfc3339(std::chrono::system_clock::time_point t) {
+  const std::time_t secs = std::chrono::system_clock::to_time_t(t);
+  std::tm utc{};
+  gmtime_r(&secs, &utc);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return buf;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Extender>> Extender::Create(ClusterState& state, Binder& binder, ExtenderOptions options) {
+  std::unique_ptr<Extender> e(new Extender(state, binder, std::move(options)));
+  std::lock_guard<std::mutex> lock(e->policy_mu_);
+  TESSERA_RETURN_IF_ERROR(e->MakePolicyLocked(core::TargetWorkload{}));
+  return e;
+}
+
+Extender::Extender(ClusterState& state, Binder& binder, ExtenderOptions options)
+    : state_(state),
+      binder_(binder),
+      options_(std::move(options)),
+      log_(options_.logger ? options_.logger : spdlog::default_logger()) {}
+
+Status Extender::MakePolicyLocked(const core::TargetWorkload& workload) {
+  TESSERA_ASSIGN_OR_RETURN(policy_, core::MakePolicy(options_.policy, core::PolicyConfig{workload}));
+  placer_ = std::make_unique<core::Placer>(*policy_, options_.seed);
+  verdicts_.clear();
+  shapes_.clear();
+  return Status();
+}
+
+// ---- filter ----
+
+HttpReply Extender::Filter(std::string_view body) {
+  Result<ExtenderArgs> args = ParseExtenderArgs(body);
+  if (!args.ok()) return BadRequest(log_, "filter", args.status());
+  Result<std::string> key = core::PodKey(args->pod);
+  if (!key.ok()) return BadRequest(log_, "filter", key.status());
+  const Result<core::PodRequest> req = RequestOf(args->pod, UidOf(args->pod));
+  const size_t n = args->node_names.size();
+  FilterOutcome out;
+  if (!req.ok()) {
+    const std::string why = req.status().message();
+    log_->info("filter {}: cannot be scheduled: {}", *key, why);
+    for (size_t i = 0; i < n; ++i) out.unresolvable.emplace_back(i, why);
+    return {200, WriteFilterResult(*args, out)};
+  }
+  const bool detailed = n <= options_.detailed_reasons_max_nodes;
+  std::string problem;
+  std::deque<std::string> owned;  // reasons made for this call only
+  // Held until the reply is written: `out` points into the verdict cache.
+  std::lock_guard<std::mutex> lock(policy_mu_);
+  state_.Read([&](const ClusterView& view) {
+    problem = ClusterWideProblem(*req, view.Models());
+    if (!problem.empty()) return;
+    const std::vector<int>& index = ResolveLocked(view, args->node_names);
+    const int shape = ShapeIdLocked(*req);
+    const auto& nodes = view.ledger().nodes();
+    verdicts_[static_cast<size_t>(shape)].resize(std::max(verdicts_[static_cast<size_t>(shape)].size(), nodes.size()));
+    for (size_t i = 0; i < n; ++i) {
+      if (index[i] >= 0) {
+        const core::NodeState& node = nodes[static_cast<size_t>(index[i])];
+        Verdict& v = VerdictLocked(shape, index[i], *req, node, /*need_score=*/false);
+        if (v.why == core::FitFailure::kNone) {
+          out.passed.push_back(i);
+          continue;
+        }
+        if (v.reason_detail != static_cast<int>(detailed)) {
+          Rejection r = ExplainMisfit(*req, node, v.why, detailed);
+          v.reason = std::move(r.reason);
+          v.unresolvable = r.unresolvable;
+          v.reason_detail = detailed;
+        }
+        (v.unresolvable ? out.unresolvable : out.failed).emplace_back(i, v.reason);
+        continue;
+      }
+      const std::string& name = args->node_names[i];
+      const std::string* reason = nullptr;
+      const std::string prefix = detailed ? "node " + name + ": " : "";
+      if (view.KindOf(name, &reason) == ClusterView::NodeKind::kNotGpu) {
+        out.unresolvable.emplace_back(i, owned.emplace_back(prefix + *reason));
+      } else {
+        out.failed.emplace_back(i, owned.emplace_back(prefix + "not seen by tessera-scheduler's node watch yet"));
+      }
+    }
+  });
+  if (!problem.empty()) {
+    log_->info("filter {}: cannot be scheduled: {}", *key, problem);
+    for (size_t i = 0; i < n; ++i) out.unresolvable.emplace_back(i, problem);
+    return {200, WriteFilterResult(*args, out)};
+  }
+  log_->info("filter {}: {}/{} nodes fit", *key, out.passed.size(), n);
+  if (log_->should_log(spdlog::level::debug)) {
+    for (const auto* list : {&out.failed, &out.unresolvable})
+      for (const auto& [i, reason] : *list) log_->debug("filter {}: {} rejected: {}", *key, args->node_names[i], reason);
+  }
+  return {200, WriteFilterResult(*args, out)};
+}
+
+// ---- prioritize ----
+
+HttpReply Extender::Prioritize(std::string_view body) {
+  Result<ExtenderArgs> args = ParseExtenderArgs(body);
+  if (!args.ok()) return BadRequest(log_, "prioritize", args.status());
+  Result<std::string> key = core::PodKey(args->pod);
+  if (!key.ok()) return BadRequest(log_, "prioritize", key.status());
+  const Result<core::PodRequest> req = RequestOf(args->pod, UidOf(args->pod));
+  const std::vector<std::string>& names = args->node_names;
+  std::vector<int64_t> scores(names.size(), 0);
+  if (!req.ok()) return {200, WriteHostPriorityList(*args, scores)};
+
+  struct Feasible {
+    size_t i;
+    int64_t score;
+    double fine;
+  };
+  std::vector<Feasible> feasible;
+  bool all_equal = false;
+  {
+    std::lock_guard<std::mutex> lock(policy_mu_);
+    all_equal = policy_->ScoresAllEqual();
+    state_.Read([&](const ClusterView& view) {
+      LearnWorkloadLocked(view);
+      const std::vector<int>& index = ResolveLocked(view, names);
+      const int shape = ShapeIdLocked(*req);
+      const auto& nodes = view.ledger().nodes();
+      for (size_t i = 0; i < names.size(); ++i) {
+        if (index[i] < 0) continue;
+        const Verdict& v = VerdictLocked(shape, index[i], *req, nodes[static_cast<size_t>(index[i])], true);
+        if (v.why == core::FitFailure::kNone) feasible.push_back({i, v.candidate.score, v.candidate.fine});
+      }
+    });
+  }
+  if (feasible.empty()) return {200, WriteHostPriorityList(*args, scores)};
+  // The placer's choice: highest (score, fine), ties to the first node by name.
+  const Feasible* best = &feasible[0];
+  int64_t lo = feasible[0].score, hi = feasible[0].score;
+  for (const Feasible& f : feasible) {
+    lo = std::min(lo, f.score);
+    hi = std::max(hi, f.score);
+    if (f.score > best->score || (f.score == best->score && f.fine > best->fine) ||
+        (f.score == best->score && f.fine == best->fine && names[f.i] < names[best->i]))
+      best = &f;
+  }
+  for (const Feasible& f : feasible) {
+    if (all_equal) {
+      scores[f.i] = kMaxScore;
+    } else if (&f == best) {
+      scores[f.i] = kMaxScore;
+    } else if (hi == lo) {
+      scores[f.i] = kMaxScore - 1;
+    } else {
+      const double scaled = static_cast<double>(f.score - lo) / static_cast<double>(hi - lo);
+      scores[f.i] = std::llround(scaled * static_cast<double>(kMaxScore - 1));
+    }
+  }
+  log_->debug("prioritize {}: {} feasible of {}, best {} (policy score {}) policy={}", *key, feasible.size(),
+              names.size(), names[best->i], best->score, options_.policy);
+  return {200, WriteHostPriorityList(*args, scores)};
+}
+
+// ---- bind ----
+
+HttpReply Extender::Bind(std::string_view body) {
+  Result<BindingArgs> args = ParseBindingArgs(body);
+  if (!args.ok()) return BadRequest(log_, "bind", args.status());
+  const std::string key = args->pod_namespace + "/" + args->pod_name;
+  auto fail = [&](const std::string& message) {
+    log_->warn("bind {} -> node {} refused: {}", key, args->node, message);
+    return HttpReply{200, WriteBindingResult(message)};
+  };
+  if (options_.may_bind) {
+    if (Status gate = options_.may_bind(); !gate.ok()) return fail("bind refused: " + gate.message());
+  }
+  const Clock::time_point now = options_.now ? options_.now() : Clock::now();
+  state_.ExpireAssumed(now);
+  Result<core::PodRequest> req = RequestForBind(key, args->pod_uid);
+  if (!req.ok()) return fail(req.status().message());
+
+  Result<core::Assignment> assignment = InvalidArgument("not placed");
+  {
+    std::lock_guard<std::mutex> lock(policy_mu_);
+    auto pick = [&](const core::NodeState& node) -> Result<core::Assignment> {
+      const core::FitFailure why = core::FitsNode(*req, node);
+      if (why != core::FitFailure::kNone)
+        return ResourceExhausted("pod " + key + " no longer fits: " +
+                                 ExplainMisfit(*req, node, why, /*detailed=*/true).reason);
+      return core::MakeAssignment(*req, node, placer_->Score(*req, node).pick);
+    };
+    assignment = state_.AssumeOnNode(*req, args->pod_uid, args->node, pick, now);
+  }
+  if (!assignment.ok()) return fail(assignment.status().message());
+  Result<std::string> text = core::EncodeAssignment(*assignment);
+  if (!text.ok()) {
+    (void)state_.ForgetAssumed(key);
+    return fail(text.status().message());
+  }
+  const auto wall = options_.wall_now ? options_.wall_now() : std::chrono::system_clock::now();
+  const std::map<std::string, std::string> annotations = {
+      {std::string(core::kAssignmentAnnotation), *text}, {std::string(kAssignedAtAnnotation), Rfc3339(wall)}};
+  // No lock is held here: the API call may take a while.
+  if (Status st = binder_.Bind(args->pod_namespace, args->pod_name, args->pod_uid, args->node, annotations);
+      !st.ok()) {
+    Status forgot = state_.ForgetAssumed(key);
+    log_->warn("bind {} -> node {} failed: {}; {}", key, args->node, st.message(),
+               forgot.ok() ? "its share is released" : forgot.message());
+    return HttpReply{200, WriteBindingResult("binding pod " + key + " to node " + args->node + ": " + st.message())};
+  }
+  log_->info("bind {} -> node {} GPUs {} policy={}", key, args->node, DescribeAssignment(*assignment),
+             options_.policy);
+  return {200, WriteBindingResult("")};
+}
+
+// ---- policy, verdict cache, workload ----
+
+void Extender::LearnWorkloadLocked(const ClusterView& view) {
+  const std::vector<core::PodRequest> fresh = view.NewHoldsSince(&holds_cursor_);
+  if (fresh.empty()) return;
+  for (const auto& pod : fresh) policy_->OnArrival(pod);
+  learned_ += static_cast<int64_t>(fresh.size());
+  if (options_.policy == "fgd" && learned_ >= next_rebuild_) {
+    // FGD is given a fixed target workload: rebuild it from the live pods.
+    const core::TargetWorkload workload = core::TypicalWorkload(view.HeldRequests(), 0.95);
+    if (Status st = MakePolicyLocked(workload); !st.ok()) log_->error("fgd: {}", st.message());
+    next_rebuild_ = std::min(learned_ * 2, learned_ + kFgdRefreshEvery);
+    log_->info("fgd: target workload rebuilt from {} live pods: {} classes", view.ledger().pod_count(),
+               workload.classes.size());
+  }
+}
+
+int Extender::ShapeIdLocked(const core::PodRequest& pod) {
+  std::string key = std::to_string(pod.cpu_milli) + "/" + std::to_string(pod.memory_mib);
+  for (const auto& c : pod.containers) {
+    key += "|" + std::to_string(c.gpu_count) + "," + std::to_string(c.mem_mib_per_gpu) + "," +
+           std::to_string(c.core_milli_per_gpu);
+    for (const auto& m : c.models.allowed) key += "+" + m;
+    for (const auto& m : c.models.avoided) key += "-" + m;
+  }
+  if (shapes_.size() >= kMaxShapes && !shapes_.contains(key)) {  // many shapes: start over
+    shapes_.clear();
+    verdicts_.clear();
+  }
+  auto [it, inserted] = shapes_.emplace(std::move(key), static_cast<int>(verdicts_.size()));
+  if (inserted) verdicts_.emplace_back();
+  return it->second;
+}
+
+Extender::Verdict& Extender::VerdictLocked(int shape, int node_index, const core::PodRequest& pod,
+                                           const core::NodeState& node, bool need_score) {
+  std::vector<Verdict>& row = verdicts_[static_cast<size_t>(shape)];
+  if (row.size() <= static_cast<size_t>(node_index)) row.resize(static_cast<size_t>(node_index) + 1);
+  Verdict& v = row[static_cast<size_t>(node_index)];
+  if (v.version != node.version + 1) {  // another state of the node, or another node at this index
+    v.version = node.version + 1;
+    v.epoch = 0;
+    v.why = core::FitsNode(pod, node);
+    v.reason_detail = -1;
+  }
+  const uint64_t epoch = policy_->epoch() + 1;
+  if (need_score && v.why == core::FitFailure::kNone && (v.epoch != epoch || !policy_->Cacheable())) {
+    v.candidate = placer_->Score(pod, node);
+    v.epoch = epoch;
+  }
+  return v;
+}
+
+const std::vector<int>& Extender::ResolveLocked(const ClusterView& view, const std::vector<std::string>& names) {
+  const uint64_t topology = view.topology_version();
+  for (auto it = resolutions_.begin(); it != resolutions_.end(); ++it) {
+    if (it->topology != topology || it->names != names) continue;
+    std::rotate(it, it + 1, resolutions_.end());  // most recently used last
+    return resolutions_.back().index;
+  }
+  if (resolutions_.size() >= kMaxResolutions) resolutions_.erase(resolutions_.begin());
+  Resolution r;
+  r.topology = topology;
+  r.names = names;
+  r.index.reserve(names.size());
+  for (const auto& name : names) r.index.push_back(view.ledger().NodeIndex(name));
+  resolutions_.push_back(std::move(r));
+  return resolutions_.back().index;
+}
+
+// ---- pod requests ----
+
+Result<core::PodRequest> Extender::RequestOf(const nlohmann::json& pod, const std::string& uid) {
+  Result<core::PodRequest> req = core::PodRequestFromJson(pod, state_.options().resources);
+  if (uid.empty()) return req;
+  std::lock_guard<std::mutex> lock(requests_mu_);
+  const std::string key = req.ok() ? req->key : core::PodKey(pod).ok() ? *core::PodKey(pod) : "";
+  auto [it, inserted] = requests_.insert_or_assign(uid, Remembered{key, req});
+  if (inserted) {
+    request_order_.push_back(uid);
+    while (request_order_.size() > std::max<size_t>(options_.remembered_requests, 1)) {
+      requests_.erase(request_order_.front());
+      request_order_.pop_front();
+    }
+  }
+  return req;
+}
+
+Result<core::PodRequest> Extender::RequestForBind(const std::string& key, const std::string& uid) {
+  Result<core::PodRequest> from_watch = state_.PendingRequest(key, uid);
+  if (from_watch.ok() || from_watch.status().code() != StatusCode::kNotFound) return from_watch;
+  if (!uid.empty()) {
+    std::lock_guard<std::mutex> lock(requests_mu_);
+    if (auto it = requests_.find(uid); it != requests_.end() && it->second.key == key) return it->second.request;
+  }
+  return NotFound("pod " + key + (uid.empty() ? "" : " (uid " + uid + ")") +
+                  " is unknown: not seen by the pod watch nor in a filter call");
+}
+
+}  // namespace tessera::scheduler

@@ -1,0 +1,175 @@
+// Extender: kube-scheduler's filter, prioritize and bind verbs, answered from
+// a ClusterState and independent of HTTP (server.h serves them). Bodies and
+// replies use the extender wire format (wire.h).
+//
+//  - Filter keeps the nodes where the pod's GPU shares fit and gives every
+//    other node a reason a person can act on. A pod the user got wrong (150 %
+//    core, an unknown model, more memory than any GPU) is answered 200 with
+//    every node unresolvable under that message, so the pod's
+//    FailedScheduling event shows it; only a body that is not an
+//    ExtenderArgs is answered 400.
+//  - Prioritize scores the feasible nodes 0..10 with the placement policy:
+//    the node the policy's placer would choose (best score, ties to the first
+//    name, so equal nodes fill in a fixed order) gets 10, the others are
+//    scaled into 0..9 by their policy score, infeasible nodes get 0. Policies
+//    that score all nodes alike (random) give every feasible node 10.
+//    Verdicts are cached per (pod shape, node version), so a cycle over
+//    thousands of nodes recomputes only the nodes that changed.
+//  - Bind picks the GPUs on the chosen node with the policy, books them in the
+//    ledger as assumed, and calls the Binder (without holding any lock) with
+//    the tessera.io/assignment and tessera.io/assigned-at annotations. On
+//    failure the share is released and the error returned in
+//    ExtenderBindingResult.Error (HTTP 200), so kube-scheduler retries.
+// Policies that need a view of the workload learn it from the pods that hold
+// shares (tessera: as arrivals; fgd: its target workload is rebuilt from the
+// live pods as their number doubles, and at least every 4096 new pods).
+//
+// Thread-safety: all methods may be called from any thread at once; filter,
+// prioritize and the GPU choice of bind take turns on one mutex (the
+// policy's), the binder call runs outside it.
+//
+//   ClusterState state(ClusterStateOptions{});
+//   auto extender = Extender::Create(state, binder, ExtenderOptions{});
+//   HttpReply r = (*extender)->Filter(body);  // r.status 200, r.body ExtenderFilterResult
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "core/model.h"
+#include "core/placer.h"
+#include "core/policy.h"
+#include "core/status.h"
+#include "scheduler/cluster_state.h"
+
+namespace tessera::scheduler {
+
+// Pod annotation with the time (RFC 3339, UTC) the extender bound the pod.
+inline constexpr std::string_view kAssignedAtAnnotation = "tessera.io/assigned-at";
+
+struct HttpReply {
+  int status = 200;
+  std::string body;
+};
+
+// Posts a pod's Binding (with annotations) to the API server. Implemented by
+// the Kubernetes client in production, by fakes in tests.
+class Binder {
+ public:
+  virtual ~Binder() = default;
+  // OK when the API server bound the pod to `node` and merged `annotations`
+  // into it; any error otherwise (the extender then releases the share).
+  virtual Status Bind(const std::string& pod_namespace, const std::string& pod_name, const std::string& pod_uid,
+                      const std::string& node, const std::map<std::string, std::string>& annotations) = 0;
+};
+
+struct ExtenderOptions {
+  // Placement policy (core MakePolicy name). Default "tessera".
+  std::string policy = "tessera";
+  // Seeds the policy's random choices.
+  uint64_t seed = 1;
+  // Where decisions are logged; nullptr: spdlog's default logger.
+  std::shared_ptr<spdlog::logger> logger;
+  // Asked before every bind; a non-OK status refuses the bind with its
+  // message (e.g. "this replica is not the leader"). nullptr: always bind.
+  std::function<Status()> may_bind;
+  // Monotonic clock for assumptions and their expiry. nullptr: steady_clock.
+  std::function<Clock::time_point()> now;
+  // Wall clock for tessera.io/assigned-at. nullptr: system_clock.
+  std::function<std::chrono::system_clock::time_point()> wall_now;
+  // Requests with at most this many nodes get per-node detail in rejection
+  // reasons ("node n3: ...; largest free share is ..."); larger ones get
+  // reasons that kube-scheduler can group. Default 64.
+  size_t detailed_reasons_max_nodes = 64;
+  // Pod requests remembered by uid from filter calls, for Bind when the pod
+  // watch has not delivered the pod. Default 4096.
+  size_t remembered_requests = 4096;
+};
+
+class Extender {
+ public:
+  // `state` and `binder` must outlive the extender. INVALID_ARGUMENT for an
+  // unknown policy name.
+  static Result<std::unique_ptr<Extender>> Create(ClusterState& state, Binder& binder, ExtenderOptions options);
+  Extender(const Extender&) = delete;
+  Extender& operator=(const Extender&) = delete;
+
+  // ExtenderArgs -> ExtenderFilterResult (200), or 400 with a message.
+  HttpReply Filter(std::string_view body);
+  // ExtenderArgs -> HostPriorityList (200), or 400 with a message.
+  HttpReply Prioritize(std::string_view body);
+  // ExtenderBindingArgs -> ExtenderBindingResult (200), or 400 with a message.
+  HttpReply Bind(std::string_view body);
+
+  const std::string& policy_name() const { return options_.policy; }
+
+ private:
+  Extender(ClusterState& state, Binder& binder, ExtenderOptions options);
+
+  // A policy verdict on one node for one pod shape, valid for one node
+  // version (unique across the ledger) and, once scored, one policy epoch.
+  struct Verdict {
+    uint64_t version = 0;  // node version + 1; 0 = empty
+    uint64_t epoch = 0;    // policy epoch + 1 `candidate` was computed in; 0 = not scored
+    core::FitFailure why = core::FitFailure::kNone;
+    core::Candidate candidate;
+    // Why the node was rejected, once Filter asked: -1 not yet, 0 without
+    // and 1 with per-node detail (ExplainMisfit).
+    int reason_detail = -1;
+    bool unresolvable = false;
+    std::string reason;
+  };
+  // policy_mu_ held (and the state's mutex, through Read).
+  void LearnWorkloadLocked(const ClusterView& view);
+  int ShapeIdLocked(const core::PodRequest& pod);
+  Verdict& VerdictLocked(int shape, int node_index, const core::PodRequest& pod, const core::NodeState& node,
+                               bool need_score);
+  // Ledger indexes of `names` (-1: not in the ledger), cached per name list.
+  const std::vector<int>& ResolveLocked(const ClusterView& view, const std::vector<std::string>& names);
+  Status MakePolicyLocked(const core::TargetWorkload& workload);
+
+  // Parses the pod of a filter/prioritize call and remembers it by uid.
+  Result<core::PodRequest> RequestOf(const nlohmann::json& pod, const std::string& uid);
+  // The request Bind works on: from the pod watch, else from a filter call.
+  Result<core::PodRequest> RequestForBind(const std::string& key, const std::string& uid);
+
+  ClusterState& state_;
+  Binder& binder_;
+  const ExtenderOptions options_;
+  std::shared_ptr<spdlog::logger> log_;
+
+  std::mutex policy_mu_;
+  // Everything below until requests_mu_: GUARDED_BY(policy_mu_).
+  std::unique_ptr<core::PlacementPolicy> policy_;
+  std::unique_ptr<core::Placer> placer_;
+  uint64_t holds_cursor_ = 0;
+  int64_t learned_ = 0;            // pods fed to the policy so far
+  int64_t next_rebuild_ = 32;      // fgd: rebuild the target workload at this count
+  std::unordered_map<std::string, int> shapes_;
+  std::vector<std::vector<Verdict>> verdicts_;  // [shape][ledger node index]
+  struct Resolution {
+    uint64_t topology = 0;
+    std::vector<std::string> names;
+    std::vector<int> index;
+  };
+  std::vector<Resolution> resolutions_;  // the last few node lists seen, newest last
+
+  std::mutex requests_mu_;
+  struct Remembered {
+    std::string key;
+    Result<core::PodRequest> request;
+  };
+  std::unordered_map<std::string, Remembered> requests_;  // by uid; GUARDED_BY(requests_mu_)
+  std::deque<std::string> request_order_;                 // oldest first; GUARDED_BY(requests_mu_)
+};
+
+}  // namespace tessera::scheduler

@@ -1,0 +1,447 @@
+#include "scheduler/extender.h"
+
+#include <gtest/gtest.h>
+#include <spdlog/sinks/null_sink.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "core/codec.h"
+#include "scheduler/test_cluster.h"
+
+namespace tessera::scheduler {
+namespace {
+
+using nlohmann::json;
+using testing::BindBody;
+using testing::BoundPodJson;
+using testing::Container;
+using testing::FakeBinder;
+using testing::FilterBody;
+using testing::GpuUuid;
+using testing::NodeJson;
+using testing::NodesFilterBody;
+using testing::PodJson;
+
+std::shared_ptr<spdlog::logger> QuietLogger() {
+  return std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::null_sink_mt>());
+}
+
+// n1: 2 x A100 40 GiB, free. n2: 1 x T4 15 GiB, 6 GiB / 60 % used.
+// cpu1: no inventory.
+class ExtenderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ClusterStateOptions so;
+    so.logger = QuietLogger();
+    state_ = std::make_unique<ClusterState>(so);
+    state_->UpsertNode(NodeJson("n1", 2, "A100", 40960));
+    state_->UpsertNode(NodeJson("n2", 1, "T4", 15360));
+    json cpu = NodeJson("cpu1", 0, "", 0);
+    cpu["metadata"]["annotations"] = json::object();
+    state_->UpsertNode(cpu);
+    state_->UpsertPod(BoundPodJson(PodJson("ns", "busy", {{"main", 1, 6144, 60}}),
+                                   {"n2", {{"main", {{0, GpuUuid("n2", 0), 6144, 600}}}}}));
+    Make("tessera");
+  }
+  void Make(const std::string& policy, std::function<Status()> may_bind = nullptr) {
+    ExtenderOptions o;
+    o.policy = policy;
+    o.logger = log_ ? log_ : QuietLogger();
+    o.may_bind = std::move(may_bind);
+    o.now = [this] { return now_; };
+    o.wall_now = [] { return std::chrono::system_clock::time_point(std::chrono::seconds(1714566896)); };
+    auto e = Extender::Create(*state_, binder_, o);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    extender_ = std::move(e).value();
+  }
+  json Filter(const std::string& body, int status = 200) {
+    HttpReply r = extender_->Filter(body);
+    EXPECT_EQ(r.status, status) << r.body;
+    return r.status == 200 ? json::parse(r.body) : json();
+  }
+  std::map<std::string, int64_t> Prioritize(const std::string& body) {
+    HttpReply r = extender_->Prioritize(body);
+    EXPECT_EQ(r.status, 200) << r.body;
+    std::map<std::string, int64_t> out;
+    for (const auto& hp : json::parse(r.body)) out[hp["Host"]] = hp["Score"];
+    return out;
+  }
+  json Bind(const std::string& body) {
+    HttpReply r = extender_->Bind(body);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return json::parse(r.body);
+  }
+  const std::vector<std::string> all_ = {"n1", "n2", "cpu1"};
+  std::shared_ptr<spdlog::logger> log_;
+  std::unique_ptr<ClusterState> state_;
+  FakeBinder binder_;
+  std::unique_ptr<Extender> extender_;
+  Clock::time_point now_{};
+};
+
+TEST_F(ExtenderTest, FilterKeepsFittingNodesAndExplainsTheRest) {
+  json r = Filter(FilterBody(PodJson("ns", "p", {{"main", 1, 12288, 30}}), all_));
+  EXPECT_EQ(r["NodeNames"], json({"n1"}));
+  EXPECT_TRUE(r["Nodes"].is_null());
+  EXPECT_EQ(r["Error"], "");
+  EXPECT_EQ(r["FailedNodes"].size(), 1u);  // n2 would fit when empty
+  ASSERT_EQ(r["FailedAndUnresolvableNodes"].size(), 1u);
+  EXPECT_EQ(r["FailedAndUnresolvableNodes"]["cpu1"],
+            "node cpu1: not a GPU node (no tessera.io/gpu-inventory annotation)");
+
+  // Fits n2's T4 only when empty: a preemption could help there.
+  r = Filter(FilterBody(PodJson("ns", "p", {{"main", 1, 10240, 30}}), all_));
+  EXPECT_EQ(r["NodeNames"], json({"n1"}));
+  EXPECT_EQ(r["FailedNodes"]["n2"],
+            "node n2: no GPU with 10240 MiB and 30% free; largest free share is 9216 MiB / 40% on GPU 0 (T4)");
+  r = Filter(FilterBody(PodJson("ns", "p", {{"main", 1, 1024, 50}}), all_));
+  EXPECT_EQ(r["FailedNodes"]["n2"],
+            "node n2: no GPU with 1024 MiB and 50% free; largest free share is 9216 MiB / 40% on GPU 0 (T4)");
+  // Larger than the T4 itself: unresolvable there.
+  r = Filter(FilterBody(PodJson("ns", "p", {{"main", 1, 20480, 10}}), all_));
+  EXPECT_NE(r["FailedAndUnresolvableNodes"]["n2"].get<std::string>().find("its largest GPU has 15360 MiB"),
+            std::string::npos)
+      << r;
+}
+
+TEST_F(ExtenderTest, ModelsAreHonoured) {
+  json r = Filter(FilterBody(PodJson("ns", "p", {{"main", 1, 1024, 10}}, {{"tessera.io/gpu-model", "A100|H100"}}),
+                             {"n1", "n2"}));
+  EXPECT_EQ(r["NodeNames"], json({"n1"}));
+  EXPECT_EQ(r["FailedAndUnresolvableNodes"]["n2"], "node n2: GPU model T4 not allowed (wants A100|H100)");
+  r = Filter(FilterBody(PodJson("ns", "p", {{"main", 1, 1024, 10}}, {{"tessera.io/gpu-model-avoid", "A100"}}),
+                        {"n1", "n2"}));
+  EXPECT_EQ(r["NodeNames"], json({"n2"}));
+  EXPECT_EQ(r["FailedAndUnresolvableNodes"]["n1"],
+            "node n1: GPU model A100 avoided (tessera.io/gpu-model-avoid: A100)");
+}
+
+TEST_F(ExtenderTest, ProblemsNoNodeCanSolveAreUnresolvableEverywhere) {
+  json r = Filter(FilterBody(PodJson("ns", "p", {{"main", 1, 1024, 10}}, {{"tessera.io/gpu-model", "V100"}}), all_));
+  EXPECT_EQ(r["NodeNames"], json::array());
+  ASSERT_EQ(r["FailedAndUnresolvableNodes"].size(), 3u);
+  EXPECT_EQ(r["FailedAndUnresolvableNodes"]["n1"],
+            "GPU model V100 (tessera.io/gpu-model) is not on any node in the cluster; its GPU models are A100, T4");
+  r = Filter(FilterBody(PodJson("ns", "p", {{"main", 1, 100000, 10}}), all_));
+  EXPECT_EQ(r["FailedAndUnresolvableNodes"]["n2"],
+            "container \"main\": asks for 100000 MiB per GPU, more than any GPU in the cluster has (largest: 40960 MiB)");
+}
+
+TEST_F(ExtenderTest, MalformedPodsAreUnschedulableWithTheirMessage) {
+  for (const auto& [pod, fragment] : std::vector<std::pair<json, std::string>>{
+           {PodJson("ns", "p", {{"worker", 1, 1024, 150}}), "container \"worker\": tessera.io/gpu-core: 150 is over 100"},
+           {PodJson("ns", "p", {{"worker", 2, 1024, 30}}), "whole GPUs"},
+           {PodJson("ns", "p", {{"worker", 1, 1024, 10}}, {{"tessera.io/priority", "asap"}}), "asap"}}) {
+    json r = Filter(FilterBody(pod, all_));
+    EXPECT_EQ(r["NodeNames"], json::array());
+    ASSERT_EQ(r["FailedAndUnresolvableNodes"].size(), 3u);
+    for (const auto& [node, reason] : r["FailedAndUnresolvableNodes"].items())
+      EXPECT_NE(reason.get<std::string>().find(fragment), std::string::npos) << reason;
+    // Prioritize gives them nothing; Bind refuses them.
+    for (const auto& [host, score] : Prioritize(FilterBody(pod, all_))) EXPECT_EQ(score, 0) << host;
+    EXPECT_NE(Bind(BindBody("ns", "p", "uid-ns-p", "n1"))["Error"].get<std::string>().find(fragment),
+              std::string::npos);
+  }
+}
+
+TEST_F(ExtenderTest, BadBodiesAre400) {
+  const json pod = PodJson("ns", "p", {{"main", 1, 1024, 10}});
+  for (const std::string& body : std::vector<std::string>{
+           "", "not json", "[]", "{}", R"({"Pod":1,"NodeNames":["n1"]})", R"({"Pod":null,"NodeNames":["n1"]})",
+           json{{"Pod", pod}}.dump(), json{{"Pod", pod}, {"NodeNames", "n1"}}.dump(),
+           json{{"Pod", pod}, {"NodeNames", {1}}}.dump(), json{{"Pod", pod}, {"Nodes", {{"items", {json::object()}}}}}.dump(),
+           json{{"Pod", pod}, {"Nodes", {{"items", 3}}}}.dump(), json{{"Pod", pod}, {"Nodes", 3}}.dump(),
+           json{{"Pod", {{"metadata", json::object()}}}, {"NodeNames", {"n1"}}}.dump(),
+           std::string(300, '[') + std::string(300, ']')}) {
+    for (auto verb : {&Extender::Filter, &Extender::Prioritize}) {
+      HttpReply r = ((*extender_).*verb)(body);
+      EXPECT_EQ(r.status, 400) << body;
+      EXPECT_FALSE(r.body.empty());
+    }
+  }
+  for (const std::string& body : std::vector<std::string>{
+           "", "{", "[]", "{}", R"({"PodName":"p","PodNamespace":"ns","Node":3})",
+           R"({"PodName":"p","PodNamespace":"ns"})", R"({"PodName":"","PodNamespace":"ns","Node":"n1"})"}) {
+    EXPECT_EQ(extender_->Bind(body).status, 400) << body;
+  }
+}
+
+TEST_F(ExtenderTest, NodesFormIsAnsweredInKind) {
+  const std::vector<json> nodes = {NodeJson("n1", 2, "A100", 40960), NodeJson("n2", 1, "T4", 15360)};
+  json r = Filter(NodesFilterBody(PodJson("ns", "p", {{"main", 1, 12288, 10}}), nodes));
+  EXPECT_TRUE(r["NodeNames"].is_null());
+  ASSERT_EQ(r["Nodes"]["items"].size(), 1u);
+  EXPECT_EQ(r["Nodes"]["items"][0], nodes[0]);
+  EXPECT_EQ(r["FailedNodes"].size() + r["FailedAndUnresolvableNodes"].size(), 1u);
+  auto scores = Prioritize(NodesFilterBody(PodJson("ns", "p", {{"main", 1, 1024, 10}}), nodes));
+  EXPECT_EQ(scores.size(), 2u);
+  // An empty NodeList is no error.
+  r = Filter(json{{"Pod", PodJson("ns", "p", {{"main", 1, 1024, 10}})}, {"Nodes", {{"items", nullptr}}}}.dump());
+  EXPECT_EQ(r["Nodes"]["items"], json::array());
+}
+
+TEST_F(ExtenderTest, UnknownNodesAreResolvableFailures) {
+  json r = Filter(FilterBody(PodJson("ns", "p", {{"main", 1, 1024, 10}}), {"ghost"}));
+  EXPECT_EQ(r["FailedNodes"]["ghost"], "node ghost: not seen by tessera-scheduler's node watch yet");
+}
+
+TEST_F(ExtenderTest, LargeRequestsGetGroupableReasons) {
+  std::vector<std::string> names;
+  for (int i = 0; i < 70; ++i) {
+    names.push_back("t" + std::to_string(i));
+    state_->UpsertNode(NodeJson(names.back(), 1, "T4", 15360));
+    state_->UpsertPod(BoundPodJson(PodJson("ns", "hog" + std::to_string(i), {{"main", 1, 15360, 100}}),
+                                   {names.back(), {{"main", {{0, GpuUuid(names.back(), 0), 15360, 1000}}}}}));
+  }
+  json r = Filter(FilterBody(PodJson("ns", "p", {{"main", 1, 1024, 10}}), names));
+  std::set<std::string> reasons;
+  for (const auto& [node, reason] : r["FailedNodes"].items()) reasons.insert(reason.get<std::string>());
+  EXPECT_EQ(reasons, std::set<std::string>{"no GPU with 1024 MiB and 10% free"});
+}
+
+TEST_F(ExtenderTest, PrioritizeScoresFeasibleNodesFromZeroToTen) {
+  for (int i = 3; i < 8; ++i) state_->UpsertNode(NodeJson("n" + std::to_string(i), 2, "A100", 40960));
+  // n3 already has a small pod: packing policies prefer it.
+  state_->UpsertPod(BoundPodJson(PodJson("ns", "small", {{"main", 1, 2048, 10}}),
+                                 {"n3", {{"main", {{0, GpuUuid("n3", 0), 2048, 100}}}}}));
+  const std::vector<std::string> names = {"n1", "n2", "cpu1", "n3", "n4", "n5", "n6", "n7", "ghost"};
+  for (const std::string policy : {"tessera", "fgd", "bestfit", "packing", "dotprod", "clustering", "random"}) {
+    Make(policy);
+    auto scores = Prioritize(FilterBody(PodJson("ns", "p", {{"main", 1, 12288, 30}}), names));
+    ASSERT_EQ(scores.size(), names.size()) << policy;
+    int tens = 0;
+    for (const auto& [host, score] : scores) {
+      EXPECT_GE(score, 0) << policy;
+      EXPECT_LE(score, 10) << policy;
+      tens += score == 10;
+    }
+    for (const char* infeasible : {"n2", "cpu1", "ghost"}) EXPECT_EQ(scores[infeasible], 0) << policy << infeasible;
+    if (policy != "random") {
+      EXPECT_EQ(tens, 1) << policy;
+    }
+    if (policy == "bestfit" || policy == "packing") {
+      EXPECT_EQ(scores["n3"], 10) << policy;
+    }
+  }
+}
+
+TEST_F(ExtenderTest, BindBooksTheShareAndAnnotatesThePod) {
+  std::ostringstream logs;
+  log_ = std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::ostream_sink_st>(logs));
+  Make("fgd");
+  const json pod = PodJson("ns", "p", {{"main", 1, 8192, 50}});
+  ASSERT_EQ(Filter(FilterBody(pod, all_))["NodeNames"], json({"n1"}));
+  json r = Bind(BindBody("ns", "p", "uid-ns-p", "n1"));
+  EXPECT_EQ(r["Error"], "");
+  ASSERT_EQ(binder_.calls().size(), 1u);
+  const auto call = binder_.calls()[0];
+  EXPECT_EQ(call.pod_namespace, "ns");
+  EXPECT_EQ(call.pod_name, "p");
+  EXPECT_EQ(call.pod_uid, "uid-ns-p");
+  EXPECT_EQ(call.node, "n1");
+  EXPECT_EQ(call.annotations.at("tessera.io/assigned-at"), "2024-05-01T12:34:56Z");
+  auto a = core::DecodeAssignment(call.annotations.at("tessera.io/assignment"));
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->node, "n1");
+  ASSERT_EQ(a->containers.size(), 1u);
+  ASSERT_EQ(a->containers[0].gpus.size(), 1u);
+  EXPECT_EQ(a->containers[0].gpus[0].mem_mib, 8192);
+  EXPECT_EQ(a->containers[0].gpus[0].core_milli, 500);
+  EXPECT_EQ(a->containers[0].gpus[0].uuid, GpuUuid("n1", a->containers[0].gpus[0].index));
+  EXPECT_EQ(state_->Summary().pods_assumed, 1);
+  EXPECT_NE(logs.str().find("bind ns/p -> node n1 GPUs [" + std::to_string(a->containers[0].gpus[0].index) +
+                            ":8192MiB/50%] policy=fgd"),
+            std::string::npos)
+      << logs.str();
+  // The watch then shows it bound: confirmed.
+  state_->UpsertPod(BoundPodJson(pod, *a));
+  EXPECT_EQ(state_->Summary().pods_assumed, 0);
+  EXPECT_EQ(state_->Summary().pods_held, 2);
+  // A second bind of the same pod is refused.
+  EXPECT_NE(Bind(BindBody("ns", "p", "uid-ns-p", "n1"))["Error"].get<std::string>().find("already"),
+            std::string::npos);
+}
+
+TEST_F(ExtenderTest, FailedBindReleasesTheShare) {
+  Filter(FilterBody(PodJson("ns", "p", {{"main", 1, 8192, 30}}), all_));
+  binder_.FailWith(Status(StatusCode::kUnavailable, "apiserver unreachable"));
+  json r = Bind(BindBody("ns", "p", "uid-ns-p", "n1"));
+  EXPECT_EQ(r["Error"], "binding pod ns/p to node n1: apiserver unreachable");
+  EXPECT_EQ(state_->Summary().pods_held, 1);  // only "busy"
+  EXPECT_EQ(state_->Summary().pods_assumed, 0);
+  binder_.FailWith(Status());
+  EXPECT_EQ(Bind(BindBody("ns", "p", "uid-ns-p", "n1"))["Error"], "");  // the retry works
+}
+
+TEST_F(ExtenderTest, BindFindsPodsFromTheWatchAndRefusesUnknownOnes) {
+  state_->UpsertPod(PodJson("ns", "watched", {{"main", 1, 1024, 10}}));
+  EXPECT_EQ(Bind(BindBody("ns", "watched", "uid-ns-watched", "n2"))["Error"], "");
+  json r = Bind(BindBody("ns", "stranger", "uid-x", "n1"));
+  EXPECT_NE(r["Error"].get<std::string>().find("unknown"), std::string::npos) << r;
+  // Filter saw the pod under another uid: not the same pod.
+  Filter(FilterBody(PodJson("ns", "p", {{"main", 1, 1024, 10}}), all_));
+  EXPECT_NE(Bind(BindBody("ns", "p", "uid-other", "n1"))["Error"].get<std::string>().find("unknown"),
+            std::string::npos);
+  EXPECT_EQ(Bind(BindBody("ns", "p", "uid-ns-p", "cpu1"))["Error"],
+            "node cpu1: not a GPU node (no tessera.io/gpu-inventory annotation)");
+}
+
+TEST_F(ExtenderTest, BindOfAPodThatNoLongerFitsIsAnError) {
+  Filter(FilterBody(PodJson("ns", "p", {{"main", 1, 8192, 50}}), {"n2"}));
+  json r = Bind(BindBody("ns", "p", "uid-ns-p", "n2"));
+  EXPECT_NE(r["Error"].get<std::string>().find("no longer fits: node n2: no GPU with 8192 MiB and 50% free"),
+            std::string::npos)
+      << r;
+  EXPECT_TRUE(binder_.calls().empty());
+}
+
+TEST_F(ExtenderTest, BindGateRefusesOnStandbyReplicas) {
+  Make("tessera", [] { return FailedPrecondition("this replica is not the leader"); });
+  Filter(FilterBody(PodJson("ns", "p", {{"main", 1, 1024, 10}}), all_));
+  EXPECT_EQ(Bind(BindBody("ns", "p", "uid-ns-p", "n1"))["Error"], "bind refused: this replica is not the leader");
+  EXPECT_TRUE(binder_.calls().empty());
+}
+
+TEST_F(ExtenderTest, AssumptionsExpireWhenTheWatchNeverConfirms) {
+  Filter(FilterBody(PodJson("ns", "p", {{"main", 1, 1024, 10}}), all_));
+  EXPECT_EQ(Bind(BindBody("ns", "p", "uid-ns-p", "n1"))["Error"], "");
+  EXPECT_EQ(state_->Summary().pods_assumed, 1);
+  now_ += std::chrono::seconds(61);
+  Filter(FilterBody(PodJson("ns", "q", {{"main", 1, 1024, 10}}), all_));
+  EXPECT_EQ(Bind(BindBody("ns", "q", "uid-ns-q", "n1"))["Error"], "");  // expiry runs on bind
+  EXPECT_EQ(state_->Summary().expired_total, 1);
+  EXPECT_EQ(state_->Summary().pods_assumed, 1);
+}
+
+TEST_F(ExtenderTest, MultiContainerAndMultiGpuPodsGetConsistentAssignments) {
+  state_->UpsertNode(NodeJson("big", 4, "H100", 81559));
+  const json pod = PodJson("ns", "trainer", {{"trainer", 2, 0, 0}, {"sidecar", 1, 4096, 20}, {"log", 0, 0, 0}});
+  json r = Filter(FilterBody(pod, {"n1", "big"}));
+  EXPECT_EQ(r["NodeNames"], json({"big"}));
+  EXPECT_EQ(r["FailedAndUnresolvableNodes"]["n1"],
+            "node n1: its containers fit one by one but not together (trainer 2x a whole GPU, sidecar 4096 MiB and "
+            "20%)");
+  ASSERT_EQ(Bind(BindBody("ns", "trainer", "uid-ns-trainer", "big"))["Error"], "");
+  auto a = core::DecodeAssignment(binder_.calls().back().annotations.at("tessera.io/assignment"));
+  ASSERT_TRUE(a.ok());
+  ASSERT_EQ(a->containers.size(), 3u);
+  EXPECT_EQ(a->containers[0].name, "trainer");
+  EXPECT_EQ(a->containers[1].name, "sidecar");
+  EXPECT_EQ(a->containers[2].name, "log");
+  EXPECT_TRUE(a->containers[2].gpus.empty());
+  ASSERT_EQ(a->containers[0].gpus.size(), 2u);
+  std::set<int> whole;
+  for (const auto& g : a->containers[0].gpus) {
+    EXPECT_EQ(g.core_milli, 1000);
+    whole.insert(g.index);
+  }
+  EXPECT_EQ(whole.size(), 2u);
+  ASSERT_EQ(a->containers[1].gpus.size(), 1u);
+  EXPECT_FALSE(whole.contains(a->containers[1].gpus[0].index));
+  EXPECT_EQ(a->containers[1].gpus[0].core_milli, 200);
+  // The same pod shape again: 2 GPUs are left, one shared: no second trainer.
+  const json again = PodJson("ns", "trainer2", {{"trainer", 2, 0, 0}, {"sidecar", 1, 4096, 20}});
+  r = Filter(FilterBody(again, {"big"}));
+  EXPECT_EQ(r["NodeNames"], json::array()) << r;
+  EXPECT_NE(r["FailedNodes"]["big"].get<std::string>().find("needs 2 whole GPUs, 1 of 4 fully free"),
+            std::string::npos)
+      << r;
+}
+
+TEST_F(ExtenderTest, ConcurrentBindsNeverOvercommit) {
+  state_->UpsertNode(NodeJson("one", 1, "A100", 40960));
+  Make("tessera");
+  constexpr int kPods = 24;  // 10 fit (10 % each)
+  for (int i = 0; i < kPods; ++i)
+    state_->UpsertPod(PodJson("ns", "c" + std::to_string(i), {{"main", 1, 1024, 10}}));
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = t; i < kPods; i += 4) {
+        const std::string name = "c" + std::to_string(i);
+        HttpReply r = extender_->Bind(BindBody("ns", name, "uid-ns-" + name, "one"));
+        if (json::parse(r.body)["Error"] == "") ++ok;
+        extender_->Filter(FilterBody(PodJson("ns", name, {{"main", 1, 1024, 10}}), {"one", "n1"}));
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(ok.load(), 10);
+  for (const auto& g : state_->Snapshot().gpu_use) EXPECT_LE(g.core_used_milli, 1000);
+}
+
+TEST_F(ExtenderTest, InformerEventsRaceWithCallsSafely) {
+  std::vector<std::string> names;
+  for (int i = 0; i < 6; ++i) names.push_back("r" + std::to_string(i));
+  std::atomic<bool> stop{false};
+  std::thread informer([&] {
+    for (int round = 0; round < 200; ++round) {
+      const std::string node = names[static_cast<size_t>(round % 6)];
+      state_->UpsertNode(NodeJson(node, 1 + round % 3, round % 2 ? "A100" : "T4", 16384));
+      const std::string pod = "bg" + std::to_string(round % 10);
+      state_->UpsertPod(BoundPodJson(PodJson("ns", pod, {{"main", 1, 1024, 10}}),
+                                     {node, {{"main", {{0, GpuUuid(node, 0), 1024, 100}}}}}));
+      if (round % 3 == 0) state_->DeletePod(PodJson("ns", "bg" + std::to_string((round + 5) % 10), {}));
+      if (round % 17 == 0) state_->DeleteNode(names[static_cast<size_t>((round + 3) % 6)]);
+    }
+    stop = true;
+  });
+  int calls = 0;
+  while (!stop.load() || calls < 50) {
+    const std::string name = "x" + std::to_string(calls++);
+    const json pod = PodJson("ns", name, {{"main", 1, 2048, 20}});
+    EXPECT_EQ(extender_->Filter(FilterBody(pod, names)).status, 200);
+    EXPECT_EQ(extender_->Prioritize(FilterBody(pod, names)).status, 200);
+    EXPECT_EQ(extender_->Bind(BindBody("ns", name, "uid-ns-" + name, names[static_cast<size_t>(calls % 6)])).status,
+              200);
+  }
+  informer.join();
+  for (const auto& g : state_->Snapshot().gpu_use) {
+    EXPECT_LE(g.core_used_milli, 1000);
+    EXPECT_LE(g.mem_used_mib, g.mem_total_mib);
+  }
+}
+
+TEST_F(ExtenderTest, UnknownPolicyIsRefused) {
+  ExtenderOptions o;
+  o.policy = "bin-pack";
+  auto e = Extender::Create(*state_, binder_, o);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(e.status().message().find("known:"), std::string::npos);
+}
+
+TEST_F(ExtenderTest, PoliciesLearnTheWorkloadFromLivePods) {
+  for (const std::string policy : {"tessera", "fgd"}) {
+    SetUp();
+    Make(policy);
+    for (int i = 0; i < 8; ++i) state_->UpsertNode(NodeJson("w" + std::to_string(i), 4, "A100", 40960));
+    std::vector<std::string> names;
+    for (int i = 0; i < 8; ++i) names.push_back("w" + std::to_string(i));
+    for (int i = 0; i < 80; ++i) {
+      const std::string name = "l" + std::to_string(i);
+      const json pod = PodJson("ns", name, {{"main", 1, 2048, (i % 3 + 1) * 10}});
+      auto scores = Prioritize(FilterBody(pod, names));
+      std::string best;
+      for (const auto& [host, score] : scores)
+        if (score == 10) best = host;
+      ASSERT_FALSE(best.empty()) << policy << " " << i;
+      Filter(FilterBody(pod, names));
+      ASSERT_EQ(Bind(BindBody("ns", name, "uid-ns-" + name, best))["Error"], "") << policy << " " << i;
+    }
+    // Placed by the policy's own choice, 80 small pods pack rather than spread.
+    int used_nodes = 0;
+    for (const auto& n : names)
+      used_nodes += state_->Read([&](const ClusterView& v) { return v.ledger().FindNode(n)->pods > 0; });
+    EXPECT_LE(used_nodes, 6) << policy;
+  }
+}
+
+}  // namespace
+}  // namespace tessera::scheduler

@@ -1,0 +1,228 @@
+// tessera-scheduler: the kube-scheduler extender. Watches nodes and pods to
+// keep the GPU ledger, answers filter/prioritize/bind over HTTP, and binds
+// only while it holds the leader Lease.
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+
+#include "kube/client.h"
+#include "kube/config.h"
+#include "kube/informer.h"
+#include "kube/leader_elector.h"
+#include "scheduler/cluster_state.h"
+#include "scheduler/config.h"
+#include "scheduler/extender.h"
+#include "scheduler/server.h"
+
+namespace tessera::scheduler {
+namespace {
+
+// Posts Bindings through the Kubernetes client.
+class KubeBinder : public Binder {
+ public:
+  explicit KubeBinder(kube::Client client) : client_(std::move(client)) {}
+  Status Bind(const std::string& ns, const std::string& name, const std::string& uid, const std::string& node,
+              const std::map<std::string, std::string>& annotations) override {
+    return client_.Bind(ns, name, uid, node, annotations);
+  }
+
+ private:
+  kube::Client client_;
+};
+
+std::string DefaultIdentity() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "unknown");
+  return std::string(host) + "_" + std::to_string(getpid());
+}
+
+int Run(const SchedulerConfig& config) {
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+
+  auto kube_config = kube::ResolveConfig(config.kubeconfig);
+  if (!kube_config.ok()) {
+    spdlog::critical("cannot find the API server: {}", kube_config.status().message());
+    return 1;
+  }
+  spdlog::info("tessera-scheduler: API server {}, policy {}, resources {} {} {}, assume TTL {}s",
+               kube_config->server, config.policy, config.resources.gpu, config.resources.mem,
+               config.resources.core, config.assume_ttl.count());
+  kube::Client client(kube_config.value());
+
+  // Block the stop signals in every thread; the main thread waits for them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  ClusterState state(ClusterStateOptions{.resources = config.resources, .assume_ttl = config.assume_ttl, .logger = {}});
+  kube::Informer nodes(client, "/api/v1/nodes");
+  kube::Informer pods(client, "/api/v1/pods");
+  (void)nodes.AddHandlers({
+      .on_add = [&](const nlohmann::json& n) { state.UpsertNode(n); },
+      .on_update = [&](const nlohmann::json&, const nlohmann::json& n) { state.UpsertNode(n); },
+      .on_delete = [&](const nlohmann::json& n) { state.DeleteNode(n["metadata"].value("name", std::string())); },
+  });
+  (void)pods.AddHandlers({
+      .on_add = [&](const nlohmann::json& p) { state.UpsertPod(p); },
+      .on_update = [&](const nlohmann::json&, const nlohmann::json& p) { state.UpsertPod(p); },
+      .on_delete = [&](const nlohmann::json& p) { state.DeletePod(p); },
+  });
+
+  std::unique_ptr<kube::LeaderElector> elector;
+  if (config.leader_election.enabled) {
+    const std::string identity =
+        config.leader_election.identity.empty() ? DefaultIdentity() : config.leader_election.identity;
+    elector = std::make_unique<kube::LeaderElector>(
+        client, kube::LeaderElectionConfig{
+                    .lease_namespace = config.leader_election.namespace_,
+                    .name = config.leader_election.name,
+                    .identity = identity,
+                    .on_started_leading = [identity] { spdlog::info("leader election: {} now leads; binding", identity); },
+                    .on_stopped_leading = [identity] { spdlog::warn("leader election: {} stopped leading; not binding", identity); },
+                });
+  }
+
+  KubeBinder binder(client);
+  ExtenderOptions extender_options;
+  extender_options.policy = config.policy;
+  extender_options.seed = config.seed;
+  extender_options.may_bind = [&]() -> Status {
+    if (!nodes.HasSynced() || !pods.HasSynced()) return Status(StatusCode::kUnavailable, "caches not synced yet");
+    if (elector && !elector->IsLeader()) {
+      const std::string holder = elector->LastObservedHolder();
+      return FailedPrecondition("this replica is not the leader" + (holder.empty() ? "" : " (leader: " + holder + ")"));
+    }
+    return Status::Ok();
+  };
+  auto extender = Extender::Create(state, binder, extender_options);
+  if (!extender.ok()) {
+    spdlog::critical("{}", extender.status().message());
+    return 2;
+  }
+
+  ServerOptions server_options;
+  server_options.tls_cert_file = config.tls_cert_file;
+  server_options.tls_key_file = config.tls_key_file;
+  server_options.ready = [&]() -> Status {
+    if (!nodes.HasSynced()) return Status(StatusCode::kUnavailable, "node cache not synced");
+    if (!pods.HasSynced()) return Status(StatusCode::kUnavailable, "pod cache not synced");
+    if (elector && !elector->IsLeader()) {
+      return Status(StatusCode::kUnavailable, "standby: leader is " + elector->LastObservedHolder());
+    }
+    return Status::Ok();
+  };
+  ExtenderServer server(**extender, server_options);
+
+  for (kube::Informer* informer : {&nodes, &pods}) {
+    if (Status s = informer->Start(); !s.ok()) {
+      spdlog::critical("{}", s.message());
+      return 1;
+    }
+  }
+  if (elector) {
+    if (Status s = elector->Start(); !s.ok()) {
+      spdlog::critical("leader election: {}", s.message());
+      return 2;
+    }
+  }
+  // Serve at once so /healthz answers; /readyz and bind wait for the caches,
+  // since a ledger without the live pods would over-commit their GPUs.
+  auto port = server.Start(config.listen_address, config.port);
+  if (!port.ok()) {
+    spdlog::critical("cannot serve on {}:{}: {}", config.listen_address, config.port, port.status().message());
+    return 1;
+  }
+  spdlog::info("serving the extender on {}://{}:{}", config.tls() ? "https" : "http", config.listen_address,
+               port.value());
+  bool synced_logged = false;
+
+  // Housekeeping until a stop signal: expire lost assumptions every second,
+  // log the state every minute.
+  int ticks = 0;
+  while (true) {
+    timespec one_second{1, 0};
+    const int sig = sigtimedwait(&stop_signals, nullptr, &one_second);
+    if (sig == SIGINT || sig == SIGTERM) {
+      spdlog::info("signal {}: shutting down", sig);
+      break;
+    }
+    if (int expired = state.ExpireAssumed(Clock::now()); expired > 0) {
+      spdlog::warn("released {} assumed pods the pod watch never confirmed within {}s", expired,
+                   config.assume_ttl.count());
+    }
+    if (!synced_logged && nodes.HasSynced() && pods.HasSynced()) {
+      spdlog::info("caches synced: {}", state.Summary().ToString());
+      synced_logged = true;
+    }
+    if (++ticks % 60 == 0) spdlog::info("state: {}", state.Summary().ToString());
+  }
+  server.Stop();
+  if (elector) elector->Stop();
+  pods.Stop();
+  nodes.Stop();
+  return 0;
+}
+
+}  // namespace
+}  // namespace tessera::scheduler
+
+int main(int argc, char** argv) {
+  using tessera::scheduler::SchedulerConfig;
+  CLI::App app{"tessera-scheduler: kube-scheduler extender that places pods on shares of GPUs"};
+  std::string config_file;
+  SchedulerConfig flags;
+  std::string leader_elect;
+  int64_t assume_ttl = 0;
+  app.add_option("--config", config_file, "YAML configuration file (deploy/tessera-scheduler.yaml shows every key)");
+  auto* o_kubeconfig = app.add_option("--kubeconfig", flags.kubeconfig, "kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)");
+  auto* o_listen = app.add_option("--listen-address", flags.listen_address, "address to serve on");
+  auto* o_port = app.add_option("--port", flags.port, "port to serve on");
+  auto* o_policy = app.add_option("--policy", flags.policy, "placement policy: random, dotprod, clustering, packing, bestfit, fgd, tessera");
+  auto* o_level = app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error");
+  auto* o_tls_cert = app.add_option("--tls-cert-file", flags.tls_cert_file, "serve HTTPS with this certificate");
+  auto* o_tls_key = app.add_option("--tls-key-file", flags.tls_key_file, "and this key");
+  auto* o_leader = app.add_option("--leader-elect", leader_elect, "true|false: bind only while holding the Lease");
+  auto* o_lease_ns = app.add_option("--lease-namespace", flags.leader_election.namespace_, "namespace of the Lease");
+  auto* o_lease_name = app.add_option("--lease-name", flags.leader_election.name, "name of the Lease");
+  auto* o_identity = app.add_option("--identity", flags.leader_election.identity, "this replica's identity (default hostname_pid)");
+  auto* o_ttl = app.add_option("--assume-ttl-seconds", assume_ttl, "release an unconfirmed bind after this long");
+  auto* o_seed = app.add_option("--seed", flags.seed, "seed for random tie-breaks");
+  o_leader->check(CLI::IsMember({"true", "false"}));
+  CLI11_PARSE(app, argc, argv);
+
+  SchedulerConfig config;
+  if (!config_file.empty()) {
+    auto loaded = tessera::scheduler::LoadConfigFile(config_file);
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "tessera-scheduler: %s\n", loaded.status().message().c_str());
+      return 2;
+    }
+    config = loaded.value();
+  }
+  // Flags given on the command line win over the file.
+  if (o_kubeconfig->count()) config.kubeconfig = flags.kubeconfig;
+  if (o_listen->count()) config.listen_address = flags.listen_address;
+  if (o_port->count()) config.port = flags.port;
+  if (o_policy->count()) config.policy = flags.policy;
+  if (o_level->count()) config.log_level = flags.log_level;
+  if (o_tls_cert->count()) config.tls_cert_file = flags.tls_cert_file;
+  if (o_tls_key->count()) config.tls_key_file = flags.tls_key_file;
+  if (o_leader->count()) config.leader_election.enabled = leader_elect == "true";
+  if (o_lease_ns->count()) config.leader_election.namespace_ = flags.leader_election.namespace_;
+  if (o_lease_name->count()) config.leader_election.name = flags.leader_election.name;
+  if (o_identity->count()) config.leader_election.identity = flags.leader_election.identity;
+  if (o_ttl->count()) config.assume_ttl = std::chrono::seconds(assume_ttl);
+  if (o_seed->count()) config.seed = flags.seed;
+  if (auto s = tessera::scheduler::ValidateConfig(config); !s.ok()) {
+    std::fprintf(stderr, "tessera-scheduler: %s\n", s.message().c_str());
+    return 2;
+  }
+  return tessera::scheduler::Run(config);
+}

@@ -1,0 +1,155 @@
+#include "scheduler/server.h"
+
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+
+#include <sys/socket.h>
+
+#include <chrono>
+
+namespace tessera::scheduler {
+namespace {
+
+constexpr const char* kJson = "application/json";
+constexpr const char* kText = "text/plain; charset=utf-8";
+
+// `s` with regex metacharacters escaped (httplib routes are regexes).
+std::string RegexEscape(const std::string& s) {
+  std::string out;
+  for (const char c : s) {
+    if (std::string_view(".^$|()[]{}*+?\\").find(c) != std::string_view::npos) out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+// "/x/" -> "/x"; "x" -> "/x"; "" and "/" -> "".
+std::string NormalizePrefix(std::string p) {
+  while (!p.empty() && p.back() == '/') p.pop_back();
+  if (!p.empty() && p.front() != '/') p.insert(p.begin(), '/');
+  return p;
+}
+
+void MethodNotAllowed(httplib::Server& server, const std::string& pattern, const char* allow,
+                      bool get_allowed) {
+  auto reply = [allow](const httplib::Request& req, httplib::Response& res) {
+    res.status = 405;
+    res.set_header("Allow", allow);
+    res.set_content(req.method + " is not allowed on " + req.path + " (use " + allow + ")\n", kText);
+  };
+  if (!get_allowed) server.Get(pattern, reply);
+  else server.Post(pattern, reply);
+  server.Put(pattern, reply);
+  server.Delete(pattern, reply);
+  server.Patch(pattern, reply);
+  server.Options(pattern, reply);
+}
+
+}  // namespace
+
+ExtenderServer::ExtenderServer(Extender& extender, ServerOptions options)
+    : extender_(extender),
+      options_(std::move(options)),
+      log_(options_.logger ? options_.logger : spdlog::default_logger()) {}
+
+ExtenderServer::~ExtenderServer() { Stop(); }
+
+void ExtenderServer::Route() {
+  httplib::Server& s = *server_;
+  const std::string prefix = RegexEscape(NormalizePrefix(options_.prefix));
+  using Verb = HttpReply (Extender::*)(std::string_view);
+  for (auto [name, verb] : {std::pair<const char*, Verb>{"filter", &Extender::Filter},
+                            {"prioritize", &Extender::Prioritize},
+                            {"bind", &Extender::Bind}}) {
+    const std::string pattern = prefix + "/" + name;
+    s.Post(pattern, [this, verb](const httplib::Request& req, httplib::Response& res) {
+      HttpReply reply = (extender_.*verb)(req.body);
+      res.status = reply.status;
+      res.set_content(std::move(reply.body), reply.status == 200 ? kJson : kText);
+    });
+    MethodNotAllowed(s, pattern, "POST", /*get_allowed=*/false);
+  }
+  s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", kText); });
+  s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
+    const Status ready = options_.ready ? options_.ready() : Status();
+    res.status = ready.ok() ? 200 : 503;
+    res.set_content(ready.ok() ? "ok\n" : "not ready: " + ready.message() + "\n", kText);
+  });
+  for (const char* path : {"/healthz", "/readyz"}) MethodNotAllowed(s, path, "GET", /*get_allowed=*/true);
+  s.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    res.set_content(std::to_string(res.status) + ": " + req.method + " " + req.path +
+                        (res.status == 404 ? " is not served here\n" : "\n"),
+                    kText);
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  s.set_exception_handler([this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown exception";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    log_->error("{} {}: internal error: {}", req.method, req.path, what);
+    res.status = 500;
+    res.set_content("internal error: " + what + "\n", kText);
+  });
+}
+
+Result<int> ExtenderServer::Start(const std::string& host, int port) {
+  if (server_) return FailedPrecondition("the extender server is already started");
+  const bool tls = !options_.tls_cert_file.empty() || !options_.tls_key_file.empty();
+  if (tls) {
+#ifdef CPPHTTPLIB_OPENSSL_SUPPORT
+    auto ssl = std::make_unique<httplib::SSLServer>(options_.tls_cert_file.c_str(), options_.tls_key_file.c_str());
+    if (!ssl->is_valid())
+      return InvalidArgument("cannot load the TLS certificate " + options_.tls_cert_file + " and key " +
+                             options_.tls_key_file);
+    server_ = std::move(ssl);
+#else
+    return InvalidArgument("TLS was requested but cpp-httplib was built without OpenSSL");
+#endif
+  } else {
+    server_ = std::make_unique<httplib::Server>();
+  }
+  const size_t threads = static_cast<size_t>(std::max(1, options_.threads));
+  server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  server_->set_payload_max_length(options_.max_body_bytes);
+  server_->set_keep_alive_max_count(100000);
+  server_->set_keep_alive_timeout(std::max(1, options_.keep_alive_seconds));
+  server_->set_tcp_nodelay(true);
+  // httplib's default adds SO_REUSEPORT, which would let a second process on
+  // the same port silently take half the calls; keep only SO_REUSEADDR.
+  server_->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
+  Route();
+  const int bound = port == 0 ? server_->bind_to_any_port(host) : (server_->bind_to_port(host, port) ? port : -1);
+  if (bound <= 0) {
+    server_.reset();
+    return Status(StatusCode::kUnavailable, "cannot listen on " + host + ":" + std::to_string(port));
+  }
+  thread_ = std::thread([this] {
+    if (!server_->listen_after_bind()) log_->error("extender server on port {} stopped with an error", port_);
+  });
+  // stop() only works once the accept loop runs.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!server_->is_running() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  port_ = bound;
+  log_->info("extender serving {} on {}:{} (verbs under \"{}/\")", tls ? "HTTPS" : "HTTP", host, bound,
+             NormalizePrefix(options_.prefix));
+  return bound;
+}
+
+void ExtenderServer::Stop() {
+  if (!server_) return;
+  server_->stop();  // Start waited for the accept loop, so this ends it
+  if (thread_.joinable()) thread_.join();
+  server_.reset();
+  port_ = 0;
+}
+
+}  // namespace tessera::scheduler

@@ -1,0 +1,81 @@
+// ExtenderServer: the HTTP(S) face of the Extender (cpp-httplib).
+//
+//   POST {prefix}/filter, {prefix}/prioritize, {prefix}/bind   the extender verbs
+//   GET  /healthz    200 "ok" while the process serves
+//   GET  /readyz     200 "ok" when `ready` says so, else 503 with its reason
+// Other paths: 404; another method on a known path: 405 (with Allow). Bodies
+// larger than max_body_bytes: 413. Requests run on a fixed thread pool.
+//
+// Thread-safety: Start and Stop from one thread; handlers run on the pool.
+//
+//   ExtenderServer server(*extender, ServerOptions{});
+//   TESSERA_ASSIGN_OR_RETURN(int port, server.Start("127.0.0.1", 0));
+//   ...
+//   server.Stop();
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "core/status.h"
+#include "scheduler/extender.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace tessera::scheduler {
+
+struct ServerOptions {
+  // Path prefix of the verbs ("" -> /filter; "/tessera" -> /tessera/filter),
+  // matching kube-scheduler's urlPrefix path.
+  std::string prefix;
+  // Larger request bodies get 413. Default 64 MiB (a full NodeList at 5,000
+  // nodes is a few MiB).
+  size_t max_body_bytes = size_t{64} << 20;
+  // Worker threads. Each keep-alive connection holds one while it is open.
+  int threads = 16;
+  // Idle keep-alive connections are closed after this many seconds.
+  int keep_alive_seconds = 30;
+  // Both set: serve HTTPS with this PEM certificate and key.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  // /readyz: OK -> 200, otherwise 503 with the message. nullptr: always ready.
+  std::function<Status()> ready;
+  // Where errors are logged; nullptr: spdlog's default logger.
+  std::shared_ptr<spdlog::logger> logger;
+};
+
+class ExtenderServer {
+ public:
+  // `extender` must outlive the server.
+  ExtenderServer(Extender& extender, ServerOptions options);
+  ~ExtenderServer();  // Stop()
+  ExtenderServer(const ExtenderServer&) = delete;
+  ExtenderServer& operator=(const ExtenderServer&) = delete;
+
+  // Binds `host`:`port` (0: any free port) and serves on a background thread.
+  // Returns the bound port. UNAVAILABLE when the address cannot be bound,
+  // INVALID_ARGUMENT when the TLS files cannot be loaded (or TLS is not
+  // compiled in), FAILED_PRECONDITION when already started.
+  Result<int> Start(const std::string& host, int port);
+  // Stops accepting, finishes in-flight requests, joins the thread. Idempotent.
+  void Stop();
+  // The bound port; 0 before Start.
+  int port() const { return port_; }
+
+ private:
+  void Route();
+
+  Extender& extender_;
+  const ServerOptions options_;
+  std::shared_ptr<spdlog::logger> log_;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+}  // namespace tessera::scheduler

@@ -1,0 +1,209 @@
+#include "scheduler/server.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <spdlog/sinks/null_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <unistd.h>
+
+#include "scheduler/test_cluster.h"
+
+namespace tessera::scheduler {
+namespace {
+
+using nlohmann::json;
+using testing::BindBody;
+using testing::FilterBody;
+using testing::NodeJson;
+using testing::PodJson;
+
+std::shared_ptr<spdlog::logger> QuietLogger() {
+  return std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::null_sink_mt>());
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ClusterStateOptions so;
+    so.logger = QuietLogger();
+    state_ = std::make_unique<ClusterState>(so);
+    state_->UpsertNode(NodeJson("n1", 2, "A100", 40960));
+    ExtenderOptions eo;
+    eo.logger = QuietLogger();
+    auto e = Extender::Create(*state_, binder_, eo);
+    ASSERT_TRUE(e.ok());
+    extender_ = std::move(e).value();
+  }
+  // Starts a server on a free port; `port_` is set.
+  std::unique_ptr<ExtenderServer> Serve(ServerOptions o = {}) {
+    o.logger = QuietLogger();
+    auto server = std::make_unique<ExtenderServer>(*extender_, o);
+    auto port = server->Start("127.0.0.1", 0);
+    EXPECT_TRUE(port.ok()) << port.status().ToString();
+    port_ = port.ok() ? *port : 0;
+    return server;
+  }
+  std::unique_ptr<ClusterState> state_;
+  testing::FakeBinder binder_;
+  std::unique_ptr<Extender> extender_;
+  int port_ = 0;
+};
+
+TEST_F(ServerTest, VerbsRoundTripOverHttp) {
+  auto server = Serve();
+  ASSERT_GT(port_, 0);
+  EXPECT_EQ(server->port(), port_);
+  httplib::Client client("127.0.0.1", port_);
+  const json pod = PodJson("ns", "p", {{"main", 1, 8192, 30}});
+  auto filter = client.Post("/filter", FilterBody(pod, {"n1", "n2"}), "application/json");
+  ASSERT_TRUE(filter);
+  EXPECT_EQ(filter->status, 200);
+  EXPECT_EQ(filter->get_header_value("Content-Type"), "application/json");
+  json f = json::parse(filter->body);
+  EXPECT_EQ(f["NodeNames"], json({"n1"}));
+  EXPECT_TRUE(f["FailedNodes"].contains("n2"));
+
+  auto prioritize = client.Post("/prioritize", FilterBody(pod, {"n1"}), "application/json");
+  ASSERT_TRUE(prioritize);
+  EXPECT_EQ(prioritize->body, R"([{"Host":"n1","Score":10}])");
+
+  auto bind = client.Post("/bind", BindBody("ns", "p", "uid-ns-p", "n1"), "application/json");
+  ASSERT_TRUE(bind);
+  EXPECT_EQ(bind->status, 200);
+  EXPECT_EQ(bind->body, R"({"Error":""})");
+  EXPECT_EQ(binder_.calls().size(), 1u);
+}
+
+TEST_F(ServerTest, ErrorsAndHealth) {
+  auto server = Serve();
+  httplib::Client client("127.0.0.1", port_);
+  auto bad = client.Post("/filter", "not json", "application/json");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_NE(bad->body.find("not valid JSON"), std::string::npos) << bad->body;
+  auto missing = client.Get("/nope");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+  auto post_missing = client.Post("/filterx", "{}", "application/json");
+  ASSERT_TRUE(post_missing);
+  EXPECT_EQ(post_missing->status, 404);
+  auto wrong = client.Get("/filter");
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 405);
+  EXPECT_EQ(wrong->get_header_value("Allow"), "POST");
+  auto wrong2 = client.Post("/healthz", "", "text/plain");
+  ASSERT_TRUE(wrong2);
+  EXPECT_EQ(wrong2->status, 405);
+  EXPECT_EQ(wrong2->get_header_value("Allow"), "GET");
+  auto del = client.Delete("/bind");
+  ASSERT_TRUE(del);
+  EXPECT_EQ(del->status, 405);
+  auto health = client.Get("/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  EXPECT_EQ(health->body, "ok\n");
+  auto ready = client.Get("/readyz");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 200);
+}
+
+TEST_F(ServerTest, ReadyzFollowsTheInjectedCheck) {
+  std::atomic<bool> synced{false};
+  ServerOptions o;
+  o.ready = [&]() -> Status {
+    if (!synced.load()) return Status(StatusCode::kUnavailable, "pod informer has not synced");
+    return Status();
+  };
+  auto server = Serve(o);
+  httplib::Client client("127.0.0.1", port_);
+  auto r = client.Get("/readyz");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503);
+  EXPECT_EQ(r->body, "not ready: pod informer has not synced\n");
+  synced = true;
+  r = client.Get("/readyz");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+}
+
+TEST_F(ServerTest, PrefixAndBodyLimit) {
+  ServerOptions o;
+  o.prefix = "/tessera/";
+  o.max_body_bytes = 4096;
+  auto server = Serve(o);
+  httplib::Client client("127.0.0.1", port_);
+  const std::string body = FilterBody(PodJson("ns", "p", {{"main", 1, 1024, 10}}), {"n1"});
+  auto r = client.Post("/tessera/filter", body, "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  r = client.Post("/filter", body, "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  r = client.Post("/tessera/filter", std::string(8192, ' '), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+}
+
+TEST_F(ServerTest, StartStopAndFixedPorts) {
+  auto server = Serve();
+  const int port = port_;
+  EXPECT_EQ(server->Start("127.0.0.1", 0).status().code(), StatusCode::kFailedPrecondition);
+  server->Stop();
+  server->Stop();  // idempotent
+  EXPECT_EQ(server->port(), 0);
+  // The same port can be bound again, by a fixed number.
+  auto again = server->Start("127.0.0.1", port);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(*again, port);
+  // A second server cannot take it.
+  ServerOptions quiet;
+  quiet.logger = QuietLogger();
+  ExtenderServer other(*extender_, quiet);
+  EXPECT_EQ(other.Start("127.0.0.1", port).status().code(), StatusCode::kUnavailable);
+  httplib::Client client("127.0.0.1", port);
+  auto r = client.Get("/healthz");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+}
+
+TEST_F(ServerTest, TlsNeedsLoadableFiles) {
+  ServerOptions o;
+  o.tls_cert_file = "/nonexistent/cert.pem";
+  o.tls_key_file = "/nonexistent/key.pem";
+  o.logger = QuietLogger();
+  ExtenderServer server(*extender_, o);
+  EXPECT_EQ(server.Start("127.0.0.1", 0).status().code(), StatusCode::kInvalidArgument);
+}
+
+#ifdef CPPHTTPLIB_OPENSSL_SUPPORT
+TEST_F(ServerTest, ServesHttpsWithACertificate) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("tessera-server-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string cert = (dir / "cert.pem").string(), key = (dir / "key.pem").string();
+  const std::string cmd = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost -keyout " + key +
+                          " -out " + cert + " >/dev/null 2>&1";
+  if (std::system(cmd.c_str()) != 0) {
+    std::filesystem::remove_all(dir);
+    GTEST_SKIP() << "openssl is not available to make a certificate";
+  }
+  ServerOptions o;
+  o.tls_cert_file = cert;
+  o.tls_key_file = key;
+  auto server = Serve(o);
+  httplib::SSLClient client("127.0.0.1", port_);
+  client.enable_server_certificate_verification(false);
+  auto r = client.Post("/filter", FilterBody(PodJson("ns", "p", {{"main", 1, 1024, 10}}), {"n1"}), "application/json");
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(json::parse(r->body)["NodeNames"], json({"n1"}));
+  server->Stop();
+  std::filesystem::remove_all(dir);
+}
+#endif
+
+}  // namespace
+}  // namespace tessera::scheduler

@@ -1,0 +1,77 @@
+// Test support for the extender (unit tests, fuzz target, benchmark): builders
+// of the Kubernetes objects and extender bodies the scheduler sees, and a
+// fake Binder. Not linked into tessera-scheduler.
+//
+//   ClusterState state;
+//   state.UpsertNode(testing::NodeJson("n1", 4, "A100", 40960));
+//   std::string body = testing::FilterBody(testing::PodJson("default", "p", {{"main", 1, 8192, 30}}), {"n1"});
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/model.h"
+#include "scheduler/extender.h"
+
+namespace tessera::scheduler::testing {
+
+// A Node object with `gpus` GPUs of one model (uuids "GPU-<node>-<i>"), the
+// inventory annotation and allocatable CPU / memory.
+nlohmann::json NodeJson(const std::string& name, int gpus, const std::string& model, int64_t gpu_mem_mib,
+                        const std::string& cpu = "64", const std::string& memory = "512Gi");
+// A Node object with the given GPUs.
+nlohmann::json NodeJson(const std::string& name, const std::vector<core::GpuInfo>& gpus,
+                        const std::string& cpu = "64", const std::string& memory = "512Gi");
+std::string GpuUuid(const std::string& node, int index);
+
+// One container's GPU limits; 0 leaves a resource out.
+struct Container {
+  std::string name;
+  int gpus = 0;
+  int64_t mem_mib = 0;
+  int core_percent = 0;
+};
+
+// A pending Pod object (no nodeName) with CPU "1" and memory "1Gi" requested
+// per container; uid "uid-<ns>-<name>" unless given.
+nlohmann::json PodJson(const std::string& ns, const std::string& name, const std::vector<Container>& containers,
+                       const std::map<std::string, std::string>& annotations = {}, const std::string& uid = "");
+// `pod` bound to `assignment.node` with the assignment annotation and `phase`.
+nlohmann::json BoundPodJson(nlohmann::json pod, const core::Assignment& assignment,
+                            const std::string& phase = "Running");
+
+// ExtenderArgs bodies: NodeNames form (nodeCacheCapable) and Nodes form.
+std::string FilterBody(const nlohmann::json& pod, const std::vector<std::string>& node_names);
+std::string NodesFilterBody(const nlohmann::json& pod, const std::vector<nlohmann::json>& nodes);
+// ExtenderBindingArgs.
+std::string BindBody(const std::string& ns, const std::string& name, const std::string& uid,
+                     const std::string& node);
+
+// Records binds; fails them while `fail_with` is non-OK. Thread-safe.
+class FakeBinder : public Binder {
+ public:
+  struct Call {
+    std::string pod_namespace, pod_name, pod_uid, node;
+    std::map<std::string, std::string> annotations;
+  };
+  Status Bind(const std::string& pod_namespace, const std::string& pod_name, const std::string& pod_uid,
+              const std::string& node, const std::map<std::string, std::string>& annotations) override;
+
+  void FailWith(Status status);
+  std::vector<Call> calls() const;
+  // Called (without the binder's lock) on every bind before it answers.
+  std::function<void(const Call&)> on_bind;
+
+ private:
+  mutable std::mutex mu_;
+  Status fail_with_;            // GUARDED_BY(mu_)
+  std::vector<Call> calls_;     // GUARDED_BY(mu_)
+};
+
+}  // namespace tessera::scheduler::testing

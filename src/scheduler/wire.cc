@@ -1,0 +1,240 @@
+#include "scheduler/wire.h"
+
+#include "scheduler/internal/json_scan.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+
+namespace tessera::scheduler {
+namespace {
+
+using Json = nlohmann::json;
+
+const Json* Member(const Json& obj, std::string_view key) {
+  if (!obj.is_object()) return nullptr;
+  auto it = obj.find(key);
+  return it == obj.end() || it->is_null() ? nullptr : &*it;
+}
+
+constexpr int kMaxDepth = internal::kMaxJsonDepth;
+
+// The deepest nesting of arrays and objects in `text`, ignoring brackets in
+// strings. Stops counting at kMaxDepth + 1.
+int NestingDepth(std::string_view text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    else if (c == '{' || c == '[') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > kMaxDepth) break;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+Result<Json> ParseBody(std::string_view body, std::string_view what) {
+  if (NestingDepth(body) > kMaxDepth)
+    return InvalidArgument("request body is nested more than " + std::to_string(kMaxDepth) + " levels deep (" +
+                           std::string(what) + ")");
+  Json root = Json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) return InvalidArgument("request body is not valid JSON (" + std::string(what) + ")");
+  if (!root.is_object()) return InvalidArgument("request body must be a JSON object (" + std::string(what) + ")");
+  return root;
+}
+
+Result<std::string> StringField(const Json& obj, const char* key, bool required) {
+  const Json* v = Member(obj, key);
+  if (v == nullptr) {
+    if (required) return InvalidArgument(std::string("ExtenderBindingArgs.") + key + " is missing");
+    return std::string();
+  }
+  if (!v->is_string()) return InvalidArgument(std::string("ExtenderBindingArgs.") + key + " must be a string");
+  return v->get<std::string>();
+}
+
+// A node name: copied as is when the request said they are all plain.
+void AppendName(std::string& out, const ExtenderArgs& args, size_t i) {
+  if (!args.plain_names) return AppendJsonString(out, args.node_names[i]);
+  out += '"';
+  out += args.node_names[i];
+  out += '"';
+}
+
+void AppendReasons(std::string& out, const char* key, const ExtenderArgs& args,
+                   const std::vector<std::pair<size_t, std::string_view>>& reasons) {
+  out += ",\"";
+  out += key;
+  out += "\":{";
+  bool first = true;
+  for (const auto& [i, reason] : reasons) {
+    if (!first) out += ',';
+    first = false;
+    AppendName(out, args, i);
+    out += ':';
+    AppendJsonString(out, reason);
+  }
+  out += '}';
+}
+
+}  // namespace
+
+Result<ExtenderArgs> ParseExtenderArgs(std::string_view body) {
+  // Split without a DOM: a 5,000-node NodeNames list is most of the body and
+  // needs no more than a scan (internal/json_scan.h).
+  Result<std::vector<internal::JsonMember>> members = internal::SplitObject(body);
+  if (!members.ok()) return InvalidArgument(members.status().message() + " (ExtenderArgs)");
+  std::string_view pod_text, nodes_text, names_text;
+  for (const auto& m : *members) {
+    if (m.key == "Pod") pod_text = m.value;
+    else if (m.key == "Nodes") nodes_text = m.value;
+    else if (m.key == "NodeNames") names_text = m.value;
+    else if (!Json::accept(m.value)) return InvalidArgument("ExtenderArgs." + m.key + " is not valid JSON");
+  }
+  auto parse = [](std::string_view text) { return Json::parse(text.begin(), text.end(), nullptr, false); };
+  ExtenderArgs args;
+  args.pod = parse(pod_text);
+  if (args.pod.is_discarded() && !pod_text.empty()) return InvalidArgument("ExtenderArgs.Pod is not valid JSON");
+  if (!args.pod.is_object()) return InvalidArgument("ExtenderArgs.Pod must be a Pod object");
+  if (!names_text.empty() && names_text != "null") {
+    if (auto plain = internal::PlainStringArray(names_text)) {
+      args.node_names = std::move(*plain);
+      args.plain_names = true;
+      return args;
+    }
+    const Json names = parse(names_text);
+    if (names.is_discarded()) return InvalidArgument("ExtenderArgs.NodeNames is not valid JSON");
+    if (!names.is_array()) return InvalidArgument("ExtenderArgs.NodeNames must be an array of node names");
+    args.node_names.reserve(names.size());
+    for (const Json& n : names) {
+      if (!n.is_string()) return InvalidArgument("ExtenderArgs.NodeNames must be an array of node names");
+      args.node_names.push_back(n.get<std::string>());
+    }
+    return args;
+  }
+  if (nodes_text.empty() || nodes_text == "null")
+    return InvalidArgument("ExtenderArgs needs NodeNames (nodeCacheCapable: true) or Nodes");
+  Json nodes = parse(nodes_text);
+  if (nodes.is_discarded()) return InvalidArgument("ExtenderArgs.Nodes is not valid JSON");
+  if (!nodes.is_object()) return InvalidArgument("ExtenderArgs.Nodes must be a NodeList object");
+  args.names_form = false;
+  auto items = nodes.find("items");
+  if (items == nodes.end() || items->is_null()) return args;  // an empty list
+  if (!items->is_array()) return InvalidArgument("ExtenderArgs.Nodes.items must be an array");
+  for (size_t i = 0; i < items->size(); ++i) {
+    const Json& item = (*items)[i];
+    const Json* meta = Member(item, "metadata");
+    const Json* name = meta ? Member(*meta, "name") : nullptr;
+    if (name == nullptr || !name->is_string())
+      return InvalidArgument("ExtenderArgs.Nodes.items[" + std::to_string(i) + "] has no metadata.name");
+    args.node_names.push_back(name->get<std::string>());
+  }
+  args.node_items = std::move(*items);
+  return args;
+}
+
+Result<BindingArgs> ParseBindingArgs(std::string_view body) {
+  TESSERA_ASSIGN_OR_RETURN(Json root, ParseBody(body, "ExtenderBindingArgs"));
+  BindingArgs args;
+  TESSERA_ASSIGN_OR_RETURN(args.pod_name, StringField(root, "PodName", true));
+  TESSERA_ASSIGN_OR_RETURN(args.pod_namespace, StringField(root, "PodNamespace", true));
+  TESSERA_ASSIGN_OR_RETURN(args.pod_uid, StringField(root, "PodUID", false));
+  TESSERA_ASSIGN_OR_RETURN(args.node, StringField(root, "Node", true));
+  if (args.pod_name.empty() || args.node.empty())
+    return InvalidArgument("ExtenderBindingArgs.PodName and .Node must not be empty");
+  if (args.pod_namespace.empty()) args.pod_namespace = "default";
+  return args;
+}
+
+std::string WriteFilterResult(const ExtenderArgs& args, const FilterOutcome& outcome) {
+  std::string out;
+  out.reserve(64 + outcome.passed.size() * 24 + (outcome.failed.size() + outcome.unresolvable.size()) * 80);
+  if (args.names_form) {
+    out += "{\"Nodes\":null,\"NodeNames\":[";
+    for (size_t k = 0; k < outcome.passed.size(); ++k) {
+      if (k) out += ',';
+      AppendName(out, args, outcome.passed[k]);
+    }
+    out += ']';
+  } else {
+    out += "{\"Nodes\":{\"items\":[";
+    for (size_t k = 0; k < outcome.passed.size(); ++k) {
+      if (k) out += ',';
+      out += args.node_items[outcome.passed[k]].dump(-1, ' ', false, Json::error_handler_t::replace);
+    }
+    out += "]},\"NodeNames\":null";
+  }
+  AppendReasons(out, "FailedNodes", args, outcome.failed);
+  AppendReasons(out, "FailedAndUnresolvableNodes", args, outcome.unresolvable);
+  out += ",\"Error\":";
+  AppendJsonString(out, outcome.error);
+  out += '}';
+  return out;
+}
+
+std::string WriteHostPriorityList(const ExtenderArgs& args, const std::vector<int64_t>& scores) {
+  std::string out;
+  out.reserve(2 + args.node_names.size() * 40);
+  out += '[';
+  for (size_t i = 0; i < args.node_names.size(); ++i) {
+    if (i) out += ',';
+    out += "{\"Host\":";
+    AppendName(out, args, i);
+    out += ",\"Score\":";
+    out += std::to_string(scores[i]);
+    out += '}';
+  }
+  out += ']';
+  return out;
+}
+
+std::string WriteBindingResult(std::string_view error) {
+  std::string out = "{\"Error\":";
+  AppendJsonString(out, error);
+  out += '}';
+  return out;
+}
+
+void AppendJsonString(std::string& out, std::string_view s) {
+  out += '"';
+  // Fast path: names and most reasons need no escaping.
+  const bool plain = std::none_of(s.begin(), s.end(), [](char ch) {
+    const auto c = static_cast<unsigned char>(ch);
+    return c < 0x20 || c == '"' || c == '\\';
+  });
+  if (plain) {
+    out.append(s);
+    out += '"';
+    return;
+  }
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          std::array<char, 8> buf{};
+          std::snprintf(buf.data(), buf.size(), "\\u%04x", c);
+          out += buf.data();
+        } else {
+          out += ch;
+        }
+    }
+  }
+  out += '"';
+}
+
+}  // namespace tessera::scheduler

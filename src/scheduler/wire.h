@@ -1,0 +1,73 @@
+// The kube-scheduler extender wire format (k8s.io/kube-scheduler/extender/v1):
+// parsing requests and writing replies. The Go types have no json tags, so
+// their keys are the PascalCase field names; the embedded Pod and Node
+// objects use ordinary Kubernetes JSON. Pure functions; thread-safe.
+//
+//   TESSERA_ASSIGN_OR_RETURN(ExtenderArgs args, ParseExtenderArgs(body));
+//   std::string reply = WriteFilterResult(args, outcome);
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+
+namespace tessera::scheduler {
+
+// ExtenderArgs {Pod, Nodes, NodeNames}: the filter and prioritize request.
+struct ExtenderArgs {
+  nlohmann::json pod;                   // the Pod object (always an object)
+  std::vector<std::string> node_names;  // the candidate nodes, in request order
+  // True when the request listed NodeNames (nodeCacheCapable); false when it
+  // sent full Node objects, kept in `node_items` parallel to `node_names`.
+  bool names_form = true;
+  nlohmann::json node_items = nlohmann::json::array();
+  // True when every name is printable ASCII without quotes or backslashes
+  // (so replies can copy them without escaping).
+  bool plain_names = false;
+};
+
+// INVALID_ARGUMENT saying what is wrong when `body` is not JSON, has no Pod
+// object, has neither NodeNames nor Nodes, or has a field of the wrong type.
+Result<ExtenderArgs> ParseExtenderArgs(std::string_view body);
+
+// ExtenderBindingArgs {PodName, PodNamespace, PodUID, Node}.
+struct BindingArgs {
+  std::string pod_name;
+  std::string pod_namespace;
+  std::string pod_uid;  // may be empty
+  std::string node;
+};
+// INVALID_ARGUMENT when `body` is not JSON or a field is missing or not a
+// string (PodUID may be absent).
+Result<BindingArgs> ParseBindingArgs(std::string_view body);
+
+// What Filter decided, by index into ExtenderArgs::node_names. The reasons
+// are views: what they point to must outlive WriteFilterResult.
+struct FilterOutcome {
+  std::vector<size_t> passed;
+  std::vector<std::pair<size_t, std::string_view>> failed;        // preemption could help
+  std::vector<std::pair<size_t, std::string_view>> unresolvable;  // it could not
+  std::string error;                                              // non-empty fails the call
+};
+// ExtenderFilterResult {Nodes, NodeNames, FailedNodes,
+// FailedAndUnresolvableNodes, Error}, in the request's form: NodeNames for a
+// NodeNames request, Nodes.items (the request's objects) otherwise.
+std::string WriteFilterResult(const ExtenderArgs& args, const FilterOutcome& outcome);
+
+// HostPriorityList: [{"Host":..., "Score":...}, ...], one entry per node of
+// the request, `scores` parallel to args.node_names.
+std::string WriteHostPriorityList(const ExtenderArgs& args, const std::vector<int64_t>& scores);
+
+// ExtenderBindingResult {Error}; empty error = success.
+std::string WriteBindingResult(std::string_view error);
+
+// Appends `s` to `out` as a JSON string literal (quoted, escaped).
+void AppendJsonString(std::string& out, std::string_view s);
+
+}  // namespace tessera::scheduler
