@@ -1,0 +1,260 @@
+#include "core/podspec.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/codec.h"
+
+namespace tessera::core {
+namespace {
+
+using Json = nlohmann::json;
+
+// A pod with one container per entry of `limits` (name -> limits object).
+Json Pod(const std::vector<std::pair<std::string, Json>>& containers, Json annotations = Json::object()) {
+  Json pod = {{"metadata", {{"name", "p1"}, {"namespace", "team"}, {"uid", "u1"}, {"annotations", annotations}}},
+              {"spec", {{"containers", Json::array()}}}};
+  for (const auto& [name, limits] : containers)
+    pod["spec"]["containers"].push_back({{"name", name}, {"resources", {{"limits", limits}}}});
+  return pod;
+}
+
+Result<PodRequest> Parse(const Json& pod) { return PodRequestFromJson(pod, ResourceNames{}); }
+
+// The message of a failed parse ("" when it succeeded).
+std::string Error(const Json& pod) {
+  auto r = Parse(pod);
+  EXPECT_FALSE(r.ok());
+  if (r.ok()) return "";
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+  return r.status().message();
+}
+
+TEST(PodSpecTest, ShareOfOneGpu) {
+  Json pod = Pod({{"worker", {{"tessera.io/gpu-mem", "8192"}, {"tessera.io/gpu-core", "30"}}}});
+  pod["spec"]["containers"][0]["resources"]["requests"] = {{"cpu", "500m"}, {"memory", "2Gi"}};
+  auto r = Parse(pod);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->key, "team/p1");
+  EXPECT_EQ(r->cpu_milli, 500);
+  EXPECT_EQ(r->memory_mib, 2048);
+  ASSERT_EQ(r->containers.size(), 1u);
+  const ContainerRequest& c = r->containers[0];
+  EXPECT_EQ(c.name, "worker");
+  EXPECT_EQ(c.gpu_count, 1);
+  EXPECT_EQ(c.mem_mib_per_gpu, 8192);
+  EXPECT_EQ(c.core_milli_per_gpu, 300);
+  EXPECT_EQ(r->priority, Priority::kNormal);
+}
+
+TEST(PodSpecTest, CountAloneMeansWholeGpus) {
+  auto r = Parse(Pod({{"train", {{"tessera.io/gpu", "2"}}}}));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->containers[0].gpu_count, 2);
+  EXPECT_EQ(r->containers[0].core_milli_per_gpu, 1000);
+  EXPECT_EQ(r->containers[0].mem_mib_per_gpu, 0);
+}
+
+TEST(PodSpecTest, IntegersAndRequestsAreAccepted) {
+  Json pod = Pod({{"c", Json::object()}});
+  pod["spec"]["containers"][0]["resources"] = {{"requests", {{"tessera.io/gpu-mem", 4096}}}};
+  auto r = Parse(pod);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->containers[0].gpu_count, 1);
+  EXPECT_EQ(r->containers[0].mem_mib_per_gpu, 4096);
+  EXPECT_EQ(r->containers[0].core_milli_per_gpu, 0);
+}
+
+TEST(PodSpecTest, LimitsWinOverRequestsForGpuResources) {
+  Json pod = Pod({{"c", {{"tessera.io/gpu-mem", "1000"}}}});
+  pod["spec"]["containers"][0]["resources"]["requests"] = {{"tessera.io/gpu-mem", "2000"}};
+  auto r = Parse(pod);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->containers[0].mem_mib_per_gpu, 1000);
+}
+
+TEST(PodSpecTest, CpuAndMemoryAreMaxOfSumAndLargestInit) {
+  Json pod = Pod({{"a", {{"tessera.io/gpu-mem", "1024"}}}, {"b", Json::object()}});
+  pod["spec"]["containers"][0]["resources"]["requests"] = {{"cpu", "1"}, {"memory", "1Gi"}};
+  pod["spec"]["containers"][1]["resources"]["limits"] = {{"cpu", "2"}, {"memory", "1Gi"}};  // limits only
+  pod["spec"]["initContainers"] = {{{"name", "init"}, {"resources", {{"requests", {{"cpu", "4"}, {"memory", "512Mi"}}}}}}};
+  auto r = Parse(pod);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->cpu_milli, 4000);     // init 4 > 1 + 2
+  EXPECT_EQ(r->memory_mib, 2048);    // 1Gi + 1Gi > 512Mi
+  ASSERT_EQ(r->containers.size(), 2u);
+  EXPECT_EQ(r->containers[1].gpu_count, 0);
+  auto host = PodHostResources(pod);
+  ASSERT_TRUE(host.ok());
+  EXPECT_EQ(*host, (HostResources{4000, 2048}));
+}
+
+TEST(PodSpecTest, AnnotationsSetModelsAndPriority) {
+  Json pod = Pod({{"c", {{"tessera.io/gpu-core", "50"}}}, {"side", Json::object()}},
+                 {{"tessera.io/gpu-model", "A100 | H100"}, {"tessera.io/gpu-model-avoid", "T4"},
+                  {"tessera.io/priority", "high"}});
+  auto r = Parse(pod);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->containers[0].models.allowed, (std::vector<std::string>{"A100", "H100"}));
+  EXPECT_EQ(r->containers[0].models.avoided, (std::vector<std::string>{"T4"}));
+  EXPECT_TRUE(r->containers[1].models.Unconstrained());
+  EXPECT_EQ(r->priority, Priority::kHigh);
+}
+
+TEST(PodSpecTest, NamespaceDefaults) {
+  Json pod = Pod({{"c", {{"tessera.io/gpu", "1"}}}});
+  pod["metadata"].erase("namespace");
+  auto key = PodKey(pod);
+  ASSERT_TRUE(key.ok());
+  EXPECT_EQ(*key, "default/p1");
+}
+
+TEST(PodSpecTest, CustomResourceNames) {
+  ResourceNames names{.gpu = "example.com/gpu", .mem = "example.com/mem", .core = "example.com/core"};
+  Json pod = Pod({{"c", {{"example.com/mem", "100"}, {"tessera.io/gpu-core", "500"}}}});
+  auto r = PodRequestFromJson(pod, names);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->containers[0].mem_mib_per_gpu, 100);
+  EXPECT_EQ(r->containers[0].core_milli_per_gpu, 0);
+  EXPECT_TRUE(WantsGpu(pod, names));
+  EXPECT_FALSE(WantsGpu(Pod({{"c", {{"tessera.io/gpu-core", "5"}}}}), names));
+}
+
+TEST(PodSpecTest, MistakesNameTheContainerAndTheFix) {
+  struct Case {
+    Json limits;
+    std::vector<std::string> fragments;
+  };
+  const std::vector<Case> cases = {
+      {{{"tessera.io/gpu-core", "150"}},
+       {"container \"worker\": tessera.io/gpu-core: 150 is over 100 (percent of one GPU)"}},
+      {{{"tessera.io/gpu-core", "-5"}}, {"container \"worker\"", "tessera.io/gpu-core", "negative"}},
+      {{{"tessera.io/gpu-mem", "1.5"}}, {"container \"worker\"", "tessera.io/gpu-mem", "whole number", "MiB"}},
+      {{{"tessera.io/gpu-mem", "abc"}}, {"tessera.io/gpu-mem", "\"abc\"", "whole number of MiB"}},
+      {{{"tessera.io/gpu-mem", ""}}, {"tessera.io/gpu-mem: \"\" is not a whole number"}},
+      {{{"tessera.io/gpu-mem", true}}, {"tessera.io/gpu-mem", "quantity string"}},
+      {{{"tessera.io/gpu-mem", 1.5}}, {"tessera.io/gpu-mem", "number 1.5"}},
+      {{{"tessera.io/gpu-mem", "8Gi"}}, {"plain number of MiB", "write \"8192\""}},
+      {{{"tessera.io/gpu", "0.5"}}, {"tessera.io/gpu", "whole number of GPUs"}},
+      {{{"tessera.io/gpu", "65"}}, {"65 GPUs is more than any node has"}},
+      {{{"tessera.io/gpu", "99999999999999"}}, {"more than any node has"}},
+      {{{"tessera.io/gpu", "2"}, {"tessera.io/gpu-core", "30"}}, {"container \"worker\"", "whole"}},
+      {{{"tessera.io/gpu", "0"}, {"tessera.io/gpu-mem", "100"}}, {"container \"worker\"", "0 GPUs"}},
+      {{{"tessera.io/gpu-mem", "0"}}, {"container \"worker\"", "neither memory nor core"}},
+  };
+  for (const Case& c : cases) {
+    const std::string msg = Error(Pod({{"worker", c.limits}}));
+    for (const auto& f : c.fragments) EXPECT_NE(msg.find(f), std::string::npos) << c.limits << " -> " << msg;
+  }
+}
+
+TEST(PodSpecTest, BadAnnotations) {
+  Json limits = {{"tessera.io/gpu-core", "10"}};
+  EXPECT_NE(Error(Pod({{"c", limits}}, {{"tessera.io/priority", "urgent"}})).find("not one of high, normal, low"),
+            std::string::npos);
+  EXPECT_NE(Error(Pod({{"c", limits}}, {{"tessera.io/gpu-model", "A100||H100"}})).find("empty model name"),
+            std::string::npos);
+  EXPECT_NE(Error(Pod({{"c", limits}}, {{"tessera.io/gpu-model", "A100"}, {"tessera.io/gpu-model-avoid", "A100"}}))
+                .find("both allowed and avoided"),
+            std::string::npos);
+}
+
+TEST(PodSpecTest, InitContainerGpusAreRejected) {
+  Json pod = Pod({{"c", Json::object()}});
+  pod["spec"]["initContainers"] = {{{"name", "warm"}, {"resources", {{"limits", {{"tessera.io/gpu-mem", "10"}}}}}}};
+  EXPECT_NE(Error(pod).find("init container \"warm\""), std::string::npos);
+  EXPECT_TRUE(WantsGpu(pod, ResourceNames{}));
+}
+
+TEST(PodSpecTest, MalformedObjects) {
+  for (const Json& pod : {Json(nullptr), Json(42), Json::array(), Json::object(), Json{{"metadata", {{"name", 3}}}},
+                          Json{{"metadata", {{"name", "p"}}}}, Json{{"metadata", {{"name", "p"}}}, {"spec", 1}},
+                          Json{{"metadata", {{"name", "p"}}}, {"spec", {{"containers", {1, 2}}}}},
+                          Json{{"metadata", {{"name", "p"}, {"namespace", 7}}}, {"spec", {{"containers", Json::array()}}}},
+                          Json{{"metadata", {{"name", "p"}}}, {"spec", {{"containers", {{{"name", "c"}, {"resources", 5}}}}}}},
+                          Json{{"metadata", {{"name", "p"}}},
+                               {"spec", {{"containers", {{{"name", "c"}, {"resources", {{"limits", "x"}}}}}}}}},
+                          Json{{"metadata", {{"name", "p"}}},
+                               {"spec", {{"containers", {{{"resources", {{"limits", Json::object()}}}}}}}}}}) {
+    auto r = Parse(pod);
+    EXPECT_FALSE(r.ok()) << pod;
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    }
+    EXPECT_FALSE(WantsGpu(pod, ResourceNames{}));
+  }
+  Json bad_cpu = Pod({{"c", {{"cpu", "lots"}}}});
+  EXPECT_NE(Error(bad_cpu).find("container \"c\": resources.limits.cpu"), std::string::npos);
+}
+
+TEST(PodSpecTest, WantsGpuLooksAtRequestsAndLimits) {
+  EXPECT_FALSE(WantsGpu(Pod({{"c", {{"cpu", "1"}}}}), ResourceNames{}));
+  EXPECT_TRUE(WantsGpu(Pod({{"c", {{"tessera.io/gpu", "1"}}}}), ResourceNames{}));
+  Json pod = Pod({{"c", Json::object()}});
+  pod["spec"]["containers"][0]["resources"] = {{"requests", {{"tessera.io/gpu-core", "1"}}}};
+  EXPECT_TRUE(WantsGpu(pod, ResourceNames{}));
+}
+
+GpuInfo Gpu(int index, const std::string& model) {
+  GpuInfo g;
+  g.index = index;
+  g.model = model;
+  g.memory_mib = 16384;
+  return g;
+}
+
+Json Node(const std::string& name, const std::vector<GpuInfo>& gpus) {
+  Json node = {{"metadata", {{"name", name}, {"annotations", Json::object()}}},
+               {"status", {{"allocatable", {{"cpu", "64"}, {"memory", "256Gi"}, {"tessera.io/gpu", "16"}}}}}};
+  auto inv = EncodeInventory(gpus);
+  EXPECT_TRUE(inv.ok());
+  node["metadata"]["annotations"][std::string(kInventoryAnnotation)] = *inv;
+  return node;
+}
+
+TEST(PodSpecTest, NodeFromInventory) {
+  std::vector<GpuInfo> gpus = {{.index = 1, .uuid = "GPU-b", .model = "A100", .memory_mib = 40960},
+                               {.index = 0, .uuid = "GPU-a", .model = "A100", .memory_mib = 40960}};
+  auto n = NodeInfoFromJson(Node("n1", gpus));
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(n->name, "n1");
+  EXPECT_EQ(n->cpu_milli, 64000);
+  EXPECT_EQ(n->memory_mib, 262144);
+  ASSERT_EQ(n->gpus.size(), 2u);
+  EXPECT_EQ(n->gpus[0].uuid, "GPU-a");  // sorted by index
+}
+
+TEST(PodSpecTest, NodeErrors) {
+  Json plain = Node("n1", {});
+  plain["metadata"].erase("annotations");
+  auto r = NodeInfoFromJson(plain);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(r.status().message(), "not a GPU node (no tessera.io/gpu-inventory annotation)");
+
+  Json gap = Node("n1", {Gpu(0, "T4"), Gpu(2, "T4")});
+  r = NodeInfoFromJson(gap);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("without gaps, got 0, 2"), std::string::npos) << r.status().message();
+
+  Json garbage = Node("n1", {});
+  garbage["metadata"]["annotations"]["tessera.io/gpu-inventory"] = "{not json";
+  r = NodeInfoFromJson(garbage);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("tessera.io/gpu-inventory"), std::string::npos);
+
+  Json no_cpu = Node("n1", {});
+  no_cpu["status"]["allocatable"].erase("cpu");
+  r = NodeInfoFromJson(no_cpu);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("status.allocatable.cpu is missing"), std::string::npos);
+
+  for (const Json& bad : {Json(nullptr), Json::object(), Json{{"metadata", {{"name", ""}}}}}) {
+    EXPECT_FALSE(NodeInfoFromJson(bad).ok()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace tessera::core
