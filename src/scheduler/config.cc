@@ -59,7 +59,7 @@ Result<SchedulerConfig> ParseConfig(const std::string& yaml_text, const std::str
   if (!root.IsMap()) return InvalidArgument(where + "expected a mapping at the top level");
   TESSERA_RETURN_IF_ERROR(UnknownKeys(
       root, {"listenAddress", "port", "tls", "kubeconfig", "policy", "resourceNames", "assumeTTLSeconds",
-             "leaderElection", "logLevel", "seed"},
+             "leaderElection", "logLevel", "seed", "apiQPS", "apiBurst"},
       where));
   TESSERA_RETURN_IF_ERROR(Read(root, "listenAddress", config.listen_address, where));
   TESSERA_RETURN_IF_ERROR(Read(root, "port", config.port, where));
@@ -67,6 +67,8 @@ Result<SchedulerConfig> ParseConfig(const std::string& yaml_text, const std::str
   TESSERA_RETURN_IF_ERROR(Read(root, "policy", config.policy, where));
   TESSERA_RETURN_IF_ERROR(Read(root, "logLevel", config.log_level, where));
   TESSERA_RETURN_IF_ERROR(Read(root, "seed", config.seed, where));
+  TESSERA_RETURN_IF_ERROR(Read(root, "apiQPS", config.api_qps, where));
+  TESSERA_RETURN_IF_ERROR(Read(root, "apiBurst", config.api_burst, where));
   int64_t ttl = config.assume_ttl.count();
   TESSERA_RETURN_IF_ERROR(Read(root, "assumeTTLSeconds", ttl, where));
   config.assume_ttl = std::chrono::seconds(ttl);
@@ -121,6 +123,10 @@ Status ValidateConfig(const SchedulerConfig& config) {
   if (config.resources.gpu == config.resources.mem || config.resources.gpu == config.resources.core ||
       config.resources.mem == config.resources.core) {
     return InvalidArgument("resourceNames: gpu, gpuMem and gpuCore must differ");
+  }
+  if (!(config.api_qps > 0) || config.api_burst < 1) {
+    return InvalidArgument("apiQPS and apiBurst: must be positive (got " + std::to_string(config.api_qps) + ", " +
+                           std::to_string(config.api_burst) + ")");
   }
   if (config.tls_cert_file.empty() != config.tls_key_file.empty()) {
     return InvalidArgument("tls: certFile and keyFile must be given together");

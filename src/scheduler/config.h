@@ -22,6 +22,10 @@ struct SchedulerConfig {
   std::string tls_cert_file;   // both set: serve HTTPS
   std::string tls_key_file;
   std::string kubeconfig;      // empty: $KUBECONFIG, in-cluster, ~/.kube/config
+  // Client-side rate limit towards the API server. Every GPU pod's bind is
+  // one request, so keep it at least at kube-scheduler's clientConnection.qps.
+  double api_qps = 200;
+  int api_burst = 400;
   std::string policy = "tessera";
   core::ResourceNames resources;
   std::chrono::seconds assume_ttl{60};

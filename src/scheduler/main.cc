@@ -52,6 +52,8 @@ int Run(const SchedulerConfig& config) {
   spdlog::info("tessera-scheduler: API server {}, policy {}, resources {} {} {}, assume TTL {}s",
                kube_config->server, config.policy, config.resources.gpu, config.resources.mem,
                config.resources.core, config.assume_ttl.count());
+  kube_config->qps = config.api_qps;
+  kube_config->burst = config.api_burst;
   kube::Client client(kube_config.value());
 
   // Block the stop signals in every thread; the main thread waits for them.
@@ -194,6 +196,8 @@ int main(int argc, char** argv) {
   auto* o_identity = app.add_option("--identity", flags.leader_election.identity, "this replica's identity (default hostname_pid)");
   auto* o_ttl = app.add_option("--assume-ttl-seconds", assume_ttl, "release an unconfirmed bind after this long");
   auto* o_seed = app.add_option("--seed", flags.seed, "seed for random tie-breaks");
+  auto* o_qps = app.add_option("--kube-api-qps", flags.api_qps, "requests per second to the API server");
+  auto* o_burst = app.add_option("--kube-api-burst", flags.api_burst, "burst of requests to the API server");
   o_leader->check(CLI::IsMember({"true", "false"}));
   CLI11_PARSE(app, argc, argv);
 
@@ -220,6 +224,8 @@ int main(int argc, char** argv) {
   if (o_identity->count()) config.leader_election.identity = flags.leader_election.identity;
   if (o_ttl->count()) config.assume_ttl = std::chrono::seconds(assume_ttl);
   if (o_seed->count()) config.seed = flags.seed;
+  if (o_qps->count()) config.api_qps = flags.api_qps;
+  if (o_burst->count()) config.api_burst = flags.api_burst;
   if (auto s = tessera::scheduler::ValidateConfig(config); !s.ok()) {
     std::fprintf(stderr, "tessera-scheduler: %s\n", s.message().c_str());
     return 2;
