@@ -5,6 +5,7 @@
 #
 #   cluster-up.sh DIR          # kube-scheduler calls tessera-scheduler at $TESSERA_EXTENDER_PORT
 #   EXTENDER=0 cluster-up.sh DIR   # plain kube-scheduler, no extender
+#   SCHEDULER=0 cluster-up.sh DIR  # no kube-scheduler yet: start it later with scheduler-up.sh DIR
 #
 # Writes DIR/kubeconfig, DIR/cluster.env (ports and paths to source), logs in
 # DIR/logs and pids in DIR/pids. Stop with cluster-down.sh DIR. Ports are
@@ -134,6 +135,15 @@ if [[ "$extender" == 1 ]]; then
   - {name: tessera.io/gpu, ignoredByScheduler: false}
   - {name: tessera.io/gpu-mem, ignoredByScheduler: true}
   - {name: tessera.io/gpu-core, ignoredByScheduler: true}"
+else
+  # The same pods, scheduled by slots only: the share resources are ignored
+  # as the extender configuration's ignoredByScheduler would.
+  extender_yaml="profiles:
+- schedulerName: default-scheduler
+  pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      ignoredResources: [tessera.io/gpu-mem, tessera.io/gpu-core]"
 fi
 cat > "$dir/scheduler-config.yaml" <<SCFG
 apiVersion: kubescheduler.config.k8s.io/v1
@@ -149,11 +159,6 @@ podMaxBackoffSeconds: 2
 ${extender_yaml}
 SCFG
 
-start kube-scheduler "$bin/kube-scheduler" --config "$dir/scheduler-config.yaml" \
-  --bind-address 127.0.0.1 --secure-port "${sched_port}" \
-  --authentication-skip-lookup --authentication-tolerate-lookup-failure --v=2
-wait_for kube-scheduler kube-scheduler 60 curl -sfk "https://127.0.0.1:${sched_port}/healthz"
-
 cat > "$dir/cluster.env" <<ENV
 export KUBECONFIG=$dir/kubeconfig
 export TESSERA_CLUSTER_DIR=$dir
@@ -161,5 +166,8 @@ export TESSERA_APISERVER=https://127.0.0.1:${api_port}
 export TESSERA_EXTENDER_PORT=${ext_port}
 export TESSERA_CONTROLPLANE_BIN=$bin
 ENV
+if [[ "${SCHEDULER:-1}" == 1 ]]; then
+  "$here/scheduler-up.sh" "$dir" || { "$here/cluster-down.sh" "$dir" >&2; exit 1; }
+fi
 echo "cluster up: apiserver https://127.0.0.1:${api_port}, extender expected on 127.0.0.1:${ext_port}$([[ $extender == 1 ]] || echo ' (not used)'), logs in $dir/logs"
 echo "  source $dir/cluster.env   # KUBECONFIG for kubectl and Tessera"
