@@ -1,0 +1,274 @@
+// End-to-end scheduling through the real kube-scheduler and kube-apiserver:
+// tessera-scheduler as the extender, simulated GPU nodes, real pods.
+// Each test works in its own namespace on its own nodes (selected by label),
+// so tests do not see each other's load.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <chrono>
+#include <csignal>
+#include <set>
+#include <thread>
+
+#include "core/codec.h"
+#include "core/random.h"
+#include "tests/support/cluster_env.h"
+#include "tests/support/sim_nodes.h"
+
+namespace tessera::testing {
+namespace {
+
+using std::chrono::seconds;
+
+class SchedulingTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto env = ClusterEnv::FromEnvironment();
+    ASSERT_TRUE(env.ok()) << env.status().ToString();
+    env_ = new ClusterEnv(env.value());
+    auto extender = env_->StartExtender({"--identity", "e2e-extender"});
+    ASSERT_TRUE(extender.ok()) << extender.status().ToString();
+    extender_ = new ChildProcess(std::move(extender).value());
+  }
+  static void TearDownTestSuite() {
+    delete extender_;
+    extender_ = nullptr;
+    delete env_;
+    env_ = nullptr;
+  }
+
+  void SetUp() override {
+    ASSERT_NE(env_, nullptr);
+    auto client = env_->MakeClient();
+    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    client_.emplace(std::move(client).value());
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    // Names and label values: lower case, at most 63 characters.
+    group_ = "e2e-" + std::string(info->name()).substr(0, 24) + "-" + std::to_string(::getpid());
+    for (auto& c : group_) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    ns_ = group_;
+    ASSERT_TRUE(CreateNamespace(*client_, ns_).ok());
+  }
+  void TearDown() override {
+    if (!client_) return;
+    (void)DeleteNamespace(*client_, ns_);
+    (void)DeleteSimNodes(*client_, nodes_);
+  }
+
+  // Nodes of this test only: labelled with the group, which pods select.
+  void AddNodes(int count, int gpus, const std::string& model, int64_t mem_mib) {
+    std::string lower = model;
+    for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    auto nodes = UniformSimNodes(group_ + "-" + lower, count, gpus, model, mem_mib);
+    for (auto& n : nodes) n.labels["tessera.io/e2e-group"] = group_;
+    Status created = CreateSimNodes(*client_, nodes);
+    ASSERT_TRUE(created.ok()) << created.ToString();
+    nodes_.insert(nodes_.end(), nodes.begin(), nodes.end());
+  }
+  std::map<std::string, std::string> Selector() const { return {{"tessera.io/e2e-group", group_}}; }
+
+  Status Submit(const std::string& name, const std::vector<ContainerShape>& containers,
+                const std::map<std::string, std::string>& annotations = {}) {
+    return client_->Create("/api/v1/namespaces/" + ns_ + "/pods",
+                           GpuPod(ns_, name, containers, Selector(), annotations))
+        .status();
+  }
+  Result<core::Assignment> AssignmentOf(const nlohmann::json& pod) {
+    const auto& a = pod["metadata"]["annotations"];
+    if (!a.contains(std::string(core::kAssignmentAnnotation))) return NotFound("no assignment annotation");
+    return core::DecodeAssignment(a[std::string(core::kAssignmentAnnotation)].get<std::string>());
+  }
+  // Waits until the pod is bound (returns it) or has a FailedScheduling event.
+  Result<nlohmann::json> BoundOrRejected(const std::string& name, seconds timeout = seconds(60)) {
+    return WaitForPod(*client_, ns_, name, [&](const nlohmann::json& pod) {
+      return IsBound(pod) || !PodEvents(*client_, ns_, name, "FailedScheduling").empty();
+    }, timeout);
+  }
+  std::string RejectionOf(const std::string& name) {
+    auto events = PodEvents(*client_, ns_, name, "FailedScheduling");
+    return events.empty() ? "" : events.back();
+  }
+
+  static ClusterEnv* env_;
+  static ChildProcess* extender_;
+  std::optional<kube::Client> client_;
+  std::string group_, ns_;
+  std::vector<SimNode> nodes_;
+};
+
+ClusterEnv* SchedulingTest::env_ = nullptr;
+ChildProcess* SchedulingTest::extender_ = nullptr;
+
+TEST_F(SchedulingTest, MixedRequestsArePlacedWithoutOvercommit) {
+  AddNodes(3, 2, "A100", 40960);
+  core::Rng rng(7);
+  const int64_t mems[] = {2048, 4096, 8192, 12288};
+  const int cores[] = {10, 20, 30, 50};
+  std::map<std::string, ContainerShape> asked;
+  for (int i = 0; i < 24; ++i) {
+    ContainerShape shape{"main", 1, mems[rng.Below(4)], cores[rng.Below(4)]};
+    const std::string name = "mixed-" + std::to_string(i);
+    ASSERT_TRUE(Submit(name, {shape}).ok());
+    asked[name] = shape;
+  }
+  int bound = 0;
+  for (const auto& [name, shape] : asked) {
+    auto pod = BoundOrRejected(name);
+    ASSERT_TRUE(pod.ok()) << pod.status().ToString();
+    if (!IsBound(pod.value())) {
+      EXPECT_NE(RejectionOf(name).find("GPU"), std::string::npos) << RejectionOf(name);
+      continue;
+    }
+    ++bound;
+    auto assignment = AssignmentOf(pod.value());
+    ASSERT_TRUE(assignment.ok()) << name << ": " << assignment.status().ToString();
+    EXPECT_EQ(assignment->node, pod.value()["spec"]["nodeName"]);
+    ASSERT_EQ(assignment->containers.size(), 1u);
+    ASSERT_EQ(assignment->containers[0].gpus.size(), 1u);
+    EXPECT_EQ(assignment->containers[0].gpus[0].mem_mib, shape.mem_mib);
+    EXPECT_EQ(assignment->containers[0].gpus[0].core_milli, shape.core_percent * 10);
+  }
+  EXPECT_GE(bound, 18) << "6 GPUs should hold most of 24 small pods";
+  const auto problems = FindOvercommit(*client_);
+  EXPECT_TRUE(problems.empty()) << ::testing::PrintToString(problems);
+}
+
+TEST_F(SchedulingTest, MultiGpuAndMultiContainerPodsGetConsistentAssignments) {
+  AddNodes(1, 4, "H100", 81559);
+  ASSERT_TRUE(Submit("trainer", {{"trainer", 2, 0, 0}, {"sidecar", 1, 4096, 20}}).ok());
+  auto pod = WaitForPod(*client_, ns_, "trainer", IsBound, seconds(60));
+  ASSERT_TRUE(pod.ok()) << pod.status().ToString() << " " << RejectionOf("trainer");
+  auto assignment = AssignmentOf(pod.value());
+  ASSERT_TRUE(assignment.ok()) << assignment.status().ToString();
+  ASSERT_EQ(assignment->containers.size(), 2u);
+  const auto& trainer = assignment->containers[0].name == "trainer" ? assignment->containers[0] : assignment->containers[1];
+  const auto& sidecar = assignment->containers[0].name == "trainer" ? assignment->containers[1] : assignment->containers[0];
+  EXPECT_EQ(trainer.name, "trainer");
+  EXPECT_EQ(sidecar.name, "sidecar");
+  ASSERT_EQ(trainer.gpus.size(), 2u);
+  EXPECT_NE(trainer.gpus[0].index, trainer.gpus[1].index);
+  std::set<int> whole;
+  for (const auto& g : trainer.gpus) {
+    EXPECT_EQ(g.core_milli, 1000);
+    EXPECT_EQ(g.mem_mib, 81559) << "a whole GPU holds all of its memory";
+    EXPECT_EQ(g.uuid, SimGpuUuid(assignment->node, g.index));
+    whole.insert(g.index);
+  }
+  ASSERT_EQ(sidecar.gpus.size(), 1u);
+  EXPECT_FALSE(whole.contains(sidecar.gpus[0].index)) << "the sidecar shares a GPU the trainer holds whole";
+  EXPECT_EQ(sidecar.gpus[0].mem_mib, 4096);
+  EXPECT_EQ(sidecar.gpus[0].core_milli, 200);
+  EXPECT_TRUE(FindOvercommit(*client_).empty());
+}
+
+TEST_F(SchedulingTest, UnschedulablePodsShowTheExtendersReason) {
+  AddNodes(1, 2, "A100", 40960);
+  ASSERT_TRUE(Submit("too-much-memory", {{"main", 1, 100000, 10}}).ok());
+  ASSERT_TRUE(Submit("too-much-core", {{"main", 1, 1024, 150}}).ok());
+  ASSERT_TRUE(Submit("unknown-model", {{"main", 1, 1024, 10}}, {{"tessera.io/gpu-model", "V100"}}).ok());
+  ASSERT_TRUE(Submit("fraction-of-two", {{"main", 2, 1024, 30}}).ok());
+  const std::map<std::string, std::string> expect = {
+      {"too-much-memory", "100000"}, {"too-much-core", "150"}, {"unknown-model", "V100"}, {"fraction-of-two", "whole"}};
+  for (const auto& [name, fragment] : expect) {
+    auto pod = BoundOrRejected(name);
+    ASSERT_TRUE(pod.ok()) << pod.status().ToString();
+    EXPECT_FALSE(IsBound(pod.value())) << name << " was placed";
+    const std::string reason = RejectionOf(name);
+    EXPECT_NE(reason.find(fragment), std::string::npos) << name << ": " << reason;
+  }
+  // What the API server itself refuses never reaches the scheduler: say so clearly.
+  auto negative = GpuPod(ns_, "negative", {{"main", 1, 1024, 10}}, Selector());
+  negative["spec"]["containers"][0]["resources"]["limits"]["tessera.io/gpu-mem"] = "-5";
+  Status s = client_->Create("/api/v1/namespaces/" + ns_ + "/pods", negative).status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  auto fractional = GpuPod(ns_, "fractional", {{"main", 1, 1024, 10}}, Selector());
+  fractional["spec"]["containers"][0]["resources"]["limits"]["tessera.io/gpu-core"] = "1.5";
+  s = client_->Create("/api/v1/namespaces/" + ns_ + "/pods", fractional).status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("integer"), std::string::npos) << s.message();
+}
+
+TEST_F(SchedulingTest, DeletedPodFreesItsShareForTheNext) {
+  AddNodes(1, 1, "T4", 15360);
+  ASSERT_TRUE(Submit("holder", {{"main", 1, 8192, 80}}).ok());
+  ASSERT_TRUE(WaitForPod(*client_, ns_, "holder", IsBound).ok());
+  ASSERT_TRUE(Submit("waiter", {{"main", 1, 8192, 50}}).ok());
+  auto waiting = BoundOrRejected("waiter");
+  ASSERT_TRUE(waiting.ok());
+  ASSERT_FALSE(IsBound(waiting.value())) << "the waiter fit beside the holder";
+  ASSERT_TRUE(client_->Delete("/api/v1/namespaces/" + ns_ + "/pods/holder", 0).ok());
+  auto placed = WaitForPod(*client_, ns_, "waiter", IsBound, seconds(60));
+  ASSERT_TRUE(placed.ok()) << placed.status().ToString() << "; last reason: " << RejectionOf("waiter");
+  EXPECT_TRUE(FindOvercommit(*client_).empty());
+}
+
+TEST_F(SchedulingTest, ExtenderKilledMidStreamLosesAndDuplicatesNothing) {
+  // 30 pods of 20 % fill 6 GPUs exactly (5 of each GPU's 8 slots): a lost
+  // or doubled share would leave a pod without room.
+  AddNodes(3, 2, "A100", 40960);
+  constexpr int kPods = 30;
+  auto count_bound = [&] {
+    auto pods = client_->List("/api/v1/namespaces/" + ns_ + "/pods");
+    int n = 0;
+    if (pods.ok()) {
+      for (const auto& p : pods.value()["items"]) n += IsBound(p);
+    }
+    return n;
+  };
+  // Pods keep arriving across the kill: the first third is placed by the
+  // first extender, the kill lands while the next ones are being scheduled,
+  // and the rest arrive while no extender runs at all.
+  int bound_at_kill = -1;
+  for (int i = 0; i < kPods; ++i) {
+    ASSERT_TRUE(Submit("p" + std::to_string(i), {{"main", 1, 2048, 20}}).ok());
+    if (i == kPods / 3) {
+      const auto deadline = std::chrono::steady_clock::now() + seconds(30);
+      while (count_bound() < 3 && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      extender_->Stop(SIGKILL, std::chrono::milliseconds(0));
+      bound_at_kill = count_bound();
+    }
+  }
+  std::printf("killed tessera-scheduler with %d of %d pods bound\n", bound_at_kill, kPods);
+  EXPECT_GE(bound_at_kill, 3);
+  EXPECT_LT(bound_at_kill, kPods);
+  std::this_thread::sleep_for(seconds(1));
+  auto restarted = env_->StartExtender({"--identity", "e2e-extender"});
+  ASSERT_TRUE(restarted.ok()) << restarted.status().ToString();
+  *extender_ = std::move(restarted).value();
+  for (int i = 0; i < kPods; ++i) {
+    auto pod = WaitForPod(*client_, ns_, "p" + std::to_string(i), IsBound, seconds(90));
+    ASSERT_TRUE(pod.ok()) << pod.status().ToString() << "; last reason: " << RejectionOf("p" + std::to_string(i));
+  }
+  EXPECT_TRUE(FindOvercommit(*client_).empty()) << ::testing::PrintToString(FindOvercommit(*client_));
+}
+
+TEST_F(SchedulingTest, StandbyReplicaIsNotReadyAndRefusesToBind) {
+  const int port = env_->extender_port + 1;
+  ClusterEnv standby_env = *env_;
+  standby_env.extender_port = port;
+  auto standby = standby_env.StartExtender({"--identity", "e2e-standby"}, seconds(3));
+  ASSERT_FALSE(standby.ok()) << "a second replica became ready while the first holds the lease";
+  auto child = ChildProcess::Start({env_->bin_dir + "/tessera-scheduler", "--kubeconfig", env_->kubeconfig,
+                                    "--port", std::to_string(port), "--identity", "e2e-standby"},
+                                   env_->dir + "/logs/tessera-scheduler-standby.log");
+  ASSERT_TRUE(child.ok());
+  httplib::Client http("127.0.0.1", port);
+  std::optional<httplib::Result> ready;
+  for (int i = 0; i < 50; ++i) {
+    ready.emplace(http.Get("/readyz"));
+    if (*ready && (*ready)->status != 200) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(*ready);
+  EXPECT_EQ((*ready)->status, 503);
+  auto bind = http.Post("/bind", R"({"PodName":"x","PodNamespace":")" + ns_ + R"(","PodUID":"u","Node":"n"})",
+                        "application/json");
+  ASSERT_TRUE(bind);
+  EXPECT_EQ(bind->status, 200);
+  EXPECT_NE(bind->body.find("leader"), std::string::npos) << bind->body;
+}
+
+}  // namespace
+}  // namespace tessera::testing
