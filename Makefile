@@ -3,7 +3,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: setup build demo test test-asan clean
+.PHONY: setup build demo sim-demo test test-asan clean
 
 setup:
 	./scripts/setup.sh
@@ -12,10 +12,16 @@ build: setup
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_WERROR=ON
 	cmake --build $(BUILD) -j $(JOBS)
 
-# The main job on its embedded default: the simulator on the small synthetic
-# trace shipped in examples/, every policy, with a comparison table.
+# The main job on its embedded default: a local control plane with
+# tessera-scheduler as kube-scheduler's extender, simulated GPU nodes and the
+# example workloads in examples/workloads.
 demo: build
 	./scripts/demo.sh $(BUILD)
+
+# The simulator on the small synthetic trace in examples/synthetic, every
+# policy, with a comparison table and a plot.
+sim-demo: build
+	./scripts/sim-demo.sh $(BUILD)
 
 # Every test: the -Werror build under ctest, then the unit and fuzz tests
 # again under AddressSanitizer + UBSan.

@@ -1,20 +1,60 @@
 #!/usr/bin/env bash
-# Tessera's main job on its embedded default: replay the small synthetic trace
-# shipped in examples/synthetic through every placement policy (FGD protocol,
-# 5 seeds), print the comparison and draw the curves.
-# Usage: scripts/demo.sh [BUILD_DIR]   (make demo builds first)
+# Tessera's main job on its embedded default: a local Kubernetes control plane
+# (etcd, kube-apiserver, kube-scheduler), tessera-scheduler as its extender,
+# simulated GPU nodes of mixed models, and the example workloads in
+# examples/workloads: who landed on which GPU, and why the rest did not.
+# Usage: scripts/demo.sh [BUILD_DIR]   (make demo sets up and builds first)
+#   DEMO_KEEP=1 leaves the cluster running and prints how to use and stop it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
-SIM="$BUILD/src/sim/tessera-sim"
-OUT=out/demo
-[[ -x $SIM ]] || { echo "demo: $SIM not built; run 'make demo'" >&2; exit 1; }
+DIR=out/demo-cluster
+BIN="$BUILD/bin"
+for b in "$BIN/tessera-scheduler" "$BIN/tessera-dev" tools/controlplane/bin/kubectl; do
+  [[ -x $b ]] || { echo "demo: $b not built; run 'make demo'" >&2; exit 1; }
+done
 
-echo "== tessera-sim on examples/synthetic (50 nodes, 208 GPUs), every policy, seeds 1-5"
-"$SIM" fgd --nodes examples/synthetic/nodes.csv --pods examples/synthetic/pods.csv \
-  --policy all --seeds 1-5 --tune 1.3 --out "$OUT" --workload synthetic --quiet
+tools/controlplane/cluster-down.sh "$DIR" >/dev/null 2>&1 || true
+echo "== starting the local control plane (etcd, kube-apiserver, kube-scheduler 1.34) in $DIR"
+tools/controlplane/cluster-up.sh "$DIR" | sed 's/^/   /'
+# shellcheck disable=SC1091
+source "$DIR/cluster.env"
+kubectl() { tools/controlplane/bin/kubectl "$@"; }
+teardown() {
+  if [[ "${DEMO_KEEP:-0}" == 1 ]]; then
+    echo
+    echo "The cluster is still running. Try:"
+    echo "  source $DIR/cluster.env"
+    echo "  tools/controlplane/bin/kubectl get pods -o wide"
+    echo "  $BIN/tessera-dev report"
+    echo "Stop it with: tools/controlplane/cluster-down.sh $DIR"
+  else
+    tools/controlplane/cluster-down.sh "$DIR" | sed 's/^/   /'
+    echo "(DEMO_KEEP=1 make demo leaves the cluster up)"
+  fi
+}
+trap teardown EXIT
+
+echo "== starting tessera-scheduler on 127.0.0.1:$TESSERA_EXTENDER_PORT (policy tessera, leader election on)"
+setsid "$BIN/tessera-scheduler" --kubeconfig "$KUBECONFIG" --port "$TESSERA_EXTENDER_PORT" \
+  >"$DIR/logs/tessera-scheduler.log" 2>&1 </dev/null &
+echo $! > "$DIR/pids/tessera-scheduler.pid"
+for _ in $(seq 100); do
+  curl -sf "http://127.0.0.1:$TESSERA_EXTENDER_PORT/readyz" >/dev/null && break
+  sleep 0.2
+done
+curl -sf "http://127.0.0.1:$TESSERA_EXTENDER_PORT/readyz" >/dev/null || {
+  echo "demo: tessera-scheduler did not become ready; its log:" >&2; tail -20 "$DIR/logs/tessera-scheduler.log" >&2; exit 1; }
+
+echo "== simulated GPU nodes (examples/cluster/nodes.yaml)"
+"$BIN/tessera-dev" create-nodes examples/cluster/nodes.yaml | sed 's/^/   /'
+kubectl get nodes -L tessera.io/gpu-model -o custom-columns='NODE:.metadata.name,MODEL:.metadata.labels.tessera\.io/gpu-model,GPU-SLOTS:.status.allocatable.tessera\.io/gpu' | sed 's/^/   /'
+
+echo "== submitting examples/workloads: inference shares, a multi-container pod, a 2-GPU trainer, two that cannot fit"
+for f in examples/workloads/*.yaml; do kubectl apply -f "$f" >/dev/null; done
+"$BIN/tessera-dev" wait-scheduled --namespace default --timeout 60
 echo
-if command -v gnuplot >/dev/null; then
-  "$SIM" plot --in "$OUT" --out "$OUT/alloc.png" --title "synthetic trace: GPU allocation vs arrived load"
-fi
-echo "results: $OUT/alloc.csv, $OUT/frag.csv, $OUT/frag_ratio.csv"
+"$BIN/tessera-dev" report --namespace default
+echo
+echo "== what tessera-scheduler decided (from $DIR/logs/tessera-scheduler.log)"
+grep -E 'bind |rejected|unschedulable' "$DIR/logs/tessera-scheduler.log" | head -20 | sed 's/^/   /' || true

@@ -26,6 +26,8 @@ assumeTTLSeconds: 30
 leaderElection: {enabled: false, namespace: tessera, name: ext, identity: me}
 logLevel: debug
 seed: 7
+apiQPS: 500
+apiBurst: 800
 )",
                             "c.yaml");
   ASSERT_TRUE(config.ok()) << config.status().ToString();
@@ -38,6 +40,8 @@ seed: 7
   EXPECT_FALSE(config->leader_election.enabled);
   EXPECT_EQ(config->leader_election.identity, "me");
   EXPECT_EQ(config->seed, 7u);
+  EXPECT_EQ(config->api_qps, 500);
+  EXPECT_EQ(config->api_burst, 800);
 }
 
 void ExpectError(const std::string& yaml, const std::string& fragment) {
@@ -59,6 +63,7 @@ TEST(ConfigTest, RejectsMistakesWithTheFieldName) {
   ExpectError("resourceNames: {gpuMem: tessera.io/gpu}", "must differ");
   ExpectError("assumeTTLSeconds: 0", "positive");
   ExpectError("logLevel: loud", "logLevel");
+  ExpectError("apiQPS: 0", "apiQPS");
   ExpectError("leaderElection: {name: \"\"}", "leaderElection");
   ExpectError("[1, 2]", "mapping");
   ExpectError("policy: [unclosed", "YAML");
