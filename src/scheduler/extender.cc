@@ -236,6 +236,7 @@ HttpReply Extender::Bind(std::string_view body) {
   const std::map<std::string, std::string> annotations = {
       {std::string(core::kAssignmentAnnotation), *text}, {std::string(kAssignedAtAnnotation), Rfc3339(wall)}};
   // No lock is held here: the API call may take a while.
+  const auto api_start = std::chrono::steady_clock::now();
   if (Status st = binder_.Bind(args->pod_namespace, args->pod_name, args->pod_uid, args->node, annotations);
       !st.ok()) {
     Status forgot = state_.ForgetAssumed(key);
@@ -243,8 +244,10 @@ HttpReply Extender::Bind(std::string_view body) {
                forgot.ok() ? "its share is released" : forgot.message());
     return HttpReply{200, WriteBindingResult("binding pod " + key + " to node " + args->node + ": " + st.message())};
   }
-  log_->info("bind {} -> node {} GPUs {} policy={}", key, args->node, DescribeAssignment(*assignment),
-             options_.policy);
+  const auto api_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - api_start).count();
+  log_->info("bind {} -> node {} GPUs {} policy={} api={:.1f}ms", key, args->node, DescribeAssignment(*assignment),
+             options_.policy, api_ms);
   return {200, WriteBindingResult("")};
 }
 

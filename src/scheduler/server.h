@@ -36,8 +36,10 @@ struct ServerOptions {
   // Larger request bodies get 413. Default 64 MiB (a full NodeList at 5,000
   // nodes is a few MiB).
   size_t max_body_bytes = size_t{64} << 20;
-  // Worker threads. Each keep-alive connection holds one while it is open.
-  int threads = 16;
+  // Worker threads. Each keep-alive connection holds one while it is open,
+  // and kube-scheduler opens one per bind in flight (each waits on the API
+  // server), so keep this well above the binds in flight under load.
+  int threads = 64;
   // Idle keep-alive connections are closed after this many seconds.
   int keep_alive_seconds = 30;
   // Both set: serve HTTPS with this PEM certificate and key.

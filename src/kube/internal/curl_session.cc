@@ -9,7 +9,10 @@
 namespace tessera::kube::internal {
 namespace {
 
-constexpr size_t kMaxIdleHandles = 8;
+// Handles (and their TLS connections) kept for reuse. Above this many
+// requests at once, the extra handles are closed after use and the next
+// burst pays for new TLS handshakes; binds under load reach dozens at once.
+constexpr size_t kMaxIdleHandles = 64;
 constexpr size_t kMaxErrorBody = 64 * 1024;
 
 void GlobalInit() {
