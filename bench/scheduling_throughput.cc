@@ -37,12 +37,15 @@ int Sh(const std::string& command) {
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : 1;
 }
 
-Result<RunResult> RunMode(bool with_extender, int node_count, int pod_count, const std::string& root,
+Result<RunResult> RunMode(bool with_extender, int node_count, int pod_count, int qps, const std::string& root,
                           const std::string& repo, const std::string& bin_dir) {
   const std::string dir = root + (with_extender ? "/with" : "/without");
   const std::string cp = repo + "/tools/controlplane";
   Sh(cp + "/cluster-down.sh " + dir + " >/dev/null 2>&1");
-  if (Sh("EXTENDER=" + std::string(with_extender ? "1" : "0") + " SCHEDULER=0 " + cp + "/cluster-up.sh " + dir +
+  // Both API clients get the same rate limit: kube-scheduler's (its binds
+  // and events without the extender) and tessera-scheduler's (its binds).
+  const std::string limits = "SCHEDULER_QPS=" + std::to_string(qps) + " SCHEDULER_BURST=" + std::to_string(2 * qps);
+  if (Sh(limits + " EXTENDER=" + std::string(with_extender ? "1" : "0") + " SCHEDULER=0 " + cp + "/cluster-up.sh " + dir +
          " >/dev/null") != 0) {
     return Internal("cluster-up.sh failed for " + dir);
   }
@@ -85,7 +88,8 @@ Result<RunResult> RunMode(bool with_extender, int node_count, int pod_count, con
 
   std::optional<ChildProcess> extender;
   if (with_extender) {
-    TESSERA_ASSIGN_OR_RETURN(ChildProcess child, env.StartExtender({"--log-level", "info"}));
+    TESSERA_ASSIGN_OR_RETURN(ChildProcess child, env.StartExtender({"--log-level", "info", "--kube-api-qps", std::to_string(qps),
+                                                                   "--kube-api-burst", std::to_string(2 * qps)}));
     extender.emplace(std::move(child));
   }
   if (Sh(cp + "/scheduler-up.sh " + dir + " >/dev/null") != 0) return Internal("scheduler-up.sh failed");
@@ -121,6 +125,9 @@ int main(int argc, char** argv) {
   std::string bin_dir;
   app.add_option("--nodes", nodes);
   app.add_option("--pods", pods);
+  int qps = 200;
+  app.add_option("--qps", qps, "API client rate limit of kube-scheduler and tessera-scheduler alike (burst 2x)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--dir", dir, "where the two clusters live (logs stay there)");
   app.add_option("--repo", repo, "repository root (for tools/controlplane)");
   app.add_option("--bin-dir", bin_dir, "folder with tessera-scheduler (default: beside this binary's build tree)");
@@ -130,17 +137,18 @@ int main(int argc, char** argv) {
   dir = std::filesystem::canonical(dir).string();
   repo = std::filesystem::canonical(repo).string();
 
-  auto without = testing::RunMode(false, nodes, pods, dir, repo, bin_dir);
+  auto without = testing::RunMode(false, nodes, pods, qps, dir, repo, bin_dir);
   if (!without.ok()) {
     std::fprintf(stderr, "without extender: %s\n", without.status().message().c_str());
     return 1;
   }
-  auto with = testing::RunMode(true, nodes, pods, dir, repo, bin_dir);
+  auto with = testing::RunMode(true, nodes, pods, qps, dir, repo, bin_dir);
   if (!with.ok()) {
     std::fprintf(stderr, "with extender: %s\n", with.status().message().c_str());
     return 1;
   }
-  std::printf("kube-scheduler 1.34.4, %d pods over %d simulated nodes (8 GPUs each)\n", pods, nodes);
+  std::printf("kube-scheduler 1.34.4, %d pods over %d simulated nodes (8 GPUs each), client limits %d qps / %d burst\n",
+              pods, nodes, qps, 2 * qps);
   std::printf("%-28s %8s %10s %8s\n", "mode", "seconds", "pods/s", "ratio");
   std::printf("%-28s %8.2f %10.1f %8.2f\n", "without extender (baseline)", without->seconds,
               without->pods_per_second(), 1.0);
