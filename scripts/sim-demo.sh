@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tessera's main job on its embedded default: replay the small synthetic trace
+# The simulator's demo: replay the small synthetic trace
 # shipped in examples/synthetic through every placement policy (FGD protocol,
 # 5 seeds), print the comparison and draw the curves.
 # Usage: scripts/sim-demo.sh [BUILD_DIR]   (make sim-demo builds first)
