@@ -3,7 +3,8 @@
 #  2. none of the library's own objects has a static constructor;
 #  3. it needs nothing at run time beyond libc, libdl, libpthread, libm and
 #     the loader (skipped under sanitizers, whose runtimes it then needs).
-#   cmake -DLIB=... -DLIST=hook_list.inc "-DOBJECTS=a.o;b.o" -DCHECK_NEEDED=ON -P check_library.cmake
+#   cmake -DLIB=... -DLIST=hook_list.inc "-DOBJECTS=a.o;b.o" -DCHECK_NEEDED=ON -DCHECK_CTORS=ON
+#         -P check_library.cmake
 cmake_minimum_required(VERSION 3.18)
 
 file(STRINGS "${LIST}" lines REGEX "^TESSERA_(CU|NVML)_HOOK\\(")
@@ -31,6 +32,9 @@ if(NOT exported STREQUAL expected)
 endif()
 
 foreach(obj IN LISTS OBJECTS)
+  if(NOT CHECK_CTORS)
+    break()
+  endif()
   execute_process(COMMAND readelf -SW "${obj}" OUTPUT_VARIABLE sections)
   if(sections MATCHES "\\.init_array|\\.ctors")
     message(FATAL_ERROR "${obj} has a static constructor (.init_array)")
