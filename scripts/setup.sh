@@ -42,6 +42,41 @@ else
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+# CUDA and NVML headers for src/cuda (the interception library), from NVIDIA's
+# wheels on PyPI, so the build needs no CUDA install. Pinned; unpacked into
+# third_party/cuda/<version>/include (git-ignored); skipped when present.
+# 12.9 is what the library builds against; 13.0 is only read by the test that
+# checks every allocating entry point in the headers has a hook.
+fetch_cuda_headers() {  # fetch_cuda_headers VERSION DEST_DIR WHEEL_PREFIX PKG...
+  local version=$1 dest=$2 prefix=$3; shift 3
+  [[ -f "$dest/include/cuda.h" ]] && return 0
+  local tmp; tmp=$(mktemp -d)
+  for pkg in "$@"; do
+    python3 -m pip download -q --no-deps --only-binary=:all: -d "$tmp" "$pkg" >/dev/null
+  done
+  rm -rf "$dest.partial"; mkdir -p "$dest.partial/include"
+  for whl in "$tmp"/*.whl; do
+    python3 - "$whl" "$dest.partial/include" "$prefix" <<'PY'
+import sys, zipfile, os
+whl, out, prefix = sys.argv[1], sys.argv[2], sys.argv[3]
+with zipfile.ZipFile(whl) as z:
+    for n in z.namelist():
+        if n.startswith(prefix) and "/include/" in n and not n.endswith("/"):
+            rel = n.split("/include/", 1)[1]
+            os.makedirs(os.path.dirname(os.path.join(out, rel)) or out, exist_ok=True)
+            with open(os.path.join(out, rel), "wb") as f:
+                f.write(z.read(n))
+PY
+  done
+  rm -rf "$tmp" "$dest"
+  mv "$dest.partial" "$dest"
+  echo "setup: CUDA headers $version in $dest"
+}
+CUDA_HEADERS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/third_party/cuda"
+fetch_cuda_headers 12.9.79 "$CUDA_HEADERS_DIR/12.9" nvidia/ \
+  nvidia-cuda-runtime-cu12==12.9.79 nvidia-nvml-dev-cu12==12.9.79
+fetch_cuda_headers 13.0.96 "$CUDA_HEADERS_DIR/13.0" nvidia/ nvidia-cuda-runtime==13.0.96
+
 if [[ "${TESSERA_SKIP_CONTROLPLANE:-0}" != 1 ]]; then
   "$(dirname "${BASH_SOURCE[0]}")/../tools/controlplane/build.sh"
 fi

@@ -1,0 +1,159 @@
+#include "cuda/accountant.h"
+
+#include <new>
+
+namespace tessera::cuda {
+
+Accountant::Accountant(region::Layout* layout, int slot) : layout_(layout), slot_(slot) {}
+
+bool Accountant::Reserve(int gpu, uint64_t bytes) {
+  return region::Charge(*layout_, slot(), gpu, bytes);
+}
+
+void Accountant::ForceReserve(int gpu, uint64_t bytes) {
+  region::ForceCharge(*layout_, slot(), gpu, bytes);
+}
+
+void Accountant::Unreserve(int gpu, uint64_t bytes) {
+  region::Uncharge(*layout_, slot(), gpu, bytes);
+}
+
+bool Accountant::Track(Space space, uint64_t key, int gpu, uint64_t bytes, uint64_t pool) {
+  std::lock_guard<std::mutex> lock(mu_);
+  try {
+    auto [it, inserted] = table_.try_emplace(Key{space, key}, Record{gpu, bytes, pool, 1});
+    if (!inserted) {
+      // The driver handed out a key we still hold: we missed its free (for
+      // example a free through a path we do not hook). Replace the record.
+      Unreserve(it->second.gpu, it->second.bytes);
+      it->second = Record{gpu, bytes, pool, 1};
+    }
+  } catch (const std::bad_alloc&) {
+    return false;
+  }
+  return true;
+}
+
+bool Accountant::Release(Space space, uint64_t key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = table_.find(Key{space, key});
+  if (it == table_.end()) return false;
+  if (--it->second.refs == 0) {
+    Unreserve(it->second.gpu, it->second.bytes);
+    table_.erase(it);
+  }
+  return true;
+}
+
+bool Accountant::Retain(Space space, uint64_t key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = table_.find(Key{space, key});
+  if (it == table_.end()) return false;
+  ++it->second.refs;
+  return true;
+}
+
+bool Accountant::Contains(Space space, uint64_t key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return table_.count(Key{space, key}) != 0;
+}
+
+uint64_t Accountant::PoolOf(uint64_t async_ptr) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = table_.find(Key{Space::kAsyncPtr, async_ptr});
+  return it == table_.end() ? 0 : it->second.pool;
+}
+
+bool Accountant::SetPoolReserved(uint64_t pool, int gpu, uint64_t reserved, bool force,
+                                 uint64_t prepaid) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = table_.find(Key{Space::kPool, pool});
+  const uint64_t charged = (it == table_.end() ? 0 : it->second.bytes) + prepaid;
+  if (reserved > charged) {
+    const uint64_t grow = reserved - charged;
+    if (force) {
+      ForceReserve(gpu, grow);
+    } else if (!Reserve(gpu, grow)) {
+      if (prepaid != 0) Unreserve(gpu, prepaid);
+      return false;
+    }
+  } else if (reserved < charged) {
+    Unreserve(gpu, charged - reserved);
+  }
+  if (it != table_.end()) {
+    it->second.bytes = reserved;
+    return true;
+  }
+  try {
+    table_.emplace(Key{Space::kPool, pool}, Record{gpu, reserved, 0, 1});
+  } catch (const std::bad_alloc&) {
+    Unreserve(gpu, reserved);
+    return false;
+  }
+  return true;
+}
+
+int Accountant::PoolGpu(uint64_t pool) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = table_.find(Key{Space::kPool, pool});
+  return it == table_.end() ? -1 : it->second.gpu;
+}
+
+void Accountant::DropPool(uint64_t pool) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = table_.begin(); it != table_.end();) {
+    const bool is_pool = (it->first.space == Space::kPool || it->first.space == Space::kHostPool) &&
+                         it->first.value == pool;
+    const bool of_pool = is_pool ||
+                         (it->first.space == Space::kAsyncPtr && it->second.pool == pool);
+    if (of_pool) {
+      if (it->first.space == Space::kPool) Unreserve(it->second.gpu, it->second.bytes);
+      it = table_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+std::vector<uint64_t> Accountant::Pools() {
+  std::vector<uint64_t> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [k, r] : table_) {
+    if (k.space == Space::kPool) out.push_back(k.value);
+  }
+  return out;
+}
+
+void Accountant::SetGraphReserved(int gpu, uint64_t reserved) {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t& charged = graph_reserved_[gpu];
+  if (reserved > charged) {
+    ForceReserve(gpu, reserved - charged);
+  } else if (reserved < charged) {
+    Unreserve(gpu, charged - reserved);
+  }
+  charged = reserved;
+}
+
+uint64_t Accountant::Limit(int gpu) const {
+  return layout_->gpus[gpu].limit_bytes.load(std::memory_order_relaxed);
+}
+
+uint64_t Accountant::Used(int gpu) const {
+  return layout_->gpus[gpu].used_bytes.load(std::memory_order_relaxed);
+}
+
+uint64_t Accountant::Held(int gpu) const {
+  return layout_->procs[slot()].used_bytes[gpu].load(std::memory_order_relaxed);
+}
+
+void Accountant::ResetForNewProcess(int slot) {
+  // The child is single-threaded here (fork), or the mutex was never taken by
+  // the parent's other threads (atfork prepare holds it across fork).
+  std::lock_guard<std::mutex> lock(mu_);
+  table_.clear();
+  for (uint64_t& g : graph_reserved_) g = 0;
+  slot_.store(slot, std::memory_order_relaxed);
+}
+
+}  // namespace tessera::cuda

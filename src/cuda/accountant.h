@@ -1,0 +1,108 @@
+// Memory accounting of one process against its container's share: what it
+// holds (by pointer, array, handle or pool) and the charges in the region.
+// No driver calls: the hooks call the driver and tell the accountant what
+// happened, so this logic is unit-tested without a C ABI or a GPU.
+//
+// Thread-safety: all methods are thread-safe. Charges are lock-free (region
+// CAS); the table of allocations has its own mutex, never held across a
+// driver call (the accountant makes none).
+//
+//   if (!acct.Reserve(gpu, n)) return CUDA_ERROR_OUT_OF_MEMORY;
+//   if (real(&p, n) != CUDA_SUCCESS) { acct.Unreserve(gpu, n); ... }
+//   acct.Track(Space::kDevicePtr, p, gpu, n);
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "region/region.h"
+
+namespace tessera::cuda {
+
+// Key spaces: values in different spaces may be numerically equal.
+enum class Space : uint8_t { kDevicePtr, kAsyncPtr, kArray, kMipmap, kVmmHandle, kPool, kHostPool };
+
+class Accountant {
+ public:
+  // `layout` outlives the accountant; `slot` is this process's slot in it.
+  Accountant(region::Layout* layout, int slot);
+
+  // Charges `bytes` on `gpu` if the share stays within its limit.
+  bool Reserve(int gpu, uint64_t bytes);
+  // Charges past the limit: memory the driver already handed out.
+  void ForceReserve(int gpu, uint64_t bytes);
+  void Unreserve(int gpu, uint64_t bytes);
+
+  // Remembers an allocation whose bytes are already reserved. `pool` ties an
+  // async pointer to its pool. False when the table cannot grow (the caller
+  // frees the allocation and reports out of memory).
+  bool Track(Space space, uint64_t key, int gpu, uint64_t bytes, uint64_t pool = 0);
+  // Drops one reference to `key` and gives its bytes back at the last one.
+  // False when the key is unknown (memory not allocated through us, e.g.
+  // IPC-opened or allocated before a fork).
+  bool Release(Space space, uint64_t key);
+  // One more reference (cuMemRetainAllocationHandle). False when unknown.
+  bool Retain(Space space, uint64_t key);
+  // Whether `key` is tracked.
+  bool Contains(Space space, uint64_t key) const;
+  // The pool an async pointer came from, or 0.
+  uint64_t PoolOf(uint64_t async_ptr);
+
+  // Pools are charged by their reserved bytes. Sets pool's charge to
+  // `reserved`: growth is admitted against the limit (false: unchanged),
+  // shrinking gives back. force = true admits growth past the limit.
+  // `prepaid` bytes were already Reserve()d for this growth by the caller
+  // and are folded into the pool's charge (or given back if unneeded; on
+  // false they are given back too).
+  bool SetPoolReserved(uint64_t pool, int gpu, uint64_t reserved, bool force,
+                       uint64_t prepaid = 0);
+  // The GPU of a pool we charge, or -1 when we do not know the pool.
+  int PoolGpu(uint64_t pool);
+  // Forgets a destroyed pool, its charge and its async pointers.
+  void DropPool(uint64_t pool);
+  // Pools with a charge, for a refresh against the driver.
+  std::vector<uint64_t> Pools();
+
+  // Graph memory: the device's graph pool reserve, charged past the limit
+  // (it grew at launch, after the fact).
+  void SetGraphReserved(int gpu, uint64_t reserved);
+
+  // The share of `gpu`: its limit (0 = none) and its usage by all processes.
+  uint64_t Limit(int gpu) const;
+  uint64_t Used(int gpu) const;
+  // What this process holds on `gpu`.
+  uint64_t Held(int gpu) const;
+
+  // In a child after fork or clone: the parent's allocations are not ours.
+  void ResetForNewProcess(int slot);
+  int slot() const { return slot_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Key {
+    Space space;
+    uint64_t value;
+    bool operator==(const Key& o) const { return space == o.space && value == o.value; }
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      return std::hash<uint64_t>()(k.value) ^ (static_cast<size_t>(k.space) << 56);
+    }
+  };
+  struct Record {
+    int gpu;
+    uint64_t bytes;
+    uint64_t pool;  // kAsyncPtr: its pool
+    uint32_t refs;
+  };
+
+  region::Layout* const layout_;
+  std::atomic<int> slot_;  // changes only in a fresh child
+  mutable std::mutex mu_;
+  std::unordered_map<Key, Record, KeyHash> table_;  // guarded by mu_
+  uint64_t graph_reserved_[region::kMaxGpus] = {};  // guarded by mu_
+};
+
+}  // namespace tessera::cuda

@@ -1,0 +1,40 @@
+// What libtessera-cuda.so enforces, read once from the environment the node
+// agent gives the container (see docs/interception.md for the variables).
+// Parsing is separate from getenv so tests can feed any environment.
+//
+//   Config c = ParseConfig([](const char* n) { return secure_getenv(n); }, &problems);
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "region/region.h"
+
+namespace tessera::cuda {
+
+struct Config {
+  // TESSERA_CUDA_DISABLE=1: pass every call through, whatever else is set.
+  bool disabled = false;
+  // TESSERA_REGION_DIR: the container's region directory (shared by all its
+  // processes). Empty: a region private to this process and its forks.
+  std::string region_dir;
+  // TESSERA_GPU_MEM_LIMIT_MIB_<i> (device ordinal i as the container sees
+  // it), else TESSERA_GPU_MEM_LIMIT_MIB for every device. 0 = no limit.
+  uint64_t limit_bytes[region::kMaxGpus] = {};
+  // TESSERA_MANAGED_MEMORY=count (default) | ignore: whether
+  // cuMemAllocManaged counts against the limit.
+  bool count_managed = true;
+  // TESSERA_LOG_LEVEL: 0 error, 1 warning (default), 2 info, 3 debug.
+  int log_level = 1;
+
+  bool AnyLimit() const;
+};
+
+// Reads the TESSERA_* variables through `env` (nullptr = unset). A value that
+// does not parse is left at its default and described in `problems`.
+Config ParseConfig(const std::function<const char*(const char*)>& env,
+                   std::vector<std::string>* problems);
+
+}  // namespace tessera::cuda

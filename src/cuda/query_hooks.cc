@@ -1,0 +1,119 @@
+// The share as the container sees it: cuMemGetInfo, cuDeviceTotalMem and
+// NVML memory info all answer from VirtualMemInfo, so every surface agrees.
+// They never add an error of their own; a driver error passes through.
+#include <climits>
+#include <cstdint>
+
+#include "cuda/driver_table.h"
+#include "cuda/hooks.h"
+#include "cuda/memory_view.h"
+#include "cuda/runtime.h"
+
+namespace tessera::cuda {
+namespace {
+
+unsigned int Clamp32(uint64_t v) { return v > UINT_MAX ? UINT_MAX : static_cast<unsigned>(v); }
+
+// The view of `gpu` given the driver's physical numbers; physical when the
+// library is not enforcing or the GPU is out of range.
+MemView ViewOf(int gpu, uint64_t phys_free, uint64_t phys_total) {
+  Accountant* acct = CurrentAccountant();
+  if (acct == nullptr || !ValidGpu(gpu)) {
+    return MemView{phys_free, phys_total, phys_total - (phys_free < phys_total ? phys_free : phys_total)};
+  }
+  RefreshReserves(*acct, gpu);
+  return VirtualMemInfo(acct->Limit(gpu), acct->Used(gpu), phys_free, phys_total);
+}
+
+[[gnu::cold, gnu::noinline]] CUresult MemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  EnsureInit();
+  size_t f = 0, t = 0;
+  CUresult r = TESSERA_REAL(cuMemGetInfo_v2)(&f, &t);
+  if (r != CUDA_SUCCESS) return r;
+  MemView v = ViewOf(CurrentDevice(), f, t);
+  if (free_bytes != nullptr) *free_bytes = v.free;
+  if (total_bytes != nullptr) *total_bytes = v.total;
+  return r;
+}
+
+[[gnu::cold, gnu::noinline]] CUresult DeviceTotalMem(size_t* bytes, CUdevice dev) {
+  EnsureInit();
+  size_t t = 0;
+  CUresult r = TESSERA_REAL(cuDeviceTotalMem_v2)(&t, dev);
+  if (r != CUDA_SUCCESS) return r;
+  Accountant* acct = CurrentAccountant();
+  if (acct != nullptr && ValidGpu(dev)) t = VirtualMemInfo(acct->Limit(dev), 0, t, t).total;
+  if (bytes != nullptr) *bytes = t;
+  return r;
+}
+
+// NVML indexes devices as the container sees them; the node agent sets
+// CUDA_DEVICE_ORDER=PCI_BUS_ID so CUDA ordinals match (docs/interception.md).
+template <typename Mem>
+[[gnu::cold, gnu::noinline]] nvmlReturn_t NvmlMemory(nvmlDevice_t device, Mem* memory,
+                                                     nvmlReturn_t r) {
+  unsigned int index = 0;
+  if (r != NVML_SUCCESS || memory == nullptr || CurrentAccountant() == nullptr ||
+      TESSERA_REAL(nvmlDeviceGetIndex)(device, &index) != NVML_SUCCESS) {
+    return r;
+  }
+  Accountant* acct = CurrentAccountant();
+  const int gpu = static_cast<int>(index);
+  if (!ValidGpu(gpu) || acct->Limit(gpu) == 0) return r;
+  MemView v = VirtualMemInfo(acct->Limit(gpu), acct->Used(gpu), memory->free, memory->total);
+  memory->total = v.total;
+  memory->free = v.free;
+  memory->used = v.used;
+  return r;
+}
+
+}  // namespace
+
+namespace hooks {
+
+CUresult cuMemGetInfo(unsigned int* free_bytes, unsigned int* total_bytes) noexcept {
+  if (PassThrough()) [[likely]] return TESSERA_REAL(cuMemGetInfo)(free_bytes, total_bytes);
+  size_t f = 0, t = 0;
+  CUresult r = MemGetInfo(&f, &t);
+  if (r == CUDA_SUCCESS && free_bytes != nullptr) *free_bytes = Clamp32(f);
+  if (r == CUDA_SUCCESS && total_bytes != nullptr) *total_bytes = Clamp32(t);
+  return r;
+}
+
+CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) noexcept {
+  if (PassThrough()) [[likely]] return TESSERA_REAL(cuMemGetInfo_v2)(free_bytes, total_bytes);
+  return MemGetInfo(free_bytes, total_bytes);
+}
+
+CUresult cuDeviceTotalMem(unsigned int* bytes, CUdevice dev) noexcept {
+  if (PassThrough()) [[likely]] return TESSERA_REAL(cuDeviceTotalMem)(bytes, dev);
+  size_t t = 0;
+  CUresult r = DeviceTotalMem(&t, dev);
+  if (r == CUDA_SUCCESS && bytes != nullptr) *bytes = Clamp32(t);
+  return r;
+}
+
+CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) noexcept {
+  if (PassThrough()) [[likely]] return TESSERA_REAL(cuDeviceTotalMem_v2)(bytes, dev);
+  return DeviceTotalMem(bytes, dev);
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) noexcept {
+  if (!EnsureNvml()) return NVML_ERROR_LIBRARY_NOT_FOUND;
+  return NvmlMemory(device, memory, TESSERA_REAL(nvmlDeviceGetMemoryInfo)(device, memory));
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory) noexcept {
+  if (!EnsureNvml()) return NVML_ERROR_LIBRARY_NOT_FOUND;
+  nvmlReturn_t r = TESSERA_REAL(nvmlDeviceGetMemoryInfo_v2)(device, memory);
+  const unsigned long long reserved = memory != nullptr ? memory->reserved : 0;
+  r = NvmlMemory(device, memory, r);
+  // Keep total = reserved + used + free within the share.
+  if (r == NVML_SUCCESS && memory != nullptr && memory->used >= reserved) {
+    memory->used -= reserved;
+  }
+  return r;
+}
+
+}  // namespace hooks
+}  // namespace tessera::cuda

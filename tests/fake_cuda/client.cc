@@ -1,0 +1,82 @@
+// A small CUDA program for the multi-process suite (process_test.cc), run
+// with libtessera-cuda.so preloaded over the fake driver:
+//   client fill MIB         allocate MIB-sized blocks until refused; print the
+//                           count; hold them until stdin closes
+//   client alloc MIB exit   allocate, then exit() without freeing
+//   client alloc MIB hold   allocate, print "ready", hold until stdin closes
+//   client info             print "free total" of device 0 in bytes
+//   client lock-and-die DIR take the region lock of DIR, then SIGKILL itself
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "region/region.h"
+
+namespace {
+
+constexpr size_t kMiB = 1 << 20;
+
+void WaitForStdinClose() {
+  char c;
+  while (read(STDIN_FILENO, &c, 1) > 0) {
+  }
+}
+
+void Context() {
+  CUcontext ctx;
+  cuInit(0);
+  cuDevicePrimaryCtxRetain(&ctx, 0);
+  cuCtxSetCurrent(ctx);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return 2;
+  const std::string cmd = argv[1];
+  if (cmd == "lock-and-die" && argc == 3) {
+    auto r = tessera::region::Region::OpenDir(argv[2]);
+    if (!r.ok()) return 3;
+    if (!tessera::region::RobustMutex::IsHeld(r->layout()->lock.Lock(1000))) return 4;
+    std::printf("locked\n");
+    std::fflush(stdout);
+    raise(SIGKILL);
+  }
+  Context();
+  if (cmd == "info") {
+    size_t free_b = 0, total = 0;
+    if (cuMemGetInfo_v2(&free_b, &total) != CUDA_SUCCESS) return 5;
+    std::printf("%zu %zu\n", free_b, total);
+    return 0;
+  }
+  if (cmd == "fill" && argc == 3) {
+    const size_t block = std::strtoull(argv[2], nullptr, 10) * kMiB;
+    std::vector<CUdeviceptr> held;
+    CUdeviceptr p;
+    CUresult r;
+    while ((r = cuMemAlloc_v2(&p, block)) == CUDA_SUCCESS) held.push_back(p);
+    if (r != CUDA_ERROR_OUT_OF_MEMORY) return 6;
+    std::printf("%zu\n", held.size());
+    std::fflush(stdout);
+    WaitForStdinClose();
+    return 0;
+  }
+  if (cmd == "alloc" && argc == 4) {
+    CUdeviceptr p;
+    if (cuMemAlloc_v2(&p, std::strtoull(argv[2], nullptr, 10) * kMiB) != CUDA_SUCCESS) return 7;
+    if (std::strcmp(argv[3], "hold") == 0) {
+      std::printf("ready\n");
+      std::fflush(stdout);
+      WaitForStdinClose();
+    }
+    std::exit(0);
+  }
+  return 2;
+}

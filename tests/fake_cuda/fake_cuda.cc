@@ -1,0 +1,170 @@
+// A fake libcuda.so.1 for CI: host memory stands in for device memory, so
+// libtessera-cuda.so runs end to end without a GPU. Exports the versioned
+// names a real driver does (cuMemAlloc and cuMemAlloc_v2, _ptsz variants,
+// cuGetProcAddress and _v2) and enough of the API for the library and its
+// tests. Per process: each process sees its own devices.
+//   FAKE_CUDA_DEVICES (default 2), FAKE_CUDA_MEM_MIB (default 1024 per
+//   device), FAKE_CUDA_DRIVER_VERSION (default 12090).
+// Pools reserve in 2 MiB steps; arrays take whole 64 KiB pages; VMM handles
+// need 2 MiB multiples; pitch is the width rounded up to 512 bytes.
+#include "fake_cuda/fake_state.h"
+
+namespace fake {
+
+State& S() {
+  static State* s = new State();  // leaked: outlives every caller
+  return *s;
+}
+
+uint64_t EnvU(const char* name, uint64_t def) {
+  const char* v = getenv(name);
+  return v != nullptr ? strtoull(v, nullptr, 10) : def;
+}
+
+State::State() {
+  devices = static_cast<int>(EnvU("FAKE_CUDA_DEVICES", 2));
+  mem_bytes = EnvU("FAKE_CUDA_MEM_MIB", 1024) << 20;
+  driver_version = static_cast<int>(EnvU("FAKE_CUDA_DRIVER_VERSION", 12090));
+}
+
+thread_local int t_device = 0;
+
+CUresult Take(int dev, uint64_t bytes) {
+  State& s = S();
+  if (dev < 0 || dev >= s.devices) return CUDA_ERROR_INVALID_DEVICE;
+  if (s.used[dev] + bytes > s.mem_bytes) return CUDA_ERROR_OUT_OF_MEMORY;
+  s.used[dev] += bytes;
+  return CUDA_SUCCESS;
+}
+
+void Give(int dev, uint64_t bytes) { S().used[dev] -= bytes; }
+
+uint64_t NewAddress(uint64_t bytes) {
+  State& s = S();
+  uint64_t a = s.next_address;
+  s.next_address += (bytes + 0xFFFF) & ~0xFFFFull;
+  if (bytes == 0) s.next_address += 0x10000;
+  return a;
+}
+
+}  // namespace fake
+
+using namespace fake;
+
+extern "C" {
+
+CUresult cuInit(unsigned int) { return CUDA_SUCCESS; }
+CUresult cuDriverGetVersion(int* v) {
+  *v = S().driver_version;
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetCount(int* n) {
+  *n = S().devices;
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceGet(CUdevice* d, int ordinal) {
+  if (ordinal < 0 || ordinal >= S().devices) return CUDA_ERROR_INVALID_DEVICE;
+  *d = ordinal;
+  return CUDA_SUCCESS;
+}
+CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
+  if (dev < 0 || dev >= S().devices) return CUDA_ERROR_INVALID_DEVICE;
+  *ctx = reinterpret_cast<CUcontext>(static_cast<uintptr_t>(dev + 1));
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxSetCurrent(CUcontext ctx) {
+  t_device = static_cast<int>(reinterpret_cast<uintptr_t>(ctx)) - 1;
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxGetDevice(CUdevice* d) {
+  if (t_device < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  *d = t_device;
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
+  if (dev < 0 || dev >= S().devices) return CUDA_ERROR_INVALID_DEVICE;
+  *bytes = S().mem_bytes;
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceTotalMem(unsigned int* bytes, CUdevice dev) {
+  size_t b = 0;
+  CUresult r = cuDeviceTotalMem_v2(&b, dev);
+  *bytes = b > 0xFFFFFFFFu ? 0xFFFFFFFFu : static_cast<unsigned>(b);
+  return r;
+}
+CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total) {
+  std::lock_guard<std::mutex> l(S().mu);
+  if (t_device < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  *total = S().mem_bytes;
+  *free_bytes = S().mem_bytes - S().used[t_device];
+  return CUDA_SUCCESS;
+}
+CUresult cuMemGetInfo(unsigned int* free_bytes, unsigned int* total) {
+  size_t f, t;
+  CUresult r = cuMemGetInfo_v2(&f, &t);
+  *free_bytes = static_cast<unsigned>(f > 0xFFFFFFFFu ? 0xFFFFFFFFu : f);
+  *total = static_cast<unsigned>(t > 0xFFFFFFFFu ? 0xFFFFFFFFu : t);
+  return r;
+}
+
+CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t bytes) {
+  std::lock_guard<std::mutex> l(S().mu);
+  if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = Take(t_device, bytes); r != CUDA_SUCCESS) return r;
+  *p = NewAddress(bytes);
+  S().linear[*p] = {t_device, bytes};
+  return CUDA_SUCCESS;
+}
+CUresult cuMemAlloc(CUdeviceptr_v1* p, unsigned int bytes) {
+  CUdeviceptr big = 0;
+  CUresult r = cuMemAlloc_v2(&big, bytes);
+  *p = static_cast<CUdeviceptr_v1>(big);  // the fake's addresses fit 32 bits
+  return r;
+}
+CUresult cuMemAllocManaged(CUdeviceptr* p, size_t bytes, unsigned int) {
+  return cuMemAlloc_v2(p, bytes);
+}
+CUresult cuMemAllocPitch_v2(CUdeviceptr* p, size_t* pitch, size_t width, size_t height,
+                            unsigned int) {
+  *pitch = (width + 511) & ~size_t{511};
+  return cuMemAlloc_v2(p, *pitch * height);
+}
+CUresult cuMemAllocPitch(CUdeviceptr_v1* p, unsigned int* pitch, unsigned int width,
+                         unsigned int height, unsigned int elem) {
+  CUdeviceptr big = 0;
+  size_t pt = 0;
+  CUresult r = cuMemAllocPitch_v2(&big, &pt, width, height, elem);
+  *p = static_cast<CUdeviceptr_v1>(big);
+  *pitch = static_cast<unsigned>(pt);
+  return r;
+}
+CUresult cuMemFree_v2(CUdeviceptr p) {
+  std::lock_guard<std::mutex> l(S().mu);
+  auto it = S().linear.find(p);
+  if (it == S().linear.end()) return CUDA_ERROR_INVALID_VALUE;
+  Give(it->second.dev, it->second.bytes);
+  S().linear.erase(it);
+  return CUDA_SUCCESS;
+}
+CUresult cuMemFree(CUdeviceptr_v1 p) { return cuMemFree_v2(p); }
+
+CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                        unsigned, CUstream, void**, void**) {
+  return CUDA_SUCCESS;
+}
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned a, unsigned b, unsigned c, unsigned d,
+                             unsigned e, unsigned g, unsigned h, CUstream s, void** p, void** x) {
+  return cuLaunchKernel(f, a, b, c, d, e, g, h, s, p, x);
+}
+
+// For the RTLD_NEXT test: the same symbol is defined in fake NVML, loaded
+// after this library. Asked from here, RTLD_NEXT must find NVML's.
+int tessera_fake_next_marker = 1;
+// Not a tail call: dlsym must see this library as its caller.
+void* fakecuda_LookupNextMarker() {
+  void* p = dlsym(RTLD_NEXT, "tessera_fake_next_marker");
+  __asm__ volatile("" : : "r"(p) : "memory");
+  return p;
+}
+
+}  // extern "C"

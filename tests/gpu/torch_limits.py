@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""PyTorch under libtessera-cuda.so on a real GPU.
+
+Run with the library preloaded and TESSERA_GPU_MEM_LIMIT_MIB_0 set (see
+CMakeLists.txt). Usage: torch_limits.py CHECK [ALLOC_CONF]
+  meminfo     torch.cuda.mem_get_info() and device properties report the limit
+  oom         allocating past the limit raises OutOfMemoryError; after freeing
+              and empty_cache() the same allocation succeeds
+  two         two processes sharing one TESSERA_REGION_DIR never hold more than
+              the limit together
+ALLOC_CONF, e.g. "expandable_segments:True" or "backend:cudaMallocAsync", is
+set as PYTORCH_CUDA_ALLOC_CONF before torch is imported.
+Exit 0 pass, 1 fail, 77 skipped (no torch or no GPU).
+"""
+import os
+import subprocess
+import sys
+
+MIB = 1 << 20
+
+
+def limit_bytes():
+    return int(os.environ["TESSERA_GPU_MEM_LIMIT_MIB_0"]) * MIB
+
+
+def fill(torch, block):
+    held = []
+    try:
+        while True:
+            held.append(torch.empty(block, dtype=torch.uint8, device="cuda"))
+    except torch.cuda.OutOfMemoryError:
+        pass
+    return held
+
+
+def main():
+    check = sys.argv[1]
+    if len(sys.argv) > 2 and sys.argv[2]:
+        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = sys.argv[2]
+    try:
+        import torch
+    except ImportError:
+        print("torch not installed: skipped")
+        return 77
+    if not torch.cuda.is_available():
+        print("no GPU: skipped")
+        return 77
+    limit = limit_bytes()
+    if check == "meminfo":
+        free, total = torch.cuda.mem_get_info(0)
+        props = torch.cuda.get_device_properties(0)
+        print(f"mem_get_info free={free} total={total}; totalGlobalMem={props.total_memory}")
+        return 0 if total == limit and props.total_memory == limit and free <= total else 1
+    if check == "oom":
+        block = 64 * MIB
+        held = fill(torch, block)
+        got = len(held) * block
+        print(f"held {got // MIB} MiB of {limit // MIB} MiB before OutOfMemoryError")
+        if got > limit or got < limit - 4 * block:
+            return 1
+        del held
+        torch.cuda.empty_cache()
+        again = fill(torch, block)
+        print(f"after empty_cache: {len(again) * block // MIB} MiB")
+        return 0 if len(again) * block >= got - block else 1
+    if check == "two":
+        env = dict(os.environ)
+        env.setdefault("TESSERA_REGION_DIR", os.environ.get("TMPDIR", "/tmp"))
+        code = ("import torch,sys\n"
+                "h=[]\n"
+                "try:\n"
+                "  while True: h.append(torch.empty(32<<20,dtype=torch.uint8,device='cuda'))\n"
+                "except torch.cuda.OutOfMemoryError: pass\n"
+                "print(len(h)*32, flush=True); sys.stdin.read()\n")
+        procs = [subprocess.Popen([sys.executable, "-c", code], env=env, text=True,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE) for _ in range(2)]
+        mib = [int(p.stdout.readline()) for p in procs]
+        for p in procs:
+            p.communicate("")
+        print(f"two processes held {mib} MiB; limit {limit // MIB} MiB")
+        return 0 if sum(mib) * MIB <= limit else 1
+    print(f"unknown check {check}")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
