@@ -3,10 +3,12 @@
 #include <grpcpp/grpcpp.h>
 
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "node/allocator.h"
 #include "node/device_plugin.h"
+#include "node/dir_watch.h"
 
 namespace tessera::node {
 
@@ -130,6 +132,14 @@ Status NodeAgent::Run(const std::atomic<bool>& stop) {
   TESSERA_RETURN_IF_ERROR(s.service.SetGpus(s.gpus));
   s.Resync();  // publishes
   TESSERA_RETURN_IF_ERROR(s.Serve());
+  // inotify wakes the loop at once when the kubelet wipes its directory; the
+  // socket check below stays as the fallback.
+  std::optional<DirWatch> watch;
+  if (auto opened = DirWatch::Open(s.config.device_plugin_dir); opened.ok()) {
+    watch.emplace(std::move(opened).value());
+  } else {
+    s.log->warn("{}; checking the socket every {} ms instead", opened.status().message(), s.config.resync.count());
+  }
   while (!stop.load()) {
     if (!std::filesystem::exists(s.SocketPath())) {
       // The kubelet deletes every socket in its directory when it starts.
@@ -149,8 +159,28 @@ Status NodeAgent::Run(const std::atomic<bool>& stop) {
     }
     s.Resync();
     auto until = std::chrono::steady_clock::now() + s.config.resync;
-    while (!stop.load() && std::chrono::steady_clock::now() < until) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    bool woken = false;
+    while (!stop.load() && !woken && std::chrono::steady_clock::now() < until) {
+      if (!watch) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        continue;
+      }
+      auto events = watch->Wait(std::chrono::milliseconds(100));
+      if (!events.ok()) {
+        s.log->warn("{}; falling back to checking the socket every {} ms", events.status().message(),
+                    s.config.resync.count());
+        watch.reset();
+        continue;
+      }
+      for (const DirEvent& e : *events) {
+        if (e.name == "kubelet.sock" && e.created) {
+          s.log->info("kubelet.sock was created again (kubelet restart): registering again");
+          s.registered = false;
+          woken = true;
+        } else if (e.name == s.config.socket_name && !e.created) {
+          woken = true;  // handled at the top of the loop
+        }
+      }
     }
   }
   s.log->info("stopping");

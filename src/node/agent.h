@@ -1,7 +1,9 @@
 // tessera-node's device-plugin loop: serves the plugin socket, registers
 // tessera.io/gpu with the kubelet, keeps the inventory published and the slot
-// health current, and starts over when the kubelet wipes its socket
-// directory (a kubelet restart). Run() blocks; Stop-by-flag from any thread.
+// health current, and serves and registers again when a restarting kubelet
+// wipes its socket directory or creates kubelet.sock anew (inotify, with a
+// per-resync check of the socket file as the fallback). Run() blocks until
+// its stop flag, which any thread may set, becomes true.
 //
 //   NodeAgent agent(config, client, std::make_unique<FileGpuSource>(path), log);
 //   return agent.Run(stop_flag).ok() ? 0 : 1;

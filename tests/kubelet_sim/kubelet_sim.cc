@@ -327,14 +327,15 @@ bool KubeletSim::WaitForDevices(const std::function<bool(const std::vector<SimDe
   return done(Devices());
 }
 
-Status KubeletSim::Restart() {
+Status KubeletSim::Restart(bool wipe_plugin_sockets) {
   if (impl_->server) {
     impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
     impl_->server.reset();
   }
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(impl_->options.dir, ec)) {
-    if (entry.is_socket()) std::filesystem::remove(entry.path(), ec);
+    const bool ours = entry.path().filename() == "kubelet.sock";
+    if (entry.is_socket() && (ours || wipe_plugin_sockets)) std::filesystem::remove(entry.path(), ec);
   }
   return impl_->Serve();
 }

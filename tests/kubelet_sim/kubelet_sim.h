@@ -61,8 +61,9 @@ class KubeletSim {
                       std::chrono::milliseconds timeout) const;
 
   // Like a kubelet restart: deletes every socket in the directory (the
-  // plugin's too) and serves kubelet.sock again.
-  Status Restart();
+  // plugin's too; only kubelet.sock when `wipe_plugin_sockets` is false) and
+  // serves kubelet.sock again.
+  Status Restart(bool wipe_plugin_sockets = true);
 
  private:
   struct Impl;

@@ -244,21 +244,40 @@ TEST_F(NodeAgentTest, EditingTheGpuFileTogglesSlotHealth) {
       std::chrono::seconds(20)));
 }
 
-TEST_F(NodeAgentTest, ReRegistersAfterTheKubeletWipesItsSockets) {
+// Restarts the kubelet stand-in and expects a new registration within 10 s.
+void ExpectReRegistration(bool wipe_plugin_sockets) {
   const int before = suite->kubelet->Registrations();
-  ASSERT_TRUE(suite->kubelet->Restart().ok());
+  ASSERT_TRUE(suite->kubelet->Restart(wipe_plugin_sockets).ok());
   bool again = false;
   for (int i = 0; i < 100 && !again; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     again = suite->kubelet->Registrations() > before;
   }
-  EXPECT_TRUE(again) << "tessera-node did not register again after its socket was deleted";
+  EXPECT_TRUE(again) << "tessera-node did not register again after the kubelet restart";
   EXPECT_TRUE(suite->kubelet->WaitForDevices(
       [](const std::vector<SimDevice>& d) {
         return d.size() == 2 * kSlotsPerGpu &&
                std::all_of(d.begin(), d.end(), [](const SimDevice& x) { return x.health == "Healthy"; });
       },
       std::chrono::seconds(20)));
+}
+
+TEST_F(NodeAgentTest, ReRegistersAfterTheKubeletWipesItsSockets) { ExpectReRegistration(true); }
+
+TEST_F(NodeAgentTest, ReRegistersWhenKubeletSockIsCreatedAgain) { ExpectReRegistration(false); }
+
+TEST_F(NodeAgentTest, AllocatesAfterReRegistration) {
+  const auto& u = suite->uuids;
+  CreateBound("after-restart", {{"main", 1, 20480, 100}}, Assignment({{"main", {{1, u[1], 20480, 1000}}}}),
+              "2026-01-01T00:00:05Z");
+  auto pod = Settled("after-restart");
+  ASSERT_TRUE(pod.ok()) << pod.status().ToString();
+  ASSERT_EQ((*pod)["status"]["phase"], "Running") << pod->dump();
+  json envs = Allocations(*pod)["main"]["envs"];
+  EXPECT_EQ(envs["NVIDIA_VISIBLE_DEVICES"], u[1]);
+  EXPECT_EQ(envs["TESSERA_GPU_CORE_PERCENT_0"], "100");
+  EXPECT_EQ(envs["TESSERA_GPU_MEM_FRACTION"], "0.2500");
+  (void)Client().Delete(kube::PodPath(suite->ns, "after-restart"), 0);
 }
 
 }  // namespace
