@@ -149,6 +149,9 @@ Status NodeAgent::Run(const std::atomic<bool>& stop) {
       s.registered = false;
     }
     if (!s.registered) {
+      // Events queued so far (our own re-serve, the kubelet.sock that is
+      // already there) are answered by this registration.
+      if (watch) (void)watch->Wait(std::chrono::milliseconds(0));
       if (Status st = s.Register(); st.ok()) {
         s.registered = true;
         s.log->info("registered {} with the kubelet at {} (endpoint {})", s.config.resource_name, s.KubeletSocket(),
