@@ -244,6 +244,27 @@ TEST_F(NodeAgentTest, EditingTheGpuFileTogglesSlotHealth) {
       std::chrono::seconds(20)));
 }
 
+// The allocator's optimistic concurrency rests on this API server behaviour:
+// a merge patch carrying a stale metadata.resourceVersion is refused with 409.
+TEST_F(NodeAgentTest, MergePatchWithStaleResourceVersionConflicts) {
+  suite->kubelet->SetPaused(true);  // the stand-in must not touch the pod meanwhile
+  struct Resume {
+    ~Resume() { suite->kubelet->SetPaused(false); }
+  } resume;
+  CreateBound("rv-check", {{"main", 1, 1024, 10}}, Assignment({{"main", {{0, suite->uuids[0], 1024, 100}}}}),
+              "2026-01-01T00:00:06Z");
+  const std::string path = kube::PodPath(suite->ns, "rv-check");
+  auto pod = Client().Get(path);
+  ASSERT_TRUE(pod.ok());
+  const std::string stale = (*pod)["metadata"]["resourceVersion"];
+  ASSERT_TRUE(Client().Patch(path, kube::PatchType::kMerge, {{"metadata", {{"labels", {{"touched", "yes"}}}}}}).ok());
+  auto refused = Client().Patch(path, kube::PatchType::kMerge,
+                                {{"metadata", {{"resourceVersion", stale}, {"annotations", {{"x", "y"}}}}}});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition) << refused.status().ToString();
+  (void)Client().Delete(path, 0);
+}
+
 // Restarts the kubelet stand-in and expects a new registration within 10 s.
 void ExpectReRegistration(bool wipe_plugin_sockets) {
   const int before = suite->kubelet->Registrations();
