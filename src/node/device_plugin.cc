@@ -1,5 +1,6 @@
 #include "node/device_plugin.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace tessera::node {
