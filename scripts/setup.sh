@@ -18,6 +18,8 @@ PACKAGES=(
   libcpp-httplib-dev                  # extender HTTP server
   libyaml-cpp-dev                     # scheduler configuration file
   libspdlog-dev                       # structured logs
+  libgrpc++-dev protobuf-compiler-grpc  # node agent: device plugin gRPC (proto/)
+  libprotobuf-dev protobuf-compiler
   openssl                             # local control plane certificates
   curl                                # control plane readiness checks
 )

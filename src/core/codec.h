@@ -28,6 +28,9 @@ namespace tessera::core {
 inline constexpr std::string_view kInventoryAnnotation = "tessera.io/gpu-inventory";
 // Pod annotation holding where the scheduler placed the pod.
 inline constexpr std::string_view kAssignmentAnnotation = "tessera.io/assignment";
+// Pod annotation with the time (RFC 3339, UTC) the extender bound the pod;
+// the node agent serves pending assignments oldest first by it.
+inline constexpr std::string_view kAssignedAtAnnotation = "tessera.io/assigned-at";
 // The one format version this build reads and writes.
 inline constexpr int kCodecVersion = 1;
 // GPU indexes in annotations lie in 0..kMaxGpuIndex.

@@ -234,7 +234,7 @@ HttpReply Extender::Bind(std::string_view body) {
   }
   const auto wall = options_.wall_now ? options_.wall_now() : std::chrono::system_clock::now();
   const std::map<std::string, std::string> annotations = {
-      {std::string(core::kAssignmentAnnotation), *text}, {std::string(kAssignedAtAnnotation), Rfc3339(wall)}};
+      {std::string(core::kAssignmentAnnotation), *text}, {std::string(core::kAssignedAtAnnotation), Rfc3339(wall)}};
   // No lock is held here: the API call may take a while.
   const auto api_start = std::chrono::steady_clock::now();
   if (Status st = binder_.Bind(args->pod_namespace, args->pod_name, args->pod_uid, args->node, annotations);

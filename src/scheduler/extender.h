@@ -53,8 +53,6 @@
 
 namespace tessera::scheduler {
 
-// Pod annotation with the time (RFC 3339, UTC) the extender bound the pod.
-inline constexpr std::string_view kAssignedAtAnnotation = "tessera.io/assigned-at";
 
 struct HttpReply {
   int status = 200;

@@ -7,8 +7,13 @@ dir="$(cd "${1:?usage: scheduler-up.sh DIR}" && pwd)"
 bin="${TESSERA_CONTROLPLANE_BIN:-$here/bin}"
 [[ -f "$dir/scheduler-config.yaml" ]] || { echo "scheduler-up: no $dir/scheduler-config.yaml; run cluster-up.sh first" >&2; exit 1; }
 port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+# A pod the extender rejected moments before a share was released (kube-scheduler
+# saw the release first) waits for the next cluster event; on this quiet test
+# cluster that can be kube-scheduler's 5-minute unschedulable flush, so retry
+# such pods after 10 s here (docs/scheduler-extender.md).
 setsid "$bin/kube-scheduler" --config "$dir/scheduler-config.yaml" \
   --bind-address 127.0.0.1 --secure-port "$port" \
+  --pod-max-in-unschedulable-pods-duration "${SCHEDULER_UNSCHEDULABLE_RETRY:-10s}" \
   --authentication-skip-lookup --authentication-tolerate-lookup-failure --v=2 \
   >"$dir/logs/kube-scheduler.log" 2>&1 </dev/null &
 echo $! > "$dir/pids/kube-scheduler.pid"

@@ -1,0 +1,59 @@
+// tessera-node's device-plugin loop: serves the plugin socket, registers
+// tessera.io/gpu with the kubelet, keeps the inventory published and the slot
+// health current, and serves and registers again when a restarting kubelet
+// wipes its socket directory or creates kubelet.sock anew (inotify, with a
+// per-resync check of the socket file as the fallback). Run() blocks until
+// its stop flag, which any thread may set, becomes true.
+//
+//   NodeAgent agent(config, client, std::make_unique<FileGpuSource>(path), log);
+//   return agent.Run(stop_flag).ok() ? 0 : 1;
+#pragma once
+
+#include <spdlog/logger.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+#include "kube/client.h"
+#include "node/container_env.h"
+#include "node/inventory.h"
+
+namespace tessera::node {
+
+// tessera-node's configuration, filled from flags in main.cc.
+struct NodeConfig {
+  std::string node_name;                                            // required: this Node's name
+  std::string kubeconfig;                                           // empty: $KUBECONFIG, in-cluster, ~/.kube/config
+  std::string device_plugin_dir = "/var/lib/kubelet/device-plugins";  // holds kubelet.sock
+  std::string socket_name = "tessera-gpu.sock";                     // our socket, inside device_plugin_dir
+  std::string resource_name = "tessera.io/gpu";
+  int slots_per_gpu = 8;                                            // device IDs per GPU (1..1000)
+  std::string simulated_gpus_file;                                  // simulated mode: GPUs from this file
+  MountPaths mounts;                                                // host paths Allocate mounts
+  std::chrono::milliseconds resync{1000};                           // inventory re-read / socket check period
+  std::string log_level = "info";
+};
+
+// OK, or INVALID_ARGUMENT saying which setting to fix.
+Status ValidateConfig(const NodeConfig& config);
+
+class NodeAgent {
+ public:
+  NodeAgent(NodeConfig config, kube::Client client, std::unique_ptr<GpuSource> source,
+            std::shared_ptr<spdlog::logger> log);
+  ~NodeAgent();
+
+  // Runs until *stop becomes true (checked every resync period). Fails only
+  // when the first inventory cannot be read or the socket cannot be served;
+  // later errors (API server, kubelet away) are logged and retried.
+  Status Run(const std::atomic<bool>& stop);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tessera::node

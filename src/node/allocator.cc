@@ -1,0 +1,127 @@
+#include "node/allocator.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "kube/paths.h"
+#include "node/slots.h"
+
+namespace tessera::node {
+
+Allocator::Allocator(kube::Client client, std::string node, MountPaths paths, std::shared_ptr<spdlog::logger> log)
+    : client_(std::move(client)), node_(std::move(node)), paths_(std::move(paths)), log_(std::move(log)) {}
+
+Result<std::vector<PendingPod>> Allocator::ListPending() {
+  TESSERA_ASSIGN_OR_RETURN(nlohmann::json pods, client_.List(kube::PodsPath(""), "", "spec.nodeName=" + node_));
+  return PendingPodsFromList(pods["items"], node_);
+}
+
+Result<ContainerEnv> Allocator::Allocate(const std::vector<std::string>& device_ids,
+                                         const std::vector<core::GpuInfo>& gpus) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> slot_gpus;
+  for (const auto& id : device_ids) {
+    TESSERA_ASSIGN_OR_RETURN(std::string uuid, SlotGpu(id));
+    slot_gpus.push_back(std::move(uuid));
+  }
+  TESSERA_ASSIGN_OR_RETURN(std::vector<PendingPod> pending, ListPending());
+  std::vector<std::string> sorted_ids = device_ids;
+  std::sort(sorted_ids.begin(), sorted_ids.end());
+  std::optional<ContainerRef> steered;
+  if (steered_ && sorted_ids == steered_ids_) steered = steered_;
+  TESSERA_ASSIGN_OR_RETURN(Identified who, IdentifyContainer(slot_gpus, pending, steered));
+  const PendingPod& pod = pending[who.pod];
+  const PendingContainer& container = pod.containers[who.container];
+  TESSERA_ASSIGN_OR_RETURN(ContainerEnv env, BuildContainerEnv(pod, container, gpus, paths_));
+  std::error_code ec;
+  std::filesystem::create_directories(env.region_host_dir, ec);
+  if (ec) return Internal("creating region directory " + env.region_host_dir + ": " + ec.message());
+  TESSERA_RETURN_IF_ERROR(MarkAllocated(pod, container.name));
+  steered_.reset();
+  log_->info("Allocate [{}]: {} container {} (the one match among {} pending pod(s)); NVIDIA_VISIBLE_DEVICES={}",
+             JoinUuids(device_ids), pod.Key(), container.name, pending.size(), env.envs["NVIDIA_VISIBLE_DEVICES"]);
+  return env;
+}
+
+Status Allocator::MarkAllocated(const PendingPod& pod, const std::string& container) {
+  std::vector<std::string> done = pod.allocated;
+  std::string rv = pod.resource_version;
+  const std::string path = kube::PodPath(pod.ns, pod.name);
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    if (std::find(done.begin(), done.end(), container) == done.end()) done.push_back(container);
+    std::string value;
+    for (const auto& c : done) value += (value.empty() ? "" : ",") + c;
+    nlohmann::json patch = {{"metadata", {{"resourceVersion", rv}, {"annotations", {{kAllocatedAnnotation, value}}}}}};
+    auto patched = client_.Patch(path, kube::PatchType::kMerge, patch);
+    if (patched.ok()) return Status::Ok();
+    if (patched.status().code() != StatusCode::kFailedPrecondition) {
+      return patched.status().WithContext("marking " + pod.Key() + " allocated");
+    }
+    log_->info("marking {} allocated: the pod changed since it was read (409); re-reading", pod.Key());
+    TESSERA_ASSIGN_OR_RETURN(nlohmann::json fresh, client_.Get(path));
+    if (fresh["metadata"].value("uid", "") != pod.uid) {
+      return FailedPrecondition("pod " + pod.Key() + " was replaced while being allocated");
+    }
+    rv = fresh["metadata"].value("resourceVersion", "");
+    done.clear();
+    const auto& annotations = fresh["metadata"].value("annotations", nlohmann::json::object());
+    std::string current = annotations.value(kAllocatedAnnotation, "");
+    size_t start = 0;
+    while (start < current.size()) {
+      size_t comma = current.find(',', start);
+      if (comma == std::string::npos) comma = current.size();
+      if (comma > start) done.push_back(current.substr(start, comma - start));
+      start = comma + 1;
+    }
+  }
+  return FailedPrecondition("marking " + pod.Key() + " allocated: still conflicting after 5 attempts");
+}
+
+Result<std::vector<std::string>> Allocator::Prefer(const std::vector<std::string>& available,
+                                                   const std::vector<std::string>& must_include, size_t size) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> available_gpus;
+  for (const auto& id : available) {
+    TESSERA_ASSIGN_OR_RETURN(std::string uuid, SlotGpu(id));
+    available_gpus.push_back(std::move(uuid));
+  }
+  TESSERA_ASSIGN_OR_RETURN(std::vector<PendingPod> pending, ListPending());
+  std::optional<Identified> next = NextToSteer(pending, size, available_gpus);
+  if (!next) {
+    log_->info("GetPreferredAllocation of {} slot(s): no pending container of that size fits the {} available "
+               "slots; no preference", size, available.size());
+    steered_.reset();
+    return std::vector<std::string>{};
+  }
+  const PendingPod& pod = pending[next->pod];
+  const PendingContainer& container = pod.containers[next->container];
+  // Take must_include first when it lies on a wanted GPU, then the lowest free slot per GPU.
+  std::vector<std::string> chosen;
+  std::set<std::string> covered;
+  for (const auto& id : must_include) {
+    auto uuid = SlotGpu(id);
+    if (uuid.ok() && !covered.count(*uuid)) {
+      chosen.push_back(id);
+      covered.insert(*uuid);
+    }
+  }
+  for (const auto& share : container.gpus) {
+    if (covered.count(share.uuid)) continue;
+    for (size_t i = 0; i < available.size(); ++i) {
+      if (available_gpus[i] == share.uuid) {
+        chosen.push_back(available[i]);
+        covered.insert(share.uuid);
+        break;
+      }
+    }
+  }
+  steered_ = ContainerRef{pod.Key(), container.name};
+  steered_ids_ = chosen;
+  std::sort(steered_ids_.begin(), steered_ids_.end());
+  log_->info("GetPreferredAllocation of {} slot(s): steering to [{}] for {} container {}, the oldest pending "
+             "container of that size", size, JoinUuids(chosen), pod.Key(), container.name);
+  return chosen;
+}
+
+}  // namespace tessera::node

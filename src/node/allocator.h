@@ -1,0 +1,58 @@
+// The Allocate handshake against the API server: reads the pods pending on
+// this node, identifies the container an Allocate (or a preferred-allocation
+// request) is for, builds its env and marks the pod allocated with an
+// optimistic-concurrency PATCH. Thread-safe: calls are serialised inside.
+//
+//   Allocator allocator(client, "node-1", paths, log);
+//   TESSERA_ASSIGN_OR_RETURN(ContainerEnv env, allocator.Allocate({"GPU-a-0"}, gpus));
+#pragma once
+
+#include <spdlog/logger.h>
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/model.h"
+#include "core/status.h"
+#include "kube/client.h"
+#include "node/container_env.h"
+#include "node/identify.h"
+
+namespace tessera::node {
+
+class Allocator {
+ public:
+  Allocator(kube::Client client, std::string node, MountPaths paths, std::shared_ptr<spdlog::logger> log);
+
+  // Identifies the container `device_ids` are for, builds its env, creates its
+  // region directory and adds it to the pod's tessera.io/allocated annotation
+  // (a merge PATCH carrying the pod's resourceVersion; re-read and retried on
+  // 409). Errors say why nothing was allocated (IdentifyContainer's messages,
+  // an unknown GPU, an API failure); nothing is marked then.
+  Result<ContainerEnv> Allocate(const std::vector<std::string>& device_ids, const std::vector<core::GpuInfo>& gpus);
+
+  // The device IDs to prefer among `available` for a container of `size`
+  // slots: one per GPU of the oldest pending container that fits (the first
+  // available slot of each GPU), `must_include` kept. Empty when no pending
+  // container fits (the kubelet then chooses). Remembers the choice for
+  // Allocate's tie-break.
+  Result<std::vector<std::string>> Prefer(const std::vector<std::string>& available,
+                                          const std::vector<std::string>& must_include, size_t size);
+
+ private:
+  Result<std::vector<PendingPod>> ListPending();
+  Status MarkAllocated(const PendingPod& pod, const std::string& container);
+
+  kube::Client client_;
+  const std::string node_;
+  const MountPaths paths_;
+  std::shared_ptr<spdlog::logger> log_;
+  std::mutex mu_;  // one handshake at a time
+  std::optional<ContainerRef> steered_;        // GUARDED_BY(mu_)
+  std::vector<std::string> steered_ids_;       // GUARDED_BY(mu_), sorted
+};
+
+}  // namespace tessera::node

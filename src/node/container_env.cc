@@ -1,0 +1,53 @@
+#include "node/container_env.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace tessera::node {
+
+std::string CorePercent(int64_t core_milli) {
+  std::string out = std::to_string(core_milli / 10);
+  if (core_milli % 10 != 0) out += "." + std::to_string(core_milli % 10);
+  return out;
+}
+
+Result<ContainerEnv> BuildContainerEnv(const PendingPod& pod, const PendingContainer& container,
+                                       const std::vector<core::GpuInfo>& inventory, const MountPaths& paths) {
+  if (container.gpus.empty()) return InvalidArgument(pod.Key() + " container " + container.name + " has no GPU");
+  ContainerEnv out;
+  std::string visible;
+  double fraction = 1.0;
+  for (size_t i = 0; i < container.gpus.size(); ++i) {
+    const core::GpuShare& share = container.gpus[i];
+    auto gpu = std::find_if(inventory.begin(), inventory.end(),
+                            [&](const core::GpuInfo& g) { return g.uuid == share.uuid; });
+    if (gpu == inventory.end()) {
+      return InvalidArgument(pod.Key() + " container " + container.name + " is assigned GPU " + share.uuid +
+                             ", which this node does not have");
+    }
+    if (gpu->memory_mib <= 0) return InvalidArgument("GPU " + share.uuid + " reports no memory size");
+    const int64_t limit = share.mem_mib > 0 ? std::min(share.mem_mib, gpu->memory_mib) : gpu->memory_mib;
+    const std::string n = std::to_string(i);
+    out.envs["TESSERA_GPU_UUID_" + n] = share.uuid;
+    out.envs["TESSERA_GPU_MEM_LIMIT_MIB_" + n] = std::to_string(limit);
+    out.envs["TESSERA_GPU_CORE_PERCENT_" + n] = CorePercent(share.core_milli);
+    fraction = std::min(fraction, static_cast<double>(limit) / static_cast<double>(gpu->memory_mib));
+    visible += (visible.empty() ? "" : ",") + share.uuid;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4f", fraction);
+  out.envs["NVIDIA_VISIBLE_DEVICES"] = visible;
+  out.envs["TESSERA_GPU_COUNT"] = std::to_string(container.gpus.size());
+  out.envs["TESSERA_GPU_MEM_FRACTION"] = buf;
+  out.envs["TESSERA_POD"] = pod.Key();
+  out.envs["TESSERA_CONTAINER"] = container.name;
+  out.envs["TESSERA_REGION_DIR"] = kRegionContainerPath;
+
+  out.region_host_dir = paths.region_root_host + "/" + pod.uid + "/" + container.name;
+  out.mounts = {{kLibraryContainerPath, paths.library_host, true},
+                {kPreloadContainerPath, paths.preload_host, true},
+                {kRegionContainerPath, out.region_host_dir, false}};
+  return out;
+}
+
+}  // namespace tessera::node

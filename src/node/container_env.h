@@ -1,0 +1,54 @@
+// What a sharing container receives from Allocate: NVIDIA_VISIBLE_DEVICES,
+// its TESSERA_* limits, and the mounts of the interception library,
+// /etc/ld.so.preload and its region directory. Pure; thread-safe.
+// docs/node-agent.md lists the variables.
+//
+//   TESSERA_ASSIGN_OR_RETURN(ContainerEnv env, BuildContainerEnv(pod, container, gpus, paths));
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/model.h"
+#include "core/status.h"
+#include "node/identify.h"
+
+namespace tessera::node {
+
+// Host paths the Allocate response mounts into containers.
+struct MountPaths {
+  std::string library_host = "/usr/local/lib/tessera/libtessera-cuda.so";  // the interception library
+  std::string preload_host = "/usr/local/lib/tessera/ld.so.preload";      // names the library's container path
+  std::string region_root_host = "/var/run/tessera/regions";              // + /<pod uid>/<container>
+};
+
+inline constexpr const char* kLibraryContainerPath = "/usr/local/lib/tessera/libtessera-cuda.so";
+inline constexpr const char* kPreloadContainerPath = "/etc/ld.so.preload";
+inline constexpr const char* kRegionContainerPath = "/var/run/tessera/region";
+
+struct MountSpec {
+  std::string container_path, host_path;
+  bool read_only = true;
+  bool operator==(const MountSpec&) const = default;
+};
+
+struct ContainerEnv {
+  std::map<std::string, std::string> envs;
+  std::vector<MountSpec> mounts;
+  std::string region_host_dir;  // the node agent creates it
+};
+
+// Env and mounts for `container` of `pod`. GPU i of the container (in
+// assignment order) gets TESSERA_GPU_UUID_i, TESSERA_GPU_MEM_LIMIT_MIB_i
+// (the share's MiB, or the whole card when the share names none) and
+// TESSERA_GPU_CORE_PERCENT_i; TESSERA_GPU_MEM_FRACTION is the smallest
+// limit/card ratio, with 4 decimals. INVALID_ARGUMENT when a GPU of the
+// share is not in `inventory` or its memory is unknown.
+Result<ContainerEnv> BuildContainerEnv(const PendingPod& pod, const PendingContainer& container,
+                                       const std::vector<core::GpuInfo>& inventory, const MountPaths& paths);
+
+// "30" for 300 core milli, "12.5" for 125.
+std::string CorePercent(int64_t core_milli);
+
+}  // namespace tessera::node

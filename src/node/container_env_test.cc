@@ -1,0 +1,67 @@
+#include "node/container_env.h"
+
+#include <gtest/gtest.h>
+
+namespace tessera::node {
+namespace {
+
+std::vector<core::GpuInfo> Gpus() {
+  return {{0, "GPU-a", "A100", 40960, 108, 0, true}, {1, "GPU-b", "A100", 81920, 108, 1, true}};
+}
+
+PendingPod Pod() {
+  PendingPod p;
+  p.ns = "ns";
+  p.name = "p";
+  p.uid = "uid-1";
+  return p;
+}
+
+TEST(ContainerEnvTest, OneGpuShare) {
+  PendingContainer c{"main", {{1, "GPU-b", 8192, 300}}};
+  auto env = BuildContainerEnv(Pod(), c, Gpus(), MountPaths{"/lib.so", "/preload", "/regions"});
+  ASSERT_TRUE(env.ok()) << env.status().ToString();
+  EXPECT_EQ(env->envs.at("NVIDIA_VISIBLE_DEVICES"), "GPU-b");
+  EXPECT_EQ(env->envs.at("TESSERA_GPU_COUNT"), "1");
+  EXPECT_EQ(env->envs.at("TESSERA_GPU_UUID_0"), "GPU-b");
+  EXPECT_EQ(env->envs.at("TESSERA_GPU_MEM_LIMIT_MIB_0"), "8192");
+  EXPECT_EQ(env->envs.at("TESSERA_GPU_CORE_PERCENT_0"), "30");
+  EXPECT_EQ(env->envs.at("TESSERA_GPU_MEM_FRACTION"), "0.1000");
+  EXPECT_EQ(env->envs.at("TESSERA_POD"), "ns/p");
+  EXPECT_EQ(env->envs.at("TESSERA_CONTAINER"), "main");
+  EXPECT_EQ(env->region_host_dir, "/regions/uid-1/main");
+  ASSERT_EQ(env->mounts.size(), 3u);
+  EXPECT_EQ(env->mounts[0], (MountSpec{"/usr/local/lib/tessera/libtessera-cuda.so", "/lib.so", true}));
+  EXPECT_EQ(env->mounts[1], (MountSpec{"/etc/ld.so.preload", "/preload", true}));
+  EXPECT_EQ(env->mounts[2], (MountSpec{"/var/run/tessera/region", "/regions/uid-1/main", false}));
+}
+
+TEST(ContainerEnvTest, TwoGpusInAssignmentOrderAndTheSmallestFraction) {
+  PendingContainer c{"main", {{1, "GPU-b", 40960, 1000}, {0, "GPU-a", 10240, 125}}};
+  auto env = BuildContainerEnv(Pod(), c, Gpus(), MountPaths{});
+  ASSERT_TRUE(env.ok());
+  EXPECT_EQ(env->envs.at("NVIDIA_VISIBLE_DEVICES"), "GPU-b,GPU-a");
+  EXPECT_EQ(env->envs.at("TESSERA_GPU_UUID_1"), "GPU-a");
+  EXPECT_EQ(env->envs.at("TESSERA_GPU_CORE_PERCENT_0"), "100");
+  EXPECT_EQ(env->envs.at("TESSERA_GPU_CORE_PERCENT_1"), "12.5");
+  EXPECT_EQ(env->envs.at("TESSERA_GPU_MEM_FRACTION"), "0.2500");
+}
+
+TEST(ContainerEnvTest, NoMemorySizeMeansTheWholeCard) {
+  PendingContainer c{"main", {{0, "GPU-a", 0, 1000}}};
+  auto env = BuildContainerEnv(Pod(), c, Gpus(), MountPaths{});
+  ASSERT_TRUE(env.ok());
+  EXPECT_EQ(env->envs.at("TESSERA_GPU_MEM_LIMIT_MIB_0"), "40960");
+  EXPECT_EQ(env->envs.at("TESSERA_GPU_MEM_FRACTION"), "1.0000");
+}
+
+TEST(ContainerEnvTest, UnknownGpuIsAnError) {
+  PendingContainer c{"main", {{0, "GPU-zzz", 1024, 100}}};
+  auto env = BuildContainerEnv(Pod(), c, Gpus(), MountPaths{});
+  ASSERT_FALSE(env.ok());
+  EXPECT_NE(env.status().message().find("GPU-zzz"), std::string::npos);
+  EXPECT_NE(env.status().message().find("ns/p"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tessera::node

@@ -1,0 +1,119 @@
+#include "node/device_plugin.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace tessera::node {
+
+grpc::Status ToGrpc(const Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), status.message());
+}
+
+DevicePluginService::DevicePluginService(Allocator& allocator, int slots_per_gpu,
+                                         std::shared_ptr<spdlog::logger> log)
+    : allocator_(allocator), slots_per_gpu_(slots_per_gpu), log_(std::move(log)) {}
+
+Status DevicePluginService::SetGpus(std::vector<core::GpuInfo> gpus) {
+  TESSERA_ASSIGN_OR_RETURN(std::vector<Slot> slots, SlotsFor(gpus, slots_per_gpu_));
+  std::lock_guard<std::mutex> lock(mu_);
+  gpus_ = std::move(gpus);
+  if (slots != slots_) {
+    slots_ = std::move(slots);
+    ++generation_;
+    changed_.notify_all();
+  }
+  return Status::Ok();
+}
+
+void DevicePluginService::Shutdown() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stopping_ = true;
+  changed_.notify_all();
+}
+
+grpc::Status DevicePluginService::GetDevicePluginOptions(grpc::ServerContext*, const v1beta1::Empty*,
+                                                         v1beta1::DevicePluginOptions* response) {
+  response->set_pre_start_required(false);
+  response->set_get_preferred_allocation_available(true);
+  return grpc::Status::OK;
+}
+
+grpc::Status DevicePluginService::ListAndWatch(grpc::ServerContext* context, const v1beta1::Empty*,
+                                               grpc::ServerWriter<v1beta1::ListAndWatchResponse>* writer) {
+  uint64_t sent = 0;
+  bool first = true;
+  while (true) {
+    v1beta1::ListAndWatchResponse response;
+    int unhealthy = 0;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      changed_.wait_for(lock, std::chrono::milliseconds(500),
+                        [&] { return stopping_ || first || generation_ != sent; });
+      if (stopping_) return grpc::Status::OK;
+      if (context->IsCancelled()) return grpc::Status::CANCELLED;
+      if (!first && generation_ == sent) continue;
+      first = false;
+      sent = generation_;
+      for (const Slot& slot : slots_) {
+        v1beta1::Device* device = response.add_devices();
+        device->set_id(slot.id);
+        device->set_health(slot.healthy ? kHealthy : kUnhealthy);
+        if (slot.numa_node >= 0) device->mutable_topology()->add_nodes()->set_id(slot.numa_node);
+        unhealthy += slot.healthy ? 0 : 1;
+      }
+    }
+    log_->info("ListAndWatch: sending {} slot(s), {} unhealthy", response.devices_size(), unhealthy);
+    if (!writer->Write(response)) return grpc::Status::CANCELLED;
+  }
+}
+
+grpc::Status DevicePluginService::GetPreferredAllocation(grpc::ServerContext*,
+                                                         const v1beta1::PreferredAllocationRequest* request,
+                                                         v1beta1::PreferredAllocationResponse* response) {
+  for (const auto& req : request->container_requests()) {
+    std::vector<std::string> available(req.available_deviceids().begin(), req.available_deviceids().end());
+    std::vector<std::string> must(req.must_include_deviceids().begin(), req.must_include_deviceids().end());
+    auto chosen = allocator_.Prefer(available, must, static_cast<size_t>(std::max(0, req.allocation_size())));
+    if (!chosen.ok()) {
+      log_->warn("GetPreferredAllocation failed: {}", chosen.status().ToString());
+      return ToGrpc(chosen.status());
+    }
+    auto* out = response->add_container_responses();
+    for (const auto& id : *chosen) out->add_deviceids(id);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status DevicePluginService::Allocate(grpc::ServerContext*, const v1beta1::AllocateRequest* request,
+                                           v1beta1::AllocateResponse* response) {
+  std::vector<core::GpuInfo> gpus;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    gpus = gpus_;
+  }
+  for (const auto& req : request->container_requests()) {
+    std::vector<std::string> ids(req.devices_ids().begin(), req.devices_ids().end());
+    auto env = allocator_.Allocate(ids, gpus);
+    if (!env.ok()) {
+      log_->error("Allocate refused, the container gets no GPU: {}", env.status().message());
+      return ToGrpc(env.status());
+    }
+    auto* out = response->add_container_responses();
+    for (const auto& [key, value] : env->envs) (*out->mutable_envs())[key] = value;
+    for (const auto& m : env->mounts) {
+      auto* mount = out->add_mounts();
+      mount->set_container_path(m.container_path);
+      mount->set_host_path(m.host_path);
+      mount->set_read_only(m.read_only);
+    }
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status DevicePluginService::PreStartContainer(grpc::ServerContext*, const v1beta1::PreStartContainerRequest*,
+                                                    v1beta1::PreStartContainerResponse*) {
+  return grpc::Status::OK;
+}
+
+}  // namespace tessera::node

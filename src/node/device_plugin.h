@@ -1,0 +1,65 @@
+// The kubelet-facing gRPC service of tessera-node (device plugin v1beta1):
+// slots with health for ListAndWatch, preferred allocation and Allocate,
+// translating the Allocator's Status into gRPC status at this edge only.
+// Thread-safe: gRPC calls and SetGpus may run concurrently.
+//
+//   DevicePluginService service(allocator, 8, log);
+//   TESSERA_RETURN_IF_ERROR(service.SetGpus(gpus));   // streams see the new list
+#pragma once
+
+#include <spdlog/logger.h>
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/model.h"
+#include "core/status.h"
+#include "deviceplugin/v1beta1/api.grpc.pb.h"
+#include "node/allocator.h"
+#include "node/slots.h"
+
+namespace tessera::node {
+
+inline constexpr const char* kHealthy = "Healthy";
+inline constexpr const char* kUnhealthy = "Unhealthy";
+
+class DevicePluginService final : public v1beta1::DevicePlugin::Service {
+ public:
+  DevicePluginService(Allocator& allocator, int slots_per_gpu, std::shared_ptr<spdlog::logger> log);
+
+  // Replaces the GPUs and wakes every ListAndWatch stream when the slots
+  // changed. INVALID_ARGUMENT (nothing changed) when SlotsFor fails.
+  Status SetGpus(std::vector<core::GpuInfo> gpus);
+  // Ends every ListAndWatch stream (before the server shuts down).
+  void Shutdown();
+
+  // v1beta1::DevicePlugin::Service
+  grpc::Status GetDevicePluginOptions(grpc::ServerContext* context, const v1beta1::Empty* request,
+                                      v1beta1::DevicePluginOptions* response) override;
+  grpc::Status ListAndWatch(grpc::ServerContext* context, const v1beta1::Empty* request,
+                            grpc::ServerWriter<v1beta1::ListAndWatchResponse>* writer) override;
+  grpc::Status GetPreferredAllocation(grpc::ServerContext* context, const v1beta1::PreferredAllocationRequest* request,
+                                      v1beta1::PreferredAllocationResponse* response) override;
+  grpc::Status Allocate(grpc::ServerContext* context, const v1beta1::AllocateRequest* request,
+                        v1beta1::AllocateResponse* response) override;
+  grpc::Status PreStartContainer(grpc::ServerContext* context, const v1beta1::PreStartContainerRequest* request,
+                                 v1beta1::PreStartContainerResponse* response) override;
+
+ private:
+  Allocator& allocator_;
+  const int slots_per_gpu_;
+  std::shared_ptr<spdlog::logger> log_;
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::vector<core::GpuInfo> gpus_;  // GUARDED_BY(mu_)
+  std::vector<Slot> slots_;          // GUARDED_BY(mu_)
+  uint64_t generation_ = 0;          // GUARDED_BY(mu_); +1 per change
+  bool stopping_ = false;            // GUARDED_BY(mu_)
+};
+
+// Status -> grpc::Status, keeping the code and message.
+grpc::Status ToGrpc(const Status& status);
+
+}  // namespace tessera::node

@@ -1,0 +1,162 @@
+#include "node/identify.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+#include "core/codec.h"
+
+namespace tessera::node {
+namespace {
+
+std::string Str(const nlohmann::json& obj, const char* key) {
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+std::vector<std::string> Split(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+std::vector<std::string> SpecOrder(const nlohmann::json& spec) {
+  std::vector<std::string> names;
+  for (const char* list : {"initContainers", "containers"}) {
+    if (!spec.contains(list) || !spec[list].is_array()) continue;
+    for (const auto& c : spec[list]) names.push_back(Str(c, "name"));
+  }
+  return names;
+}
+
+std::vector<std::string> Uuids(const PendingContainer& c) {
+  std::vector<std::string> out;
+  for (const auto& g : c.gpus) out.push_back(g.uuid);
+  return out;
+}
+
+std::string Describe(const PendingPod& pod) {
+  if (!pod.assignment_error.empty()) return pod.Key() + ": " + pod.assignment_error;
+  const PendingContainer& c = pod.containers.front();
+  return pod.Key() + " container " + c.name + " wants " + std::to_string(c.gpus.size()) + " slot(s) on [" +
+         JoinUuids(Uuids(c)) + "]";
+}
+
+}  // namespace
+
+std::string JoinUuids(const std::vector<std::string>& uuids) {
+  std::string out;
+  for (const auto& u : uuids) out += (out.empty() ? "" : ", ") + u;
+  return out;
+}
+
+std::vector<PendingPod> PendingPodsFromList(const nlohmann::json& items, const std::string& node) {
+  std::vector<PendingPod> pending;
+  if (!items.is_array()) return pending;
+  const std::string assignment_key(core::kAssignmentAnnotation);
+  for (const auto& pod : items) {
+    const nlohmann::json& meta = pod.value("metadata", nlohmann::json::object());
+    const nlohmann::json& spec = pod.value("spec", nlohmann::json::object());
+    const nlohmann::json annotations = meta.value("annotations", nlohmann::json::object());
+    if (Str(spec, "nodeName") != node || !annotations.contains(assignment_key)) continue;
+    if (meta.contains("deletionTimestamp")) continue;
+    const std::string phase = Str(pod.value("status", nlohmann::json::object()), "phase");
+    if (phase == "Succeeded" || phase == "Failed") continue;
+
+    PendingPod p;
+    p.ns = Str(meta, "namespace");
+    p.name = Str(meta, "name");
+    p.uid = Str(meta, "uid");
+    p.resource_version = Str(meta, "resourceVersion");
+    p.created_at = Str(meta, "creationTimestamp");
+    p.assigned_at = Str(annotations, std::string(core::kAssignedAtAnnotation).c_str());
+    p.allocated = Split(Str(annotations, kAllocatedAnnotation));
+    const std::set<std::string> done(p.allocated.begin(), p.allocated.end());
+
+    const nlohmann::json& raw = annotations[assignment_key];
+    Result<core::Assignment> assignment = raw.is_string()
+                                              ? core::DecodeAssignment(raw.get<std::string>())
+                                              : Result<core::Assignment>(InvalidArgument("not a string"));
+    if (!assignment.ok()) {
+      p.assignment_error = "assignment annotation unreadable: " + assignment.status().message();
+    } else if (assignment->node != node) {
+      p.assignment_error = "assignment names node " + assignment->node + ", not " + node;
+    } else {
+      std::map<std::string, const core::ContainerAssignment*> by_name;
+      for (const auto& c : assignment->containers) by_name[c.name] = &c;
+      std::vector<std::string> order = SpecOrder(spec);
+      for (const auto& c : assignment->containers) {
+        if (std::find(order.begin(), order.end(), c.name) == order.end()) order.push_back(c.name);
+      }
+      for (const auto& name : order) {
+        auto it = by_name.find(name);
+        if (it == by_name.end() || it->second->gpus.empty() || done.count(name)) continue;
+        p.containers.push_back({name, it->second->gpus});
+      }
+      if (p.containers.empty()) continue;  // fully allocated
+    }
+    pending.push_back(std::move(p));
+  }
+  std::sort(pending.begin(), pending.end(), [](const PendingPod& a, const PendingPod& b) {
+    return std::tie(a.assigned_at, a.created_at, a.ns, a.name) < std::tie(b.assigned_at, b.created_at, b.ns, b.name);
+  });
+  return pending;
+}
+
+Result<Identified> IdentifyContainer(const std::vector<std::string>& slot_gpus, const std::vector<PendingPod>& pending,
+                                     const std::optional<ContainerRef>& steered) {
+  std::vector<std::string> want = slot_gpus;
+  std::sort(want.begin(), want.end());
+  const std::string asked =
+      std::to_string(slot_gpus.size()) + " slot(s) on [" + JoinUuids(want) + "]";
+  if (pending.empty()) {
+    return FailedPrecondition("Allocate of " + asked + ": no pod bound to this node waits for a GPU allocation");
+  }
+  std::vector<size_t> matches;
+  std::string candidates;
+  for (size_t i = 0; i < pending.size(); ++i) {
+    candidates += (candidates.empty() ? "" : "; ") + Describe(pending[i]);
+    if (!pending[i].assignment_error.empty()) continue;
+    std::vector<std::string> have = Uuids(pending[i].containers.front());
+    std::sort(have.begin(), have.end());
+    if (have == want) matches.push_back(i);
+  }
+  if (matches.size() == 1) return Identified{matches.front(), 0};
+  if (matches.empty()) {
+    return FailedPrecondition("Allocate of " + asked + ": no pending container wants these GPUs; candidates: " +
+                              candidates);
+  }
+  if (steered) {
+    for (size_t i : matches) {
+      if (pending[i].Key() == steered->pod_key && pending[i].containers.front().name == steered->container) {
+        return Identified{i, 0};
+      }
+    }
+  }
+  std::string tied;
+  for (size_t i : matches) tied += (tied.empty() ? "" : "; ") + Describe(pending[i]);
+  return FailedPrecondition("Allocate of " + asked + ": ambiguous, " + std::to_string(matches.size()) +
+                            " pending containers want these GPUs and none was steered to these slots: " + tied);
+}
+
+std::optional<Identified> NextToSteer(const std::vector<PendingPod>& pending, size_t size,
+                                      const std::vector<std::string>& available_gpus) {
+  std::multiset<std::string> free(available_gpus.begin(), available_gpus.end());
+  for (size_t i = 0; i < pending.size(); ++i) {
+    if (!pending[i].assignment_error.empty()) continue;
+    const PendingContainer& c = pending[i].containers.front();
+    if (c.gpus.size() != size) continue;
+    bool fits = true;
+    for (const auto& g : c.gpus) fits = fits && free.count(g.uuid) > 0;
+    if (fits) return Identified{i, 0};
+  }
+  return std::nullopt;
+}
+
+}  // namespace tessera::node

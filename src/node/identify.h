@@ -1,0 +1,81 @@
+// Which pod and container an Allocate call is for. The kubelet never says
+// (it passes only device IDs), so the node agent works it out from what the
+// API server holds: the pods bound to this node whose tessera.io/assignment
+// is not yet fully marked tessera.io/allocated. Pure functions; thread-safe.
+//
+//   auto pending = PendingPodsFromList(pods_json["items"], "node-1");
+//   TESSERA_ASSIGN_OR_RETURN(Identified who, IdentifyContainer(slot_gpus, pending, steered));
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/model.h"
+#include "core/status.h"
+
+namespace tessera::node {
+
+// Pod annotation listing the containers whose Allocate has been answered
+// ("main,sidecar"), written by the node agent.
+inline constexpr const char* kAllocatedAnnotation = "tessera.io/allocated";
+
+// A container that still waits for its Allocate, with its GPU shares.
+struct PendingContainer {
+  std::string name;
+  std::vector<core::GpuShare> gpus;  // one slot per GPU
+};
+
+// A pod bound to this node with an assignment not yet fully allocated.
+struct PendingPod {
+  std::string ns, name, uid, resource_version;
+  std::string assigned_at;   // tessera.io/assigned-at; "" when missing
+  std::string created_at;    // metadata.creationTimestamp
+  std::string assignment_error;  // non-empty: the annotation is unreadable or names another node
+  std::vector<PendingContainer> containers;  // not yet allocated, in the kubelet's order
+  std::vector<std::string> allocated;        // already answered
+  std::string Key() const { return ns + "/" + name; }
+};
+
+// The pending pods among `items` (v1 Pod objects): bound to `node`, with an
+// assignment annotation, not finished or being deleted, with at least one
+// container left (or an unreadable assignment, kept so errors can name it).
+// Containers follow the kubelet's order (init containers, then containers, as
+// in the spec). Sorted oldest first: assigned-at, then creation time, then
+// namespace/name.
+std::vector<PendingPod> PendingPodsFromList(const nlohmann::json& items, const std::string& node);
+
+// A pod's next container, by position in a PendingPod list.
+struct Identified {
+  size_t pod = 0;
+  size_t container = 0;
+};
+// Names a container across calls (the preferred-allocation hint).
+struct ContainerRef {
+  std::string pod_key, container;
+  bool operator==(const ContainerRef&) const = default;
+};
+
+// Finds the pod whose next container wants exactly the GPUs of the slots the
+// kubelet passed (`slot_gpus`, one uuid per device ID; its size is the slot
+// count). Only each pod's *next* container is a candidate, because the
+// kubelet allocates a pod's containers in order. When several candidates fit
+// equally, `steered` (the container GetPreferredAllocation last steered to
+// these very slots) decides; without it the call fails. Errors:
+// FAILED_PRECONDITION when nothing matches or the match is ambiguous, the
+// message naming every candidate and what it wants (or why it is unreadable).
+Result<Identified> IdentifyContainer(const std::vector<std::string>& slot_gpus, const std::vector<PendingPod>& pending,
+                                     const std::optional<ContainerRef>& steered);
+
+// The container GetPreferredAllocation should steer to: the oldest pending
+// pod's next container that wants `size` slots and whose GPUs all have a
+// slot among `available_gpus` (one uuid per available device ID). nullopt
+// when none.
+std::optional<Identified> NextToSteer(const std::vector<PendingPod>& pending, size_t size,
+                                      const std::vector<std::string>& available_gpus);
+
+// "GPU-a, GPU-b" for logs and messages.
+std::string JoinUuids(const std::vector<std::string>& uuids);
+
+}  // namespace tessera::node

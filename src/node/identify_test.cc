@@ -1,0 +1,156 @@
+#include "node/identify.h"
+
+#include <gtest/gtest.h>
+
+#include "core/codec.h"
+
+namespace tessera::node {
+namespace {
+
+using nlohmann::json;
+
+// A pod bound to n1 whose containers hold the given GPU uuids (each share 4096 MiB, 30 %).
+json Pod(const std::string& name, const std::string& assigned_at,
+         const std::vector<std::pair<std::string, std::vector<std::string>>>& containers,
+         const std::string& allocated = "") {
+  core::Assignment a{"n1", {}};
+  json spec_containers = json::array();
+  for (const auto& [cname, uuids] : containers) {
+    core::ContainerAssignment ca{cname, {}};
+    for (size_t i = 0; i < uuids.size(); ++i) ca.gpus.push_back({static_cast<int>(i), uuids[i], 4096, 300});
+    a.containers.push_back(ca);
+    spec_containers.push_back({{"name", cname}});
+  }
+  json annotations = {{"tessera.io/assignment", *core::EncodeAssignment(a)},
+                      {"tessera.io/assigned-at", assigned_at}};
+  if (!allocated.empty()) annotations["tessera.io/allocated"] = allocated;
+  return {{"metadata", {{"namespace", "ns"}, {"name", name}, {"uid", "uid-" + name}, {"resourceVersion", "7"},
+                        {"creationTimestamp", "2024-01-01T00:00:00Z"}, {"annotations", annotations}}},
+          {"spec", {{"nodeName", "n1"}, {"containers", spec_containers}}},
+          {"status", {{"phase", "Pending"}}}};
+}
+
+TEST(PendingPodsTest, SortedOldestFirstAndFiltered) {
+  json done = Pod("done", "2024-01-01T00:00:01Z", {{"main", {"GPU-a"}}}, "main");
+  json other_node = Pod("elsewhere", "2024-01-01T00:00:01Z", {{"main", {"GPU-a"}}});
+  other_node["spec"]["nodeName"] = "n2";
+  json finished = Pod("finished", "2024-01-01T00:00:01Z", {{"main", {"GPU-a"}}});
+  finished["status"]["phase"] = "Succeeded";
+  json no_assignment = {{"metadata", {{"namespace", "ns"}, {"name", "plain"}}}, {"spec", {{"nodeName", "n1"}}}};
+  json items = json::array({Pod("new", "2024-01-01T00:00:09Z", {{"main", {"GPU-a"}}}),
+                            Pod("old", "2024-01-01T00:00:02Z", {{"main", {"GPU-b"}}}), done, other_node, finished,
+                            no_assignment});
+  auto pending = PendingPodsFromList(items, "n1");
+  ASSERT_EQ(pending.size(), 2u);
+  EXPECT_EQ(pending[0].Key(), "ns/old");
+  EXPECT_EQ(pending[1].Key(), "ns/new");
+  EXPECT_EQ(pending[0].uid, "uid-old");
+  EXPECT_EQ(pending[0].resource_version, "7");
+}
+
+TEST(PendingPodsTest, ContainersFollowSpecOrderAndSkipAllocated) {
+  json pod = Pod("p", "t", {{"first", {"GPU-a"}}, {"second", {"GPU-b"}}, {"third", {"GPU-c"}}}, "first");
+  auto pending = PendingPodsFromList(json::array({pod}), "n1");
+  ASSERT_EQ(pending.size(), 1u);
+  ASSERT_EQ(pending[0].containers.size(), 2u);
+  EXPECT_EQ(pending[0].containers[0].name, "second");
+  EXPECT_EQ(pending[0].allocated, std::vector<std::string>{"first"});
+}
+
+TEST(PendingPodsTest, UnreadableAssignmentIsKeptWithItsError) {
+  json pod = Pod("broken", "t", {{"main", {"GPU-a"}}});
+  pod["metadata"]["annotations"]["tessera.io/assignment"] = "{not json";
+  auto pending = PendingPodsFromList(json::array({pod}), "n1");
+  ASSERT_EQ(pending.size(), 1u);
+  EXPECT_NE(pending[0].assignment_error.find("unreadable"), std::string::npos);
+}
+
+std::vector<PendingPod> Pending(const json& items) { return PendingPodsFromList(items, "n1"); }
+
+TEST(IdentifyTest, SameSizePodsOnDifferentGpusAreToldApart) {
+  auto pending = Pending(json::array({Pod("a", "t1", {{"main", {"GPU-a"}}}), Pod("b", "t2", {{"main", {"GPU-b"}}})}));
+  auto who = IdentifyContainer({"GPU-b"}, pending, std::nullopt);
+  ASSERT_TRUE(who.ok()) << who.status().ToString();
+  EXPECT_EQ(pending[who->pod].Key(), "ns/b");
+  who = IdentifyContainer({"GPU-a"}, pending, std::nullopt);
+  ASSERT_TRUE(who.ok());
+  EXPECT_EQ(pending[who->pod].Key(), "ns/a");
+}
+
+TEST(IdentifyTest, MultiGpuContainerMatchesItsSetInAnyOrder) {
+  auto pending = Pending(json::array({Pod("one", "t1", {{"main", {"GPU-a"}}}),
+                                      Pod("two", "t2", {{"main", {"GPU-a", "GPU-b"}}})}));
+  auto who = IdentifyContainer({"GPU-b", "GPU-a"}, pending, std::nullopt);
+  ASSERT_TRUE(who.ok());
+  EXPECT_EQ(pending[who->pod].Key(), "ns/two");
+}
+
+TEST(IdentifyTest, OnlyEachPodsNextContainerIsACandidate) {
+  // p's second container is on GPU-b, but its first is still waiting.
+  auto pending = Pending(json::array({Pod("p", "t1", {{"first", {"GPU-a"}}, {"second", {"GPU-b"}}})}));
+  EXPECT_FALSE(IdentifyContainer({"GPU-b"}, pending, std::nullopt).ok());
+  auto who = IdentifyContainer({"GPU-a"}, pending, std::nullopt);
+  ASSERT_TRUE(who.ok());
+  EXPECT_EQ(pending[who->pod].containers[who->container].name, "first");
+}
+
+TEST(IdentifyTest, NoMatchNamesTheCandidates) {
+  auto pending = Pending(json::array({Pod("a", "t1", {{"main", {"GPU-a"}}})}));
+  auto who = IdentifyContainer({"GPU-z"}, pending, std::nullopt);
+  ASSERT_FALSE(who.ok());
+  EXPECT_EQ(who.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(who.status().message().find("ns/a container main wants 1 slot(s) on [GPU-a]"), std::string::npos)
+      << who.status().message();
+  EXPECT_NE(who.status().message().find("GPU-z"), std::string::npos);
+}
+
+TEST(IdentifyTest, SlotCountMustMatch) {
+  auto pending = Pending(json::array({Pod("a", "t1", {{"main", {"GPU-a"}}})}));
+  EXPECT_FALSE(IdentifyContainer({"GPU-a", "GPU-a"}, pending, std::nullopt).ok());
+}
+
+TEST(IdentifyTest, NothingPendingSaysSo) {
+  auto who = IdentifyContainer({"GPU-a"}, {}, std::nullopt);
+  ASSERT_FALSE(who.ok());
+  EXPECT_NE(who.status().message().find("no pod bound to this node"), std::string::npos);
+}
+
+TEST(IdentifyTest, CorruptAssignmentFailsWithItsName) {
+  json broken = Pod("broken", "t1", {{"main", {"GPU-a"}}});
+  broken["metadata"]["annotations"]["tessera.io/assignment"] = R"({"v":1,"node":"n1","containers":[{"name":"main"}]})";
+  auto who = IdentifyContainer({"GPU-a"}, Pending(json::array({broken})), std::nullopt);
+  ASSERT_FALSE(who.ok());
+  EXPECT_NE(who.status().message().find("ns/broken: assignment annotation unreadable"), std::string::npos)
+      << who.status().message();
+}
+
+TEST(IdentifyTest, TiesNeedTheSteeredContainer) {
+  auto pending = Pending(json::array({Pod("a", "t1", {{"main", {"GPU-a"}}}), Pod("b", "t1", {{"main", {"GPU-a"}}})}));
+  auto tied = IdentifyContainer({"GPU-a"}, pending, std::nullopt);
+  ASSERT_FALSE(tied.ok());
+  EXPECT_NE(tied.status().message().find("ambiguous"), std::string::npos);
+  EXPECT_NE(tied.status().message().find("ns/a"), std::string::npos);
+  EXPECT_NE(tied.status().message().find("ns/b"), std::string::npos);
+  auto who = IdentifyContainer({"GPU-a"}, pending, ContainerRef{"ns/b", "main"});
+  ASSERT_TRUE(who.ok());
+  EXPECT_EQ(pending[who->pod].Key(), "ns/b");
+  EXPECT_FALSE(IdentifyContainer({"GPU-a"}, pending, ContainerRef{"ns/c", "main"}).ok());
+}
+
+TEST(NextToSteerTest, OldestFittingContainerOfTheSize) {
+  auto pending = Pending(json::array({Pod("old2", "t1", {{"main", {"GPU-a", "GPU-b"}}}),
+                                      Pod("mid", "t2", {{"main", {"GPU-c"}}}), Pod("new", "t3", {{"main", {"GPU-a"}}})}));
+  auto next = NextToSteer(pending, 1, {"GPU-a", "GPU-a", "GPU-b", "GPU-c"});
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(pending[next->pod].Key(), "ns/mid");
+  next = NextToSteer(pending, 1, {"GPU-a", "GPU-b"});  // GPU-c is full
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(pending[next->pod].Key(), "ns/new");
+  next = NextToSteer(pending, 2, {"GPU-a", "GPU-b"});
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(pending[next->pod].Key(), "ns/old2");
+  EXPECT_FALSE(NextToSteer(pending, 3, {"GPU-a", "GPU-b", "GPU-c"}).has_value());
+}
+
+}  // namespace
+}  // namespace tessera::node

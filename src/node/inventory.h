@@ -1,0 +1,68 @@
+// The node's GPU inventory: where it comes from (GpuSource; a file in
+// simulated mode, NVML later) and how it is published on the Node object
+// (the tessera.io/gpu-inventory annotation plus model and memory labels).
+// Thread-compatible: one caller at a time per object.
+//
+//   FileGpuSource source("gpus.yaml");
+//   TESSERA_ASSIGN_OR_RETURN(auto gpus, source.Read());
+//   TESSERA_ASSIGN_OR_RETURN(bool patched, PublishInventory(client, "node-1", gpus));
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/model.h"
+#include "core/status.h"
+#include "kube/client.h"
+
+namespace tessera::node {
+
+// Node labels the agent keeps in step with its GPUs.
+inline constexpr const char* kModelLabel = "tessera.io/gpu-model";
+inline constexpr const char* kMemoryLabel = "tessera.io/gpu-memory-mib";
+
+// Where the node's GPUs are read from. The NVML backend implements this too.
+class GpuSource {
+ public:
+  virtual ~GpuSource() = default;
+  // The GPUs now, index ascending. Errors name the source and what is wrong.
+  virtual Result<std::vector<core::GpuInfo>> Read() = 0;
+  // For logs: "file gpus.yaml", "NVML".
+  virtual std::string Describe() const = 0;
+};
+
+// Parses a simulated-GPU file (YAML, so JSON works too):
+//   gpus:
+//   - {uuid: GPU-aaaa, model: A100, memMiB: 81920, sms: 108, numa: 0, healthy: true}
+// index is the position; sms, numa (-1) and healthy (true) are optional.
+// INVALID_ARGUMENT naming `source` and the entry; the result also passes
+// core::ValidateInventory, and uuids must be non-empty and unique.
+Result<std::vector<core::GpuInfo>> ParseGpuFile(const std::string& text, const std::string& source);
+
+// Re-reads the file on every Read(), so editing it (e.g. healthy: false)
+// changes what the agent reports.
+class FileGpuSource final : public GpuSource {
+ public:
+  explicit FileGpuSource(std::string path) : path_(std::move(path)) {}
+  Result<std::vector<core::GpuInfo>> Read() override;
+  std::string Describe() const override { return "file " + path_; }
+
+ private:
+  std::string path_;
+};
+
+// A label value Kubernetes accepts: [A-Za-z0-9._-], at most 63 characters,
+// starting and ending alphanumeric; other characters become '-'.
+std::string LabelValue(std::string_view text);
+
+// The merge patch that puts `gpus` on a Node: the inventory annotation and
+// labels for the model (GPU 0's) and memory (the smallest GPU's MiB).
+Result<nlohmann::json> InventoryPatch(const std::vector<core::GpuInfo>& gpus);
+
+// Reads Node `node` and merge-PATCHes it with InventoryPatch(gpus) only when
+// its annotation or labels differ. True when a patch was sent.
+Result<bool> PublishInventory(kube::Client& client, const std::string& node,
+                              const std::vector<core::GpuInfo>& gpus);
+
+}  // namespace tessera::node

@@ -1,0 +1,54 @@
+#include "node/inventory.h"
+
+#include <gtest/gtest.h>
+
+#include "core/codec.h"
+
+namespace tessera::node {
+namespace {
+
+TEST(GpuFileTest, ParsesYamlAndJson) {
+  auto gpus = ParseGpuFile(R"(gpus:
+- {uuid: GPU-a, model: A100, memMiB: 81920, sms: 108, numa: 0}
+- {uuid: GPU-b, model: A100, memMiB: 40960, healthy: false}
+)", "gpus.yaml");
+  ASSERT_TRUE(gpus.ok()) << gpus.status().ToString();
+  ASSERT_EQ(gpus->size(), 2u);
+  EXPECT_EQ((*gpus)[0], (core::GpuInfo{0, "GPU-a", "A100", 81920, 108, 0, true}));
+  EXPECT_EQ((*gpus)[1], (core::GpuInfo{1, "GPU-b", "A100", 40960, 0, -1, false}));
+  auto json = ParseGpuFile(R"({"gpus":[{"uuid":"GPU-c","model":"T4","memMiB":15360}]})", "gpus.json");
+  ASSERT_TRUE(json.ok());
+  EXPECT_EQ((*json)[0].uuid, "GPU-c");
+}
+
+TEST(GpuFileTest, ErrorsNameTheEntry) {
+  auto missing = ParseGpuFile("gpus:\n- {uuid: GPU-a, model: A100}\n", "f.yaml");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("f.yaml: gpus[0]"), std::string::npos) << missing.status().message();
+  auto dup = ParseGpuFile("gpus:\n- {uuid: G, model: A, memMiB: 1}\n- {uuid: G, model: A, memMiB: 1}\n", "f");
+  ASSERT_FALSE(dup.ok());
+  EXPECT_NE(dup.status().message().find("twice"), std::string::npos);
+  EXPECT_FALSE(ParseGpuFile("gpus: 3", "f").ok());
+  EXPECT_FALSE(ParseGpuFile("gpus:\n- {uuid: G, model: A, memMiB: -5}\n", "f").ok());
+}
+
+TEST(InventoryPatchTest, AnnotationAndLabels) {
+  std::vector<core::GpuInfo> gpus = {{0, "GPU-a", "NVIDIA A100-SXM4-80GB", 81920, 108, 0, true},
+                                     {1, "GPU-b", "NVIDIA A100-SXM4-80GB", 40960, 108, 0, true}};
+  auto patch = InventoryPatch(gpus);
+  ASSERT_TRUE(patch.ok());
+  EXPECT_EQ((*patch)["metadata"]["labels"][kModelLabel], "NVIDIA-A100-SXM4-80GB");
+  EXPECT_EQ((*patch)["metadata"]["labels"][kMemoryLabel], "40960");
+  auto back = core::DecodeInventory((*patch)["metadata"]["annotations"]["tessera.io/gpu-inventory"].get<std::string>());
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, gpus);
+}
+
+TEST(InventoryPatchTest, LabelValuesAreSanitised) {
+  EXPECT_EQ(LabelValue("Tesla T4"), "Tesla-T4");
+  EXPECT_EQ(LabelValue("(x)"), "x");
+  EXPECT_EQ(LabelValue(std::string(80, 'a')).size(), 63u);
+}
+
+}  // namespace
+}  // namespace tessera::node

@@ -1,0 +1,75 @@
+// tessera-node: the node agent. Parses flags, then runs the device-plugin
+// loop (node/agent.h) until SIGINT or SIGTERM.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <csignal>
+#include <thread>
+
+#include "kube/config.h"
+#include "node/agent.h"
+
+int main(int argc, char** argv) {
+  tessera::node::NodeConfig config;
+  int resync_ms = static_cast<int>(config.resync.count());
+  CLI::App app{"tessera-node: GPU-sharing device plugin and node agent"};
+  app.add_option("--node-name", config.node_name, "this Node's name")->envname("NODE_NAME");
+  app.add_option("--kubeconfig", config.kubeconfig, "kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)");
+  app.add_option("--device-plugin-dir", config.device_plugin_dir, "the kubelet's device-plugin directory")
+      ->capture_default_str();
+  app.add_option("--socket-name", config.socket_name, "plugin socket file name")->capture_default_str();
+  app.add_option("--resource-name", config.resource_name, "extended resource")->capture_default_str();
+  app.add_option("--slots-per-gpu", config.slots_per_gpu, "device IDs per GPU")->capture_default_str();
+  app.add_option("--simulated-gpus", config.simulated_gpus_file, "simulated mode: YAML/JSON file of GPUs");
+  app.add_option("--library-host-path", config.mounts.library_host, "host path of libtessera-cuda.so")
+      ->capture_default_str();
+  app.add_option("--preload-host-path", config.mounts.preload_host, "host file mounted as /etc/ld.so.preload")
+      ->capture_default_str();
+  app.add_option("--region-root", config.mounts.region_root_host, "host folder of per-container regions")
+      ->capture_default_str();
+  app.add_option("--resync-ms", resync_ms, "inventory re-read and socket check period")->capture_default_str();
+  app.add_option("--log-level", config.log_level, "trace|debug|info|warn|error")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  config.resync = std::chrono::milliseconds(resync_ms);
+
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  auto log = spdlog::stderr_color_mt("tessera-node");
+  if (auto st = tessera::node::ValidateConfig(config); !st.ok()) {
+    log->critical("{}", st.message());
+    return 2;
+  }
+  auto kube_config = tessera::kube::ResolveConfig(config.kubeconfig);
+  if (!kube_config.ok()) {
+    log->critical("cannot find the API server: {}", kube_config.status().message());
+    return 1;
+  }
+  kube_config->user_agent = "tessera-node";
+
+  // Signals are taken by a waiting thread, so the flag is the only shared state.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::atomic<bool> stop{false};
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    stop.store(true);
+  });
+  waiter.detach();
+
+  log->info("tessera-node for node {}: {} slot(s) per GPU, GPUs from file {}, device-plugin dir {}",
+            config.node_name, config.slots_per_gpu, config.simulated_gpus_file, config.device_plugin_dir);
+  tessera::node::NodeAgent agent(config, tessera::kube::Client(std::move(kube_config).value()),
+                                 std::make_unique<tessera::node::FileGpuSource>(config.simulated_gpus_file), log);
+  tessera::Status st = agent.Run(stop);
+  if (!st.ok()) {
+    log->critical("{}", st.message());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,343 @@
+#include "tests/kubelet_sim/kubelet_sim.h"
+
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "deviceplugin/v1beta1/api.grpc.pb.h"
+#include "kube/paths.h"
+
+namespace tessera::testing {
+namespace {
+
+using nlohmann::json;
+
+std::string Str(const json& obj, const char* key) {
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+}  // namespace
+
+struct KubeletSim::Impl : public v1beta1::Registration::Service {
+  kube::Client client;
+  const KubeletSimOptions options;
+
+  mutable std::mutex mu;
+  mutable std::condition_variable cv;
+  std::string endpoint;                 // GUARDED_BY(mu): registered socket name
+  uint64_t registration_gen = 0;        // GUARDED_BY(mu)
+  int registrations = 0;                // GUARDED_BY(mu)
+  bool preferred_available = false;     // GUARDED_BY(mu)
+  std::vector<SimDevice> devices;       // GUARDED_BY(mu)
+  std::shared_ptr<v1beta1::DevicePlugin::Stub> stub;           // GUARDED_BY(mu)
+  std::shared_ptr<grpc::ClientContext> stream_context;          // GUARDED_BY(mu)
+  std::map<std::string, std::vector<std::string>> in_use;       // GUARDED_BY(mu): pod uid -> device IDs
+  std::set<std::string> admitted;                               // GUARDED_BY(mu): pod uids decided
+  std::atomic<bool> paused{false};
+  std::atomic<bool> stopping{false};
+  std::unique_ptr<grpc::Server> server;
+  std::thread plugin_thread, pod_thread;
+  std::mt19937_64 rng;
+
+  Impl(kube::Client c, KubeletSimOptions o) : client(std::move(c)), options(std::move(o)), rng(options.seed) {}
+
+  std::string KubeletSocket() const { return options.dir + "/kubelet.sock"; }
+
+  // v1beta1::Registration::Service
+  grpc::Status Register(grpc::ServerContext*, const v1beta1::RegisterRequest* request, v1beta1::Empty*) override {
+    if (request->version() != "v1beta1") {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "unsupported version " + request->version());
+    }
+    if (request->resource_name() != options.resource) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "unexpected resource " + request->resource_name());
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    endpoint = request->endpoint();
+    ++registration_gen;
+    ++registrations;
+    if (stream_context) stream_context->TryCancel();
+    cv.notify_all();
+    return grpc::Status::OK;
+  }
+
+  Status Serve() {
+    std::error_code ec;
+    std::filesystem::create_directories(options.dir, ec);
+    std::filesystem::remove(KubeletSocket(), ec);
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("unix://" + KubeletSocket(), grpc::InsecureServerCredentials());
+    builder.RegisterService(this);
+    server = builder.BuildAndStart();
+    if (!server) return Internal("kubelet-sim: cannot serve " + KubeletSocket());
+    return Status::Ok();
+  }
+
+  // Connects to each newly registered plugin and follows its ListAndWatch.
+  void PluginLoop() {
+    uint64_t seen = 0;
+    while (!stopping.load()) {
+      std::string ep;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return stopping.load() || registration_gen != seen; });
+        if (stopping.load()) return;
+        if (registration_gen == seen) continue;
+        seen = registration_gen;
+        ep = endpoint;
+      }
+      auto channel = grpc::CreateChannel("unix://" + options.dir + "/" + ep, grpc::InsecureChannelCredentials());
+      auto plugin = std::shared_ptr<v1beta1::DevicePlugin::Stub>(v1beta1::DevicePlugin::NewStub(channel));
+      v1beta1::DevicePluginOptions plugin_options;
+      {
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+        grpc::Status st = plugin->GetDevicePluginOptions(&ctx, v1beta1::Empty(), &plugin_options);
+        if (!st.ok()) {
+          spdlog::warn("kubelet-sim: GetDevicePluginOptions: {}", st.error_message());
+          continue;
+        }
+      }
+      auto ctx = std::make_shared<grpc::ClientContext>();
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        stub = plugin;
+        preferred_available = plugin_options.get_preferred_allocation_available();
+        stream_context = ctx;
+      }
+      auto reader = plugin->ListAndWatch(ctx.get(), v1beta1::Empty());
+      v1beta1::ListAndWatchResponse response;
+      while (reader->Read(&response)) {
+        std::vector<SimDevice> list;
+        for (const auto& d : response.devices()) list.push_back({d.id(), d.health()});
+        std::lock_guard<std::mutex> lock(mu);
+        devices = std::move(list);
+      }
+      (void)reader->Finish();
+      std::lock_guard<std::mutex> lock(mu);
+      if (stream_context == ctx) {
+        stream_context.reset();
+        stub.reset();
+        // As the kubelet does when the stream breaks: the devices are unusable.
+        for (auto& d : devices) d.health = "Unhealthy";
+      }
+    }
+  }
+
+  void PodLoop() {
+    while (!stopping.load()) {
+      std::this_thread::sleep_for(options.poll);
+      if (paused.load()) continue;
+      auto pods = client.List(kube::PodsPath(""), "", "spec.nodeName=" + options.node);
+      if (!pods.ok()) {
+        spdlog::warn("kubelet-sim: listing pods: {}", pods.status().message());
+        continue;
+      }
+      std::vector<json> items = (*pods)["items"].get<std::vector<json>>();
+      ReleaseGone(items);
+      std::sort(items.begin(), items.end(), [](const json& a, const json& b) {
+        return std::make_pair(Str(a["metadata"], "creationTimestamp"), Str(a["metadata"], "name")) <
+               std::make_pair(Str(b["metadata"], "creationTimestamp"), Str(b["metadata"], "name"));
+      });
+      for (const auto& pod : items) {
+        if (stopping.load() || paused.load()) break;
+        Admit(pod);
+      }
+    }
+  }
+
+  void ReleaseGone(const std::vector<json>& items) {
+    std::set<std::string> live;
+    for (const auto& pod : items) {
+      const std::string phase = Str(pod["status"], "phase");
+      if (phase != "Succeeded" && phase != "Failed") live.insert(Str(pod["metadata"], "uid"));
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto it = in_use.begin(); it != in_use.end();) {
+      it = live.count(it->first) ? std::next(it) : in_use.erase(it);
+    }
+  }
+
+  // Picks `n` IDs as the device manager does; empty when too few are free.
+  std::vector<std::string> Choose(const std::shared_ptr<v1beta1::DevicePlugin::Stub>& plugin, bool ask, size_t n,
+                                  const std::set<std::string>& taken) {
+    std::vector<std::string> available;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      for (const auto& d : devices) {
+        if (d.health == "Healthy" && !taken.count(d.id)) available.push_back(d.id);
+      }
+    }
+    if (available.size() < n) return {};
+    std::shuffle(available.begin(), available.end(), rng);  // Go map order: arbitrary
+    std::vector<std::string> chosen;
+    if (ask) {
+      v1beta1::PreferredAllocationRequest request;
+      auto* c = request.add_container_requests();
+      for (const auto& id : available) c->add_available_deviceids(id);
+      c->set_allocation_size(static_cast<int32_t>(n));
+      v1beta1::PreferredAllocationResponse response;
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+      if (plugin->GetPreferredAllocation(&ctx, request, &response).ok() && response.container_responses_size() > 0) {
+        for (const auto& id : response.container_responses(0).deviceids()) {
+          if (chosen.size() < n && std::find(available.begin(), available.end(), id) != available.end() &&
+              std::find(chosen.begin(), chosen.end(), id) == chosen.end()) {
+            chosen.push_back(id);
+          }
+        }
+      }
+    }
+    for (const auto& id : available) {
+      if (chosen.size() == n) break;
+      if (std::find(chosen.begin(), chosen.end(), id) == chosen.end()) chosen.push_back(id);
+    }
+    return chosen;
+  }
+
+  void Admit(const json& pod) {
+    const json& meta = pod["metadata"];
+    const std::string uid = Str(meta, "uid"), ns = Str(meta, "namespace"), name = Str(meta, "name");
+    if (Str(pod["status"], "phase") != "Pending" || meta.contains("deletionTimestamp")) return;
+    std::shared_ptr<v1beta1::DevicePlugin::Stub> plugin;
+    bool ask = false;
+    std::set<std::string> taken;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (admitted.count(uid) || !stub) return;
+      plugin = stub;
+      ask = preferred_available;
+      for (const auto& [other, ids] : in_use) taken.insert(ids.begin(), ids.end());
+    }
+    json allocations = json::object();
+    std::vector<std::string> mine;
+    std::string failure;
+    for (const char* list : {"initContainers", "containers"}) {
+      if (!pod["spec"].contains(list)) continue;
+      for (const auto& c : pod["spec"][list]) {
+        const json limits = c.value("resources", json::object()).value("limits", json::object());
+        if (!limits.contains(options.resource) || !failure.empty()) continue;
+        const size_t n = std::stoul(limits[options.resource].get<std::string>());
+        std::vector<std::string> ids = Choose(plugin, ask, n, taken);
+        if (ids.empty()) {
+          failure = "Insufficient " + options.resource;
+          break;
+        }
+        v1beta1::AllocateRequest request;
+        auto* creq = request.add_container_requests();
+        for (const auto& id : ids) creq->add_devices_ids(id);
+        v1beta1::AllocateResponse response;
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+        grpc::Status st = plugin->Allocate(&ctx, request, &response);
+        if (!st.ok() || response.container_responses_size() < 1) {
+          failure = "Allocate failed due to " + st.error_message() + ", which is unexpected";
+          break;
+        }
+        const auto& r = response.container_responses(0);
+        json mounts = json::array();
+        for (const auto& m : r.mounts()) {
+          mounts.push_back({{"containerPath", m.container_path()}, {"hostPath", m.host_path()},
+                            {"readOnly", m.read_only()}});
+        }
+        json envs(std::map<std::string, std::string>(r.envs().begin(), r.envs().end()));
+        allocations[Str(c, "name")] = {{"deviceIDs", ids}, {"envs", envs}, {"mounts", mounts}};
+        taken.insert(ids.begin(), ids.end());
+        mine.insert(mine.end(), ids.begin(), ids.end());
+      }
+    }
+    if (allocations.empty() && failure.empty()) return;  // no device of ours
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      admitted.insert(uid);
+      if (failure.empty()) in_use[uid] = mine;
+    }
+    const std::string path = kube::PodPath(ns, name);
+    json status;
+    if (failure.empty()) {
+      (void)client.Patch(path, kube::PatchType::kMerge,
+                         {{"metadata", {{"annotations", {{kSimAllocationsAnnotation, allocations.dump()}}}}}});
+      status = {{"status", {{"phase", "Running"}}}};
+      spdlog::info("kubelet-sim: admitted {}/{} with {}", ns, name, allocations.dump());
+    } else {
+      status = {{"status", {{"phase", "Failed"}, {"reason", "UnexpectedAdmissionError"}, {"message", failure}}}};
+      spdlog::info("kubelet-sim: rejected {}/{}: {}", ns, name, failure);
+    }
+    if (auto st = client.Patch(path + "/status", kube::PatchType::kMerge, status); !st.ok()) {
+      spdlog::warn("kubelet-sim: status of {}/{}: {}", ns, name, st.status().message());
+    }
+  }
+};
+
+KubeletSim::KubeletSim(kube::Client client, KubeletSimOptions options)
+    : impl_(std::make_unique<Impl>(std::move(client), std::move(options))) {}
+
+KubeletSim::~KubeletSim() { Stop(); }
+
+Status KubeletSim::Start() {
+  TESSERA_RETURN_IF_ERROR(impl_->Serve());
+  impl_->plugin_thread = std::thread([this] { impl_->PluginLoop(); });
+  impl_->pod_thread = std::thread([this] { impl_->PodLoop(); });
+  return Status::Ok();
+}
+
+void KubeletSim::Stop() {
+  impl_->stopping.store(true);
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->stream_context) impl_->stream_context->TryCancel();
+    impl_->cv.notify_all();
+  }
+  if (impl_->plugin_thread.joinable()) impl_->plugin_thread.join();
+  if (impl_->pod_thread.joinable()) impl_->pod_thread.join();
+  if (impl_->server) {
+    impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    impl_->server.reset();
+  }
+}
+
+void KubeletSim::SetPaused(bool paused) { impl_->paused.store(paused); }
+
+std::vector<SimDevice> KubeletSim::Devices() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->devices;
+}
+
+int KubeletSim::Registrations() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->registrations;
+}
+
+bool KubeletSim::WaitForDevices(const std::function<bool(const std::vector<SimDevice>&)>& done,
+                                std::chrono::milliseconds timeout) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done(Devices())) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return done(Devices());
+}
+
+Status KubeletSim::Restart(bool wipe_plugin_sockets) {
+  if (impl_->server) {
+    impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    impl_->server.reset();
+  }
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(impl_->options.dir, ec)) {
+    const bool ours = entry.path().filename() == "kubelet.sock";
+    if (entry.is_socket() && (ours || wipe_plugin_sockets)) std::filesystem::remove(entry.path(), ec);
+  }
+  return impl_->Serve();
+}
+
+}  // namespace tessera::testing

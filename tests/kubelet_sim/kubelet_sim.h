@@ -1,0 +1,73 @@
+// A stand-in for the kubelet's device manager on one simulated node, for
+// tests: serves Registration on <dir>/kubelet.sock, follows the plugin's
+// ListAndWatch, and admits the pods bound to its node (read from the real API
+// server) in creation order, choosing device IDs as the kubelet does (healthy
+// and free; the plugin's preference when it offers one, else an arbitrary
+// pick) and calling Allocate once per container over the plugin's socket.
+// It never reads Tessera's annotations to choose devices.
+//
+// What it records: on success the pod gets the annotation
+// kubelet-sim.tessera.io/allocations (JSON: container -> deviceIDs, envs,
+// mounts) and phase Running; on an Allocate error, phase Failed with reason
+// UnexpectedAdmissionError and the plugin's message, as the kubelet does.
+// Thread-safety: all methods from any thread.
+//
+//   KubeletSim kubelet(client, {.node = "n1", .dir = tmp});
+//   TESSERA_RETURN_IF_ERROR(kubelet.Start());
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "kube/client.h"
+
+namespace tessera::testing {
+
+inline constexpr const char* kSimAllocationsAnnotation = "kubelet-sim.tessera.io/allocations";
+
+struct KubeletSimOptions {
+  std::string node;                           // the Node whose pods it admits
+  std::string dir;                            // the device-plugin directory (kubelet.sock goes here)
+  std::string resource = "tessera.io/gpu";    // the only resource it manages
+  uint64_t seed = 1;                          // the arbitrary pick's shuffle
+  std::chrono::milliseconds poll{200};        // how often it lists pods
+};
+
+struct SimDevice {
+  std::string id, health;
+};
+
+class KubeletSim {
+ public:
+  KubeletSim(kube::Client client, KubeletSimOptions options);
+  ~KubeletSim();  // Stop()
+
+  // Serves kubelet.sock and starts admitting. INTERNAL when it cannot serve.
+  Status Start();
+  void Stop();
+  // While paused no pod is admitted (lets a test make several pods pending at once).
+  void SetPaused(bool paused);
+
+  // The last device list the plugin streamed.
+  std::vector<SimDevice> Devices() const;
+  // Registrations received so far.
+  int Registrations() const;
+  // Polls `done(Devices())` until true or the timeout.
+  bool WaitForDevices(const std::function<bool(const std::vector<SimDevice>&)>& done,
+                      std::chrono::milliseconds timeout) const;
+
+  // Like a kubelet restart: deletes every socket in the directory (the
+  // plugin's too; only kubelet.sock when `wipe_plugin_sockets` is false) and
+  // serves kubelet.sock again.
+  Status Restart(bool wipe_plugin_sockets = true);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tessera::testing

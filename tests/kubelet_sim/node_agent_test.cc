@@ -1,0 +1,305 @@
+// tessera-node in simulated mode against the real API server, driven over its
+// real gRPC socket by the kubelet stand-in: inventory publishing, slot health,
+// and the Allocate handshake for pods created already bound with assignments.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "core/codec.h"
+#include "kube/paths.h"
+#include "tests/kubelet_sim/kubelet_sim.h"
+#include "tests/support/cluster_env.h"
+#include "tests/support/sim_nodes.h"
+
+namespace tessera::testing {
+namespace {
+
+using nlohmann::json;
+using std::chrono::seconds;
+
+constexpr int kSlotsPerGpu = 4;
+
+struct Suite {
+  explicit Suite(ClusterEnv e) : env(std::move(e)) {}
+  ClusterEnv env;
+  std::optional<kube::Client> client;
+  std::string ns, node, dir, gpu_file;
+  std::vector<SimNode> nodes;
+  std::vector<std::string> uuids;
+  std::unique_ptr<KubeletSim> kubelet;
+  ChildProcess agent;
+};
+Suite* suite = nullptr;
+
+void WriteGpus(bool second_healthy) {
+  std::ofstream out(suite->gpu_file + ".tmp");
+  out << "gpus:\n";
+  for (size_t i = 0; i < suite->uuids.size(); ++i) {
+    out << "- {uuid: " << suite->uuids[i] << ", model: H100, memMiB: 81920, sms: 132, numa: 0, healthy: "
+        << ((i == 1 && !second_healthy) ? "false" : "true") << "}\n";
+  }
+  out.close();
+  std::filesystem::rename(suite->gpu_file + ".tmp", suite->gpu_file);  // atomic: the agent never reads half a file
+}
+
+class NodeAgentTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto env = ClusterEnv::FromEnvironment();
+    ASSERT_TRUE(env.ok()) << env.status().ToString();
+    suite = new Suite(env.value());
+    auto client = suite->env.MakeClient();
+    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    suite->client.emplace(std::move(client).value());
+    const std::string id = std::to_string(::getpid());
+    suite->ns = "node-agent-" + id;
+    ASSERT_TRUE(CreateNamespace(*suite->client, suite->ns).ok());
+    // A Node as the simulator makes it (A100s); the agent must overwrite its inventory with the file's H100s.
+    suite->nodes = UniformSimNodes("tnode-" + id, 1, 2, "A100", 40960, kSlotsPerGpu);
+    suite->node = suite->nodes[0].info.name;
+    for (const auto& g : suite->nodes[0].info.gpus) suite->uuids.push_back(g.uuid);
+    ASSERT_TRUE(CreateSimNodes(*suite->client, suite->nodes).ok());
+
+    // Unix socket paths must stay short: a fresh folder under the temp dir.
+    std::string tmpl = (std::filesystem::temp_directory_path() / "tessera-node-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    suite->dir = tmpl;
+    suite->gpu_file = suite->dir + "/gpus.yaml";
+    WriteGpus(true);
+
+    suite->kubelet = std::make_unique<KubeletSim>(*suite->client, KubeletSimOptions{suite->node, suite->dir + "/dp"});
+    ASSERT_TRUE(suite->kubelet->Start().ok());
+    std::filesystem::create_directories(suite->env.dir + "/logs");
+    auto agent = ChildProcess::Start(
+        {suite->env.bin_dir + "/tessera-node", "--node-name", suite->node, "--kubeconfig", suite->env.kubeconfig,
+         "--device-plugin-dir", suite->dir + "/dp", "--slots-per-gpu", std::to_string(kSlotsPerGpu),
+         "--simulated-gpus", suite->gpu_file, "--library-host-path", suite->dir + "/libtessera-cuda.so",
+         "--preload-host-path", suite->dir + "/ld.so.preload", "--region-root", suite->dir + "/regions",
+         "--resync-ms", "200"},
+        suite->env.dir + "/logs/tessera-node-" + id + ".log");
+    ASSERT_TRUE(agent.ok()) << agent.status().ToString();
+    suite->agent = std::move(agent).value();
+    ASSERT_TRUE(suite->kubelet->WaitForDevices(
+        [](const std::vector<SimDevice>& d) { return d.size() == 2 * kSlotsPerGpu; }, std::chrono::seconds(30)))
+        << "the plugin never registered and listed its slots; see " << suite->env.dir << "/logs";
+  }
+  static void TearDownTestSuite() {
+    if (!suite) return;
+    suite->agent.Stop(SIGTERM);
+    if (suite->kubelet) suite->kubelet->Stop();
+    if (suite->client) {
+      (void)DeleteNamespace(*suite->client, suite->ns);
+      (void)DeleteSimNodes(*suite->client, suite->nodes);
+    }
+    std::error_code ec;
+    if (!suite->dir.empty()) std::filesystem::remove_all(suite->dir, ec);
+    delete suite;
+    suite = nullptr;
+  }
+  void SetUp() override { ASSERT_NE(suite, nullptr); }
+
+  kube::Client& Client() { return *suite->client; }
+
+  // Creates a pod already bound to the node with `assignment` (raw text) and assigned-at.
+  void CreateBound(const std::string& name, const std::vector<ContainerShape>& shapes, const std::string& assignment,
+                   const std::string& assigned_at) {
+    json pod = GpuPod(suite->ns, name, shapes, {},
+                      {{std::string(core::kAssignmentAnnotation), assignment}, {"tessera.io/assigned-at", assigned_at}});
+    pod["spec"]["nodeName"] = suite->node;
+    auto created = Client().Create(kube::PodsPath(suite->ns), pod);
+    ASSERT_TRUE(created.ok()) << created.status().ToString();
+  }
+  std::string Assignment(const std::vector<core::ContainerAssignment>& containers) {
+    return *core::EncodeAssignment(core::Assignment{suite->node, containers});
+  }
+  Result<json> Settled(const std::string& name) {
+    return WaitForPod(Client(), suite->ns, name, [](const json& pod) {
+      const std::string phase = pod["status"].value("phase", "");
+      return phase == "Running" || phase == "Failed";
+    }, seconds(60));
+  }
+  static json Allocations(const json& pod) {
+    const auto& a = pod["metadata"].value("annotations", json::object());
+    if (!a.contains(kSimAllocationsAnnotation)) return json::object();
+    return json::parse(a[kSimAllocationsAnnotation].get<std::string>());
+  }
+};
+
+TEST_F(NodeAgentTest, PublishesTheInventoryFromTheFile) {
+  auto node = Client().Get(kube::NodePath(suite->node));
+  for (int i = 0; i < 100 && node.ok() && node.value()["metadata"]["labels"].value("tessera.io/gpu-model", "") != "H100";
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    node = Client().Get(kube::NodePath(suite->node));
+  }
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  EXPECT_EQ(node.value()["metadata"]["labels"]["tessera.io/gpu-model"], "H100");
+  EXPECT_EQ(node.value()["metadata"]["labels"]["tessera.io/gpu-memory-mib"], "81920");
+  auto inventory = core::DecodeInventory(
+      node.value()["metadata"]["annotations"][std::string(core::kInventoryAnnotation)].get<std::string>());
+  ASSERT_TRUE(inventory.ok()) << inventory.status().ToString();
+  ASSERT_EQ(inventory->size(), 2u);
+  EXPECT_EQ((*inventory)[1].uuid, suite->uuids[1]);
+  EXPECT_EQ((*inventory)[1].memory_mib, 81920);
+  // Slots are named after the GPUs.
+  std::set<std::string> ids;
+  for (const auto& d : suite->kubelet->Devices()) ids.insert(d.id);
+  EXPECT_TRUE(ids.count(suite->uuids[0] + "-0"));
+  EXPECT_TRUE(ids.count(suite->uuids[1] + "-" + std::to_string(kSlotsPerGpu - 1)));
+}
+
+TEST_F(NodeAgentTest, SameSizePodsPendingTogetherGetTheirOwnGpus) {
+  const auto& u = suite->uuids;
+  suite->kubelet->SetPaused(true);  // both pods pending when the kubelet looks
+  CreateBound("p1-older", {{"main", 1, 4096, 30}}, Assignment({{"main", {{1, u[1], 4096, 300}}}}),
+              "2026-01-01T00:00:01Z");
+  CreateBound("p2-newer", {{"main", 1, 4096, 30}}, Assignment({{"main", {{0, u[0], 4096, 300}}}}),
+              "2026-01-01T00:00:02Z");
+  CreateBound("p3-multi", {{"first", 1, 2048, 10}, {"second", 2, 8192, 50}},
+              Assignment({{"first", {{0, u[0], 2048, 100}}}, {"second", {{1, u[1], 8192, 500}, {0, u[0], 8192, 500}}}}),
+              "2026-01-01T00:00:03Z");
+  suite->kubelet->SetPaused(false);
+
+  auto p1 = Settled("p1-older");
+  ASSERT_TRUE(p1.ok()) << p1.status().ToString();
+  auto p2 = Settled("p2-newer");
+  ASSERT_TRUE(p2.ok()) << p2.status().ToString();
+  auto p3 = Settled("p3-multi");
+  ASSERT_TRUE(p3.ok()) << p3.status().ToString();
+  for (const auto* pod : {&p1.value(), &p2.value(), &p3.value()}) {
+    ASSERT_EQ((*pod)["status"]["phase"], "Running") << pod->dump();
+  }
+
+  json e1 = Allocations(*p1)["main"]["envs"];
+  EXPECT_EQ(e1["NVIDIA_VISIBLE_DEVICES"], u[1]);
+  EXPECT_EQ(e1["TESSERA_GPU_MEM_LIMIT_MIB_0"], "4096");
+  EXPECT_EQ(e1["TESSERA_GPU_CORE_PERCENT_0"], "30");
+  EXPECT_EQ(e1["TESSERA_GPU_MEM_FRACTION"], "0.0500");
+  EXPECT_EQ(e1["TESSERA_POD"], suite->ns + "/p1-older");
+  json e2 = Allocations(*p2)["main"]["envs"];
+  EXPECT_EQ(e2["NVIDIA_VISIBLE_DEVICES"], u[0]);
+  EXPECT_EQ(e2["TESSERA_POD"], suite->ns + "/p2-newer");
+  // The kubelet took the slots the plugin preferred: on the assigned GPU.
+  EXPECT_EQ(Allocations(*p2)["main"]["deviceIDs"][0].get<std::string>().rfind(u[0], 0), 0u);
+
+  json a3 = Allocations(*p3);
+  EXPECT_EQ(a3["first"]["envs"]["NVIDIA_VISIBLE_DEVICES"], u[0]);
+  EXPECT_EQ(a3["first"]["envs"]["TESSERA_GPU_CORE_PERCENT_0"], "10");
+  EXPECT_EQ(a3["second"]["envs"]["NVIDIA_VISIBLE_DEVICES"], u[1] + "," + u[0]);
+  EXPECT_EQ(a3["second"]["envs"]["TESSERA_GPU_MEM_LIMIT_MIB_1"], "8192");
+  EXPECT_EQ(a3["second"]["envs"]["TESSERA_GPU_CORE_PERCENT_1"], "50");
+  EXPECT_EQ(a3["second"]["deviceIDs"].size(), 2u);
+  // Mounts: the library, ld.so.preload and the container's own region folder.
+  json mounts = a3["second"]["mounts"];
+  ASSERT_EQ(mounts.size(), 3u);
+  EXPECT_EQ(mounts[1]["containerPath"], "/etc/ld.so.preload");
+  EXPECT_EQ(mounts[1]["hostPath"], suite->dir + "/ld.so.preload");
+  const std::string region = mounts[2]["hostPath"].get<std::string>();
+  EXPECT_EQ(region, suite->dir + "/regions/" + (*p3)["metadata"]["uid"].get<std::string>() + "/second");
+  EXPECT_TRUE(std::filesystem::is_directory(region));
+
+  EXPECT_EQ((*p1)["metadata"]["annotations"]["tessera.io/allocated"], "main");
+  EXPECT_EQ((*p3)["metadata"]["annotations"]["tessera.io/allocated"], "first,second");
+  for (const char* name : {"p1-older", "p2-newer", "p3-multi"}) {
+    (void)Client().Delete(kube::PodPath(suite->ns, name), 0);
+  }
+}
+
+TEST_F(NodeAgentTest, CorruptAssignmentFailsTheAllocateWithItsReason) {
+  CreateBound("corrupt", {{"main", 1, 4096, 30}}, "{\"v\":1,\"node\":", "2026-01-01T00:00:04Z");
+  auto pod = Settled("corrupt");
+  ASSERT_TRUE(pod.ok()) << pod.status().ToString();
+  EXPECT_EQ((*pod)["status"]["phase"], "Failed");
+  EXPECT_EQ((*pod)["status"]["reason"], "UnexpectedAdmissionError");
+  const std::string message = (*pod)["status"].value("message", "");
+  EXPECT_NE(message.find(suite->ns + "/corrupt: assignment annotation unreadable"), std::string::npos) << message;
+  EXPECT_TRUE(Allocations(*pod).empty());
+  EXPECT_FALSE((*pod)["metadata"]["annotations"].contains("tessera.io/allocated"));
+  (void)Client().Delete(kube::PodPath(suite->ns, "corrupt"), 0);
+}
+
+TEST_F(NodeAgentTest, EditingTheGpuFileTogglesSlotHealth) {
+  WriteGpus(false);
+  const std::string sick = suite->uuids[1];
+  auto unhealthy = [&](const std::vector<SimDevice>& devices) {
+    int n = 0;
+    for (const auto& d : devices) {
+      if (d.health == "Unhealthy") {
+        if (d.id.rfind(sick, 0) != 0) return false;
+        ++n;
+      }
+    }
+    return n == kSlotsPerGpu;
+  };
+  EXPECT_TRUE(suite->kubelet->WaitForDevices(unhealthy, std::chrono::seconds(20)));
+  WriteGpus(true);
+  EXPECT_TRUE(suite->kubelet->WaitForDevices(
+      [](const std::vector<SimDevice>& d) {
+        return d.size() == 2 * kSlotsPerGpu &&
+               std::all_of(d.begin(), d.end(), [](const SimDevice& x) { return x.health == "Healthy"; });
+      },
+      std::chrono::seconds(20)));
+}
+
+// The allocator's optimistic concurrency rests on this API server behaviour:
+// a merge patch carrying a stale metadata.resourceVersion is refused with 409.
+TEST_F(NodeAgentTest, MergePatchWithStaleResourceVersionConflicts) {
+  suite->kubelet->SetPaused(true);  // the stand-in must not touch the pod meanwhile
+  struct Resume {
+    ~Resume() { suite->kubelet->SetPaused(false); }
+  } resume;
+  CreateBound("rv-check", {{"main", 1, 1024, 10}}, Assignment({{"main", {{0, suite->uuids[0], 1024, 100}}}}),
+              "2026-01-01T00:00:06Z");
+  const std::string path = kube::PodPath(suite->ns, "rv-check");
+  auto pod = Client().Get(path);
+  ASSERT_TRUE(pod.ok());
+  const std::string stale = (*pod)["metadata"]["resourceVersion"];
+  ASSERT_TRUE(Client().Patch(path, kube::PatchType::kMerge, {{"metadata", {{"labels", {{"touched", "yes"}}}}}}).ok());
+  auto refused = Client().Patch(path, kube::PatchType::kMerge,
+                                {{"metadata", {{"resourceVersion", stale}, {"annotations", {{"x", "y"}}}}}});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition) << refused.status().ToString();
+  (void)Client().Delete(path, 0);
+}
+
+// Restarts the kubelet stand-in and expects a new registration within 10 s.
+void ExpectReRegistration(bool wipe_plugin_sockets) {
+  const int before = suite->kubelet->Registrations();
+  ASSERT_TRUE(suite->kubelet->Restart(wipe_plugin_sockets).ok());
+  bool again = false;
+  for (int i = 0; i < 100 && !again; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    again = suite->kubelet->Registrations() > before;
+  }
+  EXPECT_TRUE(again) << "tessera-node did not register again after the kubelet restart";
+  EXPECT_TRUE(suite->kubelet->WaitForDevices(
+      [](const std::vector<SimDevice>& d) {
+        return d.size() == 2 * kSlotsPerGpu &&
+               std::all_of(d.begin(), d.end(), [](const SimDevice& x) { return x.health == "Healthy"; });
+      },
+      std::chrono::seconds(20)));
+}
+
+TEST_F(NodeAgentTest, ReRegistersAfterTheKubeletWipesItsSockets) { ExpectReRegistration(true); }
+
+TEST_F(NodeAgentTest, ReRegistersWhenKubeletSockIsCreatedAgain) { ExpectReRegistration(false); }
+
+TEST_F(NodeAgentTest, AllocatesAfterReRegistration) {
+  const auto& u = suite->uuids;
+  CreateBound("after-restart", {{"main", 1, 20480, 100}}, Assignment({{"main", {{1, u[1], 20480, 1000}}}}),
+              "2026-01-01T00:00:05Z");
+  auto pod = Settled("after-restart");
+  ASSERT_TRUE(pod.ok()) << pod.status().ToString();
+  ASSERT_EQ((*pod)["status"]["phase"], "Running") << pod->dump();
+  json envs = Allocations(*pod)["main"]["envs"];
+  EXPECT_EQ(envs["NVIDIA_VISIBLE_DEVICES"], u[1]);
+  EXPECT_EQ(envs["TESSERA_GPU_CORE_PERCENT_0"], "100");
+  EXPECT_EQ(envs["TESSERA_GPU_MEM_FRACTION"], "0.2500");
+  (void)Client().Delete(kube::PodPath(suite->ns, "after-restart"), 0);
+}
+
+}  // namespace
+}  // namespace tessera::testing
