@@ -446,6 +446,7 @@ void ClusterState::Release(const std::string& key) {
   const bool freed = it->second.place == Place::kHeld;
   if (freed) {
     if (Status st = ledger_.Forget(key); !st.ok()) log_->error("pod {}: {}", key, st.message());
+    freed_.fetch_add(1, std::memory_order_relaxed);
   } else if (auto p = parked_.find(node); p != parked_.end()) {
     p->second.erase(key);
     if (p->second.empty()) parked_.erase(p);

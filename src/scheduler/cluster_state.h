@@ -28,6 +28,7 @@
 //   size_t held = state.Read([](const ClusterView& v) { return v.ledger().pod_count(); });
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -173,6 +174,9 @@ class ClusterState {
   std::vector<std::string> Problems() const;
   // Pods currently in conflict.
   int conflict_count() const;
+  // How many times a held share has been released so far (pod deleted or
+  // finished, assumption forgotten or expired). Changes mean room was freed.
+  uint64_t freed_count() const { return freed_.load(std::memory_order_relaxed); }
 
   const ClusterStateOptions& options() const { return options_; }
 
@@ -217,6 +221,7 @@ class ClusterState {
   const ClusterStateOptions options_;
   std::shared_ptr<spdlog::logger> log_;
 
+  std::atomic<uint64_t> freed_{0};
   mutable std::mutex mu_;
   // Everything below: GUARDED_BY(mu_).
   core::Ledger ledger_;

@@ -127,6 +127,11 @@ HttpReply Extender::Filter(std::string_view body) {
     return {200, WriteFilterResult(*args, out)};
   }
   log_->info("filter {}: {}/{} nodes fit", *key, out.passed.size(), n);
+  if (out.passed.empty() && n > 0) {
+    rejected_.Note(*key, UidOf(args->pod), options_.now ? options_.now() : Clock::now());
+  } else {
+    rejected_.Forget(*key);
+  }
   if (log_->should_log(spdlog::level::debug)) {
     for (const auto* list : {&out.failed, &out.unresolvable})
       for (const auto& [i, reason] : *list) log_->debug("filter {}: {} rejected: {}", *key, args->node_names[i], reason);

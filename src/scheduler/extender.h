@@ -50,6 +50,7 @@
 #include "core/policy.h"
 #include "core/status.h"
 #include "scheduler/cluster_state.h"
+#include "scheduler/rejected_pods.h"
 
 namespace tessera::scheduler {
 
@@ -108,6 +109,10 @@ class Extender {
   // ExtenderBindingArgs -> ExtenderBindingResult (200), or 400 with a message.
   HttpReply Bind(std::string_view body);
 
+  // Pods that filter found no room for, kept a few seconds so that a share
+  // freed just after can wake them (see rejected_pods.h).
+  RejectedPods& rejected() { return rejected_; }
+
   const std::string& policy_name() const { return options_.policy; }
 
  private:
@@ -141,6 +146,7 @@ class Extender {
   Result<core::PodRequest> RequestForBind(const std::string& key, const std::string& uid);
 
   ClusterState& state_;
+  RejectedPods rejected_;
   Binder& binder_;
   const ExtenderOptions options_;
   std::shared_ptr<spdlog::logger> log_;

@@ -34,6 +34,40 @@ class KubeBinder : public Binder {
   kube::Client client_;
 };
 
+// A pod rejected for lack of room within this long before a share was freed
+// may have been retried by kube-scheduler against a ledger that had not yet
+// seen the release (kube-scheduler's own watch was faster); wake it.
+constexpr auto kWakeWindow = std::chrono::seconds(5);
+
+// Touches each pod recently rejected for lack of room with the annotation
+// tessera.io/room-freed-at, a pod update that makes kube-scheduler retry it
+// now instead of at its next cluster event or unschedulable flush.
+void WakeRejected(kube::Client& client, RejectedPods& rejected) {
+  const auto pods = rejected.TakeSince(Clock::now() - kWakeWindow);
+  if (pods.empty()) return;
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t secs = std::chrono::system_clock::to_time_t(now);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char stamp[64];
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::snprintf(stamp, sizeof stamp, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
+  for (const auto& pod : pods) {
+    const auto slash = pod.key.find('/');
+    const std::string path = "/api/v1/namespaces/" + pod.key.substr(0, slash) + "/pods/" + pod.key.substr(slash + 1);
+    nlohmann::json patch = {{"metadata", {{"annotations", {{"tessera.io/room-freed-at", stamp}}}}}};
+    if (!pod.uid.empty()) patch["metadata"]["uid"] = pod.uid;  // never touch a newer pod of the same name
+    auto done = client.Patch(path, kube::PatchType::kMerge, patch);
+    if (done.ok()) {
+      spdlog::info("wake {}: a GPU share was freed just after it was turned away; asking kube-scheduler to retry",
+                   pod.key);
+    } else {
+      spdlog::debug("wake {}: {}", pod.key, done.status().message());
+    }
+  }
+}
+
 std::string DefaultIdentity() {
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "unknown");
@@ -71,10 +105,19 @@ int Run(const SchedulerConfig& config) {
       .on_update = [&](const nlohmann::json&, const nlohmann::json& n) { state.UpsertNode(n); },
       .on_delete = [&](const nlohmann::json& n) { state.DeleteNode(n["metadata"].value("name", std::string())); },
   });
+  // Set once the extender exists (before the informers start).
+  Extender* extender_ptr = nullptr;
+  uint64_t freed_seen = 0;
+  auto after_pod_event = [&] {
+    if (const uint64_t freed = state.freed_count(); freed != freed_seen) {
+      freed_seen = freed;
+      if (extender_ptr != nullptr) WakeRejected(client, extender_ptr->rejected());
+    }
+  };
   (void)pods.AddHandlers({
-      .on_add = [&](const nlohmann::json& p) { state.UpsertPod(p); },
-      .on_update = [&](const nlohmann::json&, const nlohmann::json& p) { state.UpsertPod(p); },
-      .on_delete = [&](const nlohmann::json& p) { state.DeletePod(p); },
+      .on_add = [&](const nlohmann::json& p) { state.UpsertPod(p); after_pod_event(); },
+      .on_update = [&](const nlohmann::json&, const nlohmann::json& p) { state.UpsertPod(p); after_pod_event(); },
+      .on_delete = [&](const nlohmann::json& p) { state.DeletePod(p); after_pod_event(); },
   });
 
   std::unique_ptr<kube::LeaderElector> elector;
@@ -120,6 +163,7 @@ int Run(const SchedulerConfig& config) {
     }
     return Status::Ok();
   };
+  extender_ptr = extender->get();
   ExtenderServer server(**extender, server_options);
 
   for (kube::Informer* informer : {&nodes, &pods}) {

@@ -7,10 +7,10 @@ dir="$(cd "${1:?usage: scheduler-up.sh DIR}" && pwd)"
 bin="${TESSERA_CONTROLPLANE_BIN:-$here/bin}"
 [[ -f "$dir/scheduler-config.yaml" ]] || { echo "scheduler-up: no $dir/scheduler-config.yaml; run cluster-up.sh first" >&2; exit 1; }
 port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-# A pod the extender rejected moments before a share was released (kube-scheduler
-# saw the release first) waits for the next cluster event; on this quiet test
-# cluster that can be kube-scheduler's 5-minute unschedulable flush, so retry
-# such pods after 10 s here (docs/scheduler-extender.md).
+# Unschedulable pods are retried after 10 s here, not kube-scheduler's 5 min: a
+# safety net on this quiet cluster should tessera-scheduler's own wake-up of
+# pods it turned away just before a share was freed ever miss one
+# (docs/scheduler-extender.md). SCHEDULER_UNSCHEDULABLE_RETRY=5m tests without it.
 setsid "$bin/kube-scheduler" --config "$dir/scheduler-config.yaml" \
   --bind-address 127.0.0.1 --secure-port "$port" \
   --pod-max-in-unschedulable-pods-duration "${SCHEDULER_UNSCHEDULABLE_RETRY:-10s}" \
