@@ -38,12 +38,16 @@ class KubeBinder : public Binder {
 // may have been retried by kube-scheduler against a ledger that had not yet
 // seen the release (kube-scheduler's own watch was faster); wake it.
 constexpr auto kWakeWindow = std::chrono::seconds(5);
+// At most this many PATCHes per freed share, so the pod watch's thread is
+// never held long. Enough: once one woken pod binds, kube-scheduler retries
+// every parked pod on that event.
+constexpr size_t kMaxWakesPerRelease = 8;
 
 // Touches each pod recently rejected for lack of room with the annotation
 // tessera.io/room-freed-at, a pod update that makes kube-scheduler retry it
 // now instead of at its next cluster event or unschedulable flush.
 void WakeRejected(kube::Client& client, RejectedPods& rejected) {
-  const auto pods = rejected.TakeSince(Clock::now() - kWakeWindow);
+  const auto pods = rejected.TakeSince(Clock::now() - kWakeWindow, kMaxWakesPerRelease);
   if (pods.empty()) return;
   const auto now = std::chrono::system_clock::now();
   const std::time_t secs = std::chrono::system_clock::to_time_t(now);

@@ -16,12 +16,12 @@ void RejectedPods::Forget(const std::string& key) {
   std::erase_if(pods_, [&](const Pod& p) { return p.key == key; });
 }
 
-std::vector<RejectedPods::Pod> RejectedPods::TakeSince(Clock::time_point since) {
+std::vector<RejectedPods::Pod> RejectedPods::TakeSince(Clock::time_point since, size_t max) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<Pod> out;
   std::deque<Pod> keep;
-  for (Pod& p : pods_) {
-    if (p.at >= since) {
+  for (Pod& p : pods_) {  // oldest first: notes are appended in time order
+    if (p.at >= since && out.size() < max) {
       out.push_back(std::move(p));
     } else {
       keep.push_back(std::move(p));

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <deque>
 #include <mutex>
 #include <string>
@@ -37,8 +38,9 @@ class RejectedPods {
   // Forgets `key` (filter found room for it after all).
   void Forget(const std::string& key);
 
-  // Removes and returns the pods noted at or after `since`, oldest first.
-  std::vector<Pod> TakeSince(Clock::time_point since);
+  // Removes and returns the pods noted at or after `since`, oldest first, at
+  // most `max` of them (the rest stay for the next call).
+  std::vector<Pod> TakeSince(Clock::time_point since, size_t max = SIZE_MAX);
 
   size_t size() const;
 

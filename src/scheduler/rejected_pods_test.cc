@@ -20,6 +20,17 @@ TEST(RejectedPodsTest, TakesOnlyRecentRejectionsOnce) {
   EXPECT_EQ(rejected.size(), 1u);
 }
 
+TEST(RejectedPodsTest, TakesAtMostMaxOldestFirst) {
+  RejectedPods rejected;
+  const auto t0 = RejectedPods::Clock::time_point{} + seconds(100);
+  for (int i = 0; i < 5; ++i) rejected.Note("ns/p" + std::to_string(i), "u", t0 + seconds(i));
+  auto first = rejected.TakeSince(t0, 2);
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_EQ(first[0].key, "ns/p0");
+  EXPECT_EQ(first[1].key, "ns/p1");
+  EXPECT_EQ(rejected.TakeSince(t0).size(), 3u);
+}
+
 TEST(RejectedPodsTest, ANewerNoteReplacesTheOlder) {
   RejectedPods rejected;
   const auto t0 = RejectedPods::Clock::time_point{} + seconds(100);
