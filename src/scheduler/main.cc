@@ -49,14 +49,7 @@ constexpr size_t kMaxWakesPerRelease = 8;
 void WakeRejected(kube::Client& client, RejectedPods& rejected) {
   const auto pods = rejected.TakeSince(Clock::now() - kWakeWindow, kMaxWakesPerRelease);
   if (pods.empty()) return;
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t secs = std::chrono::system_clock::to_time_t(now);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char stamp[64];
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
-  std::snprintf(stamp, sizeof stamp, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
+  const std::string stamp = kube::FormatMicroTime(std::chrono::system_clock::now());
   for (const auto& pod : pods) {
     const auto slash = pod.key.find('/');
     const std::string path = "/api/v1/namespaces/" + pod.key.substr(0, slash) + "/pods/" + pod.key.substr(slash + 1);
