@@ -72,6 +72,8 @@ class ObjectReader {
   const std::string& path() const { return path_; }
   std::string_view annotation() const { return annotation_; }
 
+  bool Has(const char* key) const { return object_->contains(key); }
+
   Result<const Json*> Field(const char* key) const {
     auto it = object_->find(key);
     if (it == object_->end()) {
@@ -206,6 +208,10 @@ Result<std::vector<GpuInfo>> ReadInventory(std::string_view json) {
     TESSERA_ASSIGN_OR_RETURN(int64_t sms, r.Int("sms", 0, kIntMax));
     TESSERA_ASSIGN_OR_RETURN(int64_t numa, r.Int("numa", -1, kIntMax));
     TESSERA_ASSIGN_OR_RETURN(g.healthy, r.Bool("healthy"));
+    if (r.Has("slots")) {  // optional: written only when the node limits sharers
+      TESSERA_ASSIGN_OR_RETURN(int64_t slots, r.Int("slots", 0, kIntMax));
+      g.max_sharers = static_cast<int>(slots);
+    }
     g.index = static_cast<int>(index);
     g.sm_count = static_cast<int>(sms);
     g.numa_node = static_cast<int>(numa);
@@ -290,6 +296,7 @@ Result<std::string> EncodeInventory(const std::vector<GpuInfo>& gpus) {
     list.push_back({{"index", g.index},       {"uuid", g.uuid},    {"model", g.model},
                     {"memMiB", g.memory_mib}, {"sms", g.sm_count}, {"numa", g.numa_node},
                     {"healthy", g.healthy}});
+    if (g.max_sharers > 0) list.back()["slots"] = g.max_sharers;
   }
   return Dump(kInventoryAnnotation, {{"v", kCodecVersion}, {"gpus", std::move(list)}});
 }

@@ -9,7 +9,9 @@
 // newer writer can add fields):
 //   tessera.io/gpu-inventory
 //     {"v":1,"gpus":[{"index":0,"uuid":"GPU-..","model":"A100",
-//                     "memMiB":81920,"sms":108,"numa":0,"healthy":true}]}
+//                     "memMiB":81920,"sms":108,"numa":0,"healthy":true,"slots":8}]}
+//     "slots" (optional, >= 0): how many containers may share the GPU at
+//     once, i.e. the node agent's device-plugin slots; absent or 0: no limit.
 //   tessera.io/assignment
 //     {"v":1,"node":"n1","containers":[{"name":"c","gpus":[
 //         {"index":0,"uuid":"GPU-..","memMiB":8192,"coreMilli":300}]}]}

@@ -37,6 +37,20 @@ TEST(CodecTest, InventoryEncodesToDocumentedFormat) {
             R"("sms":108,"numa":0,"healthy":true}]})");
 }
 
+TEST(CodecTest, InventoryCarriesTheSharerLimitOnlyWhenSet) {
+  GpuInfo gpu = SampleInventory()[0];
+  gpu.max_sharers = 8;
+  Result<std::string> text = EncodeInventory({gpu});
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_NE(text->find(R"("healthy":true,"slots":8})"), std::string::npos) << *text;
+  auto back = DecodeInventory(*text);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ((*back)[0].max_sharers, 8);
+  EXPECT_FALSE(DecodeInventory(R"({"v":1,"gpus":[{"index":0,"uuid":"","model":"A","memMiB":1,"sms":0,)"
+                               R"("numa":-1,"healthy":true,"slots":-1}]})")
+                   .ok());
+}
+
 TEST(CodecTest, AssignmentEncodesToDocumentedFormat) {
   Assignment a{.node = "n1",
                .containers = {{.name = "c",
@@ -130,7 +144,8 @@ TEST(CodecTest, RandomInventoriesRoundTrip) {
                       .memory_mib = RandomSize(rng),
                       .sm_count = static_cast<int>(rng() % 200),
                       .numa_node = static_cast<int>(rng() % 4) - 1,
-                      .healthy = rng() % 2 == 0});
+                      .healthy = rng() % 2 == 0,
+                      .max_sharers = static_cast<int>(rng() % 3) * 4});
     }
     Result<std::string> text = EncodeInventory(gpus);
     ASSERT_TRUE(text.ok()) << text.status().ToString();

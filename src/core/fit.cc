@@ -31,10 +31,12 @@ namespace {
 FitFailure Pick(const PodRequest& pod, const NodeState& node, GpuSelect mode, Rng* rng, GpuPick* out) {
   const int n = std::min<int>(static_cast<int>(node.gpus.size()), 64);
   std::array<int64_t, 64> core{}, mem{};
+  std::array<int, 64> slots{};  // containers that may still join each GPU
   for (int i = 0; i < n; ++i) {
     const bool ok = node.info.gpus[i].healthy;
     core[i] = ok ? node.GpuCoreFree(i) : 0;
     mem[i] = ok ? node.GpuMemFree(i) : 0;
+    slots[i] = ok ? node.SharerSlotsFree(i) : 0;
   }
   GpuPick pick;
   for (const ContainerRequest& c : pod.containers) {
@@ -58,7 +60,7 @@ FitFailure Pick(const PodRequest& pod, const NodeState& node, GpuSelect mode, Rn
         if (!usable(i) || taken(i)) continue;
         if (why == FitFailure::kGpuModel) why = whole ? FitFailure::kGpuCount : FitFailure::kGpuShare;
         const bool core_ok = whole ? core[i] == kCoreMilliPerGpu : core[i] >= c.core_milli_per_gpu;
-        if (!core_ok) continue;
+        if (!core_ok || slots[i] < 1) continue;
         // A whole GPU asked without a size takes all of its memory (ShareMemMiB).
         const int64_t need_mem = ShareMemMiB(c, node.info.gpus[i]);
         if (need_mem > 0 && mem[i] < need_mem) {
@@ -77,6 +79,7 @@ FitFailure Pick(const PodRequest& pod, const NodeState& node, GpuSelect mode, Rn
       if (chosen < 0) return why;
       core[chosen] -= c.core_milli_per_gpu;
       mem[chosen] -= ShareMemMiB(c, node.info.gpus[chosen]);
+      --slots[chosen];
       pick.Add(chosen);
     }
   }
@@ -101,7 +104,7 @@ std::vector<GpuPick> ShareCandidates(const PodRequest& pod, const NodeState& nod
   const ContainerRequest& c = pod.containers[0];
   for (int i = 0; i < static_cast<int>(node.gpus.size()); ++i) {
     if (!node.info.gpus[i].healthy || !c.models.Allows(node.info.gpus[i].model)) continue;
-    if (node.GpuCoreFree(i) < c.core_milli_per_gpu) continue;
+    if (node.GpuCoreFree(i) < c.core_milli_per_gpu || node.SharerSlotsFree(i) < 1) continue;
     if (c.mem_mib_per_gpu > 0 && node.GpuMemFree(i) < c.mem_mib_per_gpu) continue;
     GpuPick pick;
     pick.Add(i);

@@ -120,6 +120,7 @@ Status Ledger::CheckFits(const PodRequest& pod, const Assignment& a) const {
                            " containers, the pod " + std::to_string(pod.containers.size()));
   const int ngpu = static_cast<int>(node->gpus.size());
   std::vector<int64_t> add_core(ngpu, 0), add_mem(ngpu, 0);
+  std::vector<int> add_sharers(ngpu, 0);
   for (size_t c = 0; c < pod.containers.size(); ++c) {
     const ContainerRequest& req = pod.containers[c];
     const ContainerAssignment& ca = a.containers[c];
@@ -148,6 +149,7 @@ Status Ledger::CheckFits(const PodRequest& pod, const Assignment& a) const {
         return InvalidArgument(where + ": GPU model " + gi.model + " is not allowed");
       add_core[s.index] += s.core_milli;
       add_mem[s.index] += s.mem_mib;
+      add_sharers[s.index] += 1;
     }
   }
   if (pod.cpu_milli > node->CpuFree())
@@ -161,6 +163,10 @@ Status Ledger::CheckFits(const PodRequest& pod, const Assignment& a) const {
       return ResourceExhausted(pod.key + ": GPU " + std::to_string(i) + " on " + a.node + " has " +
                                std::to_string(node->GpuCoreFree(i)) + " core milli free, needs " +
                                std::to_string(add_core[i]));
+    if (add_sharers[i] > node->SharerSlotsFree(i))
+      return ResourceExhausted(pod.key + ": GPU " + std::to_string(i) + " on " + a.node + " is shared by " +
+                               std::to_string(node->gpus[i].sharers) + " containers, its limit is " +
+                               std::to_string(node->info.gpus[i].max_sharers));
     if (add_mem[i] > 0 && add_mem[i] > node->GpuMemFree(i))
       return ResourceExhausted(pod.key + ": GPU " + std::to_string(i) + " on " + a.node + " has " +
                                Mib(node->GpuMemFree(i)) + " free, needs " + Mib(add_mem[i]));

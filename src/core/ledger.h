@@ -51,6 +51,10 @@ struct NodeState {
   int64_t MemFree() const { return info.memory_mib - mem_used_mib; }
   int64_t GpuCoreFree(int i) const { return kCoreMilliPerGpu - gpus[i].core_used_milli; }
   int64_t GpuMemFree(int i) const { return info.gpus[i].memory_mib - gpus[i].mem_used_mib; }
+  // How many more containers may share GPU i (its max_sharers less its sharers; a large number without a limit).
+  int SharerSlotsFree(int i) const {
+    return info.gpus[i].max_sharers > 0 ? info.gpus[i].max_sharers - gpus[i].sharers : 1 << 30;
+  }
   // Sum of free core milli over healthy GPUs.
   int64_t TotalGpuCoreFree() const;
   // GPUs with no share taken at all.

@@ -59,6 +59,26 @@ TEST(Ledger, WholeGpuWithoutMemorySizeHoldsAllOfItsMemory) {
   EXPECT_FALSE(ledger.CheckFits(Pod("ns/frac", 1, 0, 500), On("n1", {0}, 40960, 500)).ok());
 }
 
+TEST(Ledger, SharerLimitBoundsContainersPerGpu) {
+  NodeInfo node = MakeNode("n1", 2);
+  for (auto& g : node.gpus) g.max_sharers = 2;
+  Ledger l;
+  ASSERT_TRUE(l.AddNode(node).ok());
+  ASSERT_TRUE(l.Assume(Pod("a", 1, 1024, 100), On("n1", {0}, 1024, 100)).ok());
+  ASSERT_TRUE(l.Assume(Pod("b", 1, 1024, 100), On("n1", {0}, 1024, 100)).ok());
+  // Memory and compute are left on GPU 0, but both of its slots are taken.
+  const Status third = l.Assume(Pod("c", 1, 1024, 100), On("n1", {0}, 1024, 100));
+  EXPECT_EQ(third.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(third.message().find("its limit is 2"), std::string::npos) << third.message();
+  // The fit check agrees: the next share goes to GPU 1.
+  GpuPick pick;
+  ASSERT_TRUE(PickGpus(Pod("c", 1, 1024, 100), *l.FindNode("n1"), GpuSelect::kBestFit, nullptr, &pick));
+  EXPECT_EQ(pick.index[0], 1);
+  EXPECT_EQ(ShareCandidates(Pod("c", 1, 1024, 100), *l.FindNode("n1")).size(), 1u);
+  ASSERT_TRUE(l.Forget("a").ok());
+  EXPECT_TRUE(l.Assume(Pod("c", 1, 1024, 100), On("n1", {0}, 1024, 100)).ok());
+}
+
 TEST(Ledger, RefusesOverCommitAndNamesTheShortfall) {
   Ledger l;
   ASSERT_TRUE(l.AddNode(MakeNode("n1", 1)).ok());

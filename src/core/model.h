@@ -26,6 +26,7 @@ struct GpuInfo {
   int sm_count = 0;         // streaming multiprocessors; 0 when unknown
   int numa_node = -1;       // -1 when unknown
   bool healthy = true;
+  int max_sharers = 0;      // containers that may hold it at once (the node's device-plugin slots); 0: no limit
 
   bool operator==(const GpuInfo&) const = default;
 };

@@ -45,7 +45,8 @@ Result<SimNode> ParseEntry(const YAML::Node& entry, int slots, const std::string
     }
     for (int i = 0; i < count; ++i) {
       node.info.gpus.push_back(core::GpuInfo{.index = i, .uuid = "", .model = model, .memory_mib = mem,
-                                             .sm_count = sms, .numa_node = i * 2 / count, .healthy = true});
+                                             .sm_count = sms, .numa_node = i * 2 / count, .healthy = true,
+                                             .max_sharers = slots});
     }
   } catch (const YAML::Exception& e) {
     return InvalidArgument(where + ": " + e.what());
@@ -124,7 +125,8 @@ std::vector<SimNode> UniformSimNodes(const std::string& prefix, int count, int g
     for (int i = 0; i < gpus_per_node; ++i) {
       node.info.gpus.push_back(core::GpuInfo{.index = i, .uuid = SimGpuUuid(node.info.name, i), .model = model,
                                              .memory_mib = gpu_mem_mib, .sm_count = 0,
-                                             .numa_node = i * 2 / gpus_per_node, .healthy = true});
+                                             .numa_node = i * 2 / gpus_per_node, .healthy = true,
+                                             .max_sharers = slots_per_gpu});
     }
     out.push_back(std::move(node));
   }

@@ -15,7 +15,7 @@
 namespace tessera::testing {
 
 struct SimNode {
-  core::NodeInfo info;   // name, CPU, memory, GPUs (uuid derived from name + index)
+  core::NodeInfo info;   // name, CPU, memory, GPUs (uuid derived from name + index; max_sharers = slots_per_gpu)
   int slots_per_gpu = 8;
   std::map<std::string, std::string> labels;  // extra node labels
 };
