@@ -48,7 +48,9 @@ struct NodeAgent::Impl {
         source(std::move(s)),
         log(std::move(l)),
         allocator(client, config.node_name, config.mounts, log),
-        service(allocator, config.slots_per_gpu, log) {}
+        service(allocator, config.slots_per_gpu, log) {
+    service.SetReplyDelayForTesting(config.testing_allocate_reply_delay);
+  }
 
   std::string SocketPath() const { return config.device_plugin_dir + "/" + config.socket_name; }
   std::string KubeletSocket() const { return config.device_plugin_dir + "/kubelet.sock"; }
@@ -67,6 +69,7 @@ struct NodeAgent::Impl {
 
   void StopServing() {
     if (!server) return;
+    service.EndStreams();
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
     server->Wait();
     server.reset();
@@ -95,6 +98,10 @@ struct NodeAgent::Impl {
   // Re-reads the GPUs; updates slots and the Node when they changed.
   void Resync() {
     auto read = source->Read();
+    if (read.ok()) {
+      // The scheduler must not put more containers on a GPU than it has slots.
+      for (auto& g : *read) g.max_sharers = config.slots_per_gpu;
+    }
     if (!read.ok()) {
       log->warn("reading GPUs from {} failed, keeping the last inventory: {}", source->Describe(),
                 read.status().message());
@@ -129,6 +136,7 @@ NodeAgent::~NodeAgent() {
 Status NodeAgent::Run(const std::atomic<bool>& stop) {
   Impl& s = *impl_;
   TESSERA_ASSIGN_OR_RETURN(s.gpus, s.source->Read());
+  for (auto& g : s.gpus) g.max_sharers = s.config.slots_per_gpu;
   TESSERA_RETURN_IF_ERROR(s.service.SetGpus(s.gpus));
   s.Resync();  // publishes
   TESSERA_RETURN_IF_ERROR(s.Serve());

@@ -35,6 +35,7 @@ struct NodeConfig {
   MountPaths mounts;                                                // host paths Allocate mounts
   std::chrono::milliseconds resync{1000};                           // inventory re-read / socket check period
   std::string log_level = "info";
+  std::chrono::milliseconds testing_allocate_reply_delay{0};        // fault injection for restart tests
 };
 
 // OK, or INVALID_ARGUMENT saying which setting to fix.

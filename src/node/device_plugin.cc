@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 namespace tessera::node {
 
@@ -32,6 +33,12 @@ void DevicePluginService::Shutdown() {
   changed_.notify_all();
 }
 
+void DevicePluginService::EndStreams() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stream_epoch_;
+  changed_.notify_all();
+}
+
 grpc::Status DevicePluginService::GetDevicePluginOptions(grpc::ServerContext*, const v1beta1::Empty*,
                                                          v1beta1::DevicePluginOptions* response) {
   response->set_pre_start_required(false);
@@ -43,14 +50,19 @@ grpc::Status DevicePluginService::ListAndWatch(grpc::ServerContext* context, con
                                                grpc::ServerWriter<v1beta1::ListAndWatchResponse>* writer) {
   uint64_t sent = 0;
   bool first = true;
+  uint64_t epoch = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    epoch = stream_epoch_;
+  }
   while (true) {
     v1beta1::ListAndWatchResponse response;
     int unhealthy = 0;
     {
       std::unique_lock<std::mutex> lock(mu_);
       changed_.wait_for(lock, std::chrono::milliseconds(500),
-                        [&] { return stopping_ || first || generation_ != sent; });
-      if (stopping_) return grpc::Status::OK;
+                        [&] { return stopping_ || first || generation_ != sent || stream_epoch_ != epoch; });
+      if (stopping_ || stream_epoch_ != epoch) return grpc::Status::OK;
       if (context->IsCancelled()) return grpc::Status::CANCELLED;
       if (!first && generation_ == sent) continue;
       first = false;
@@ -107,6 +119,10 @@ grpc::Status DevicePluginService::Allocate(grpc::ServerContext*, const v1beta1::
       mount->set_host_path(m.host_path);
       mount->set_read_only(m.read_only);
     }
+  }
+  if (reply_delay_.count() > 0) {
+    log_->warn("testing: holding the Allocate answer for {} ms", reply_delay_.count());
+    std::this_thread::sleep_for(reply_delay_);
   }
   return grpc::Status::OK;
 }

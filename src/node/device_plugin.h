@@ -9,6 +9,7 @@
 
 #include <spdlog/logger.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -32,8 +33,14 @@ class DevicePluginService final : public v1beta1::DevicePlugin::Service {
   // Replaces the GPUs and wakes every ListAndWatch stream when the slots
   // changed. INVALID_ARGUMENT (nothing changed) when SlotsFor fails.
   Status SetGpus(std::vector<core::GpuInfo> gpus);
-  // Ends every ListAndWatch stream (before the server shuts down).
+  // Ends every ListAndWatch stream for good (before the server shuts down).
   void Shutdown();
+  // Ends the ListAndWatch streams open now, at once; later streams run as usual
+  // (before re-serving after a kubelet restart, so the old server stops fast).
+  void EndStreams();
+  // Fault injection for restart tests: Allocate waits this long after marking
+  // the pod allocated and before answering, so a test can kill the agent there.
+  void SetReplyDelayForTesting(std::chrono::milliseconds delay) { reply_delay_ = delay; }
 
   // v1beta1::DevicePlugin::Service
   grpc::Status GetDevicePluginOptions(grpc::ServerContext* context, const v1beta1::Empty* request,
@@ -51,12 +58,14 @@ class DevicePluginService final : public v1beta1::DevicePlugin::Service {
   Allocator& allocator_;
   const int slots_per_gpu_;
   std::shared_ptr<spdlog::logger> log_;
+  std::chrono::milliseconds reply_delay_{0};  // set before serving
   std::mutex mu_;
   std::condition_variable changed_;
   std::vector<core::GpuInfo> gpus_;  // GUARDED_BY(mu_)
   std::vector<Slot> slots_;          // GUARDED_BY(mu_)
   uint64_t generation_ = 0;          // GUARDED_BY(mu_); +1 per change
   bool stopping_ = false;            // GUARDED_BY(mu_)
+  uint64_t stream_epoch_ = 0;        // GUARDED_BY(mu_); +1 per EndStreams
 };
 
 // Status -> grpc::Status, keeping the code and message.

@@ -52,6 +52,19 @@ Result<std::vector<core::GpuInfo>> ParseGpuFile(const std::string& text, const s
   return gpus;
 }
 
+std::string FormatGpuFile(const std::vector<core::GpuInfo>& gpus) {
+  YAML::Emitter out;
+  out << YAML::BeginMap << YAML::Key << "gpus" << YAML::Value << YAML::BeginSeq;
+  for (const auto& g : gpus) {
+    out << YAML::Flow << YAML::BeginMap << YAML::Key << "uuid" << YAML::Value << g.uuid << YAML::Key << "model"
+        << YAML::Value << g.model << YAML::Key << "memMiB" << YAML::Value << g.memory_mib << YAML::Key << "sms"
+        << YAML::Value << g.sm_count << YAML::Key << "numa" << YAML::Value << g.numa_node << YAML::Key << "healthy"
+        << YAML::Value << g.healthy << YAML::EndMap;
+  }
+  out << YAML::EndSeq << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
 Result<std::vector<core::GpuInfo>> FileGpuSource::Read() {
   std::ifstream in(path_);
   if (!in) return NotFound("cannot read GPU file " + path_);

@@ -40,6 +40,9 @@ class GpuSource {
 // core::ValidateInventory, and uuids must be non-empty and unique.
 Result<std::vector<core::GpuInfo>> ParseGpuFile(const std::string& text, const std::string& source);
 
+// The file ParseGpuFile reads back as `gpus` (simulated nodes are written with it).
+std::string FormatGpuFile(const std::vector<core::GpuInfo>& gpus);
+
 // Re-reads the file on every Read(), so editing it (e.g. healthy: false)
 // changes what the agent reports.
 class FileGpuSource final : public GpuSource {

@@ -32,6 +32,13 @@ TEST(GpuFileTest, ErrorsNameTheEntry) {
   EXPECT_FALSE(ParseGpuFile("gpus:\n- {uuid: G, model: A, memMiB: -5}\n", "f").ok());
 }
 
+TEST(GpuFileTest, FormatReadsBackTheSameGpus) {
+  std::vector<core::GpuInfo> gpus = {{0, "GPU-a", "H100", 81559, 132, 0, true}, {1, "GPU-b", "H100", 81559, 132, 1, false}};
+  auto back = ParseGpuFile(FormatGpuFile(gpus), "formatted");
+  ASSERT_TRUE(back.ok()) << back.status().ToString() << "\n" << FormatGpuFile(gpus);
+  EXPECT_EQ(back.value(), gpus);
+}
+
 TEST(InventoryPatchTest, AnnotationAndLabels) {
   std::vector<core::GpuInfo> gpus = {{0, "GPU-a", "NVIDIA A100-SXM4-80GB", 81920, 108, 0, true},
                                      {1, "GPU-b", "NVIDIA A100-SXM4-80GB", 40960, 108, 0, true}};

@@ -31,8 +31,13 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--resync-ms", resync_ms, "inventory re-read and socket check period")->capture_default_str();
   app.add_option("--log-level", config.log_level, "trace|debug|info|warn|error")->capture_default_str();
+  int reply_delay_ms = 0;
+  app.add_option("--testing-allocate-reply-delay-ms", reply_delay_ms,
+                 "tests only: hold each Allocate answer this long after marking the pod")
+      ->group("Testing");
   CLI11_PARSE(app, argc, argv);
   config.resync = std::chrono::milliseconds(resync_ms);
+  config.testing_allocate_reply_delay = std::chrono::milliseconds(reply_delay_ms);
 
   spdlog::set_level(spdlog::level::from_str(config.log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");

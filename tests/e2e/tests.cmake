@@ -3,3 +3,10 @@ tessera_cluster_test(e2e_scheduling_test SRCS ${CMAKE_CURRENT_LIST_DIR}/scheduli
                      DEPS tessera_test_support LABELS e2e)
 set_tests_properties(e2e_scheduling_test PROPERTIES TIMEOUT 600)
 add_dependencies(e2e_scheduling_test tessera-scheduler)
+
+# The whole hand-over: the same, plus a real tessera-node and a kubelet
+# stand-in per simulated node.
+tessera_cluster_test(e2e_node_path_test SRCS ${CMAKE_CURRENT_LIST_DIR}/node_path_test.cc
+                     DEPS tessera_kubelet_sim tessera_test_support LABELS e2e)
+set_tests_properties(e2e_node_path_test PROPERTIES TIMEOUT 600)
+add_dependencies(e2e_node_path_test tessera-scheduler tessera-node)

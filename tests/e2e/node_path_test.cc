@@ -1,0 +1,380 @@
+// End-to-end through the whole hand-over: real kube-scheduler and
+// kube-apiserver, tessera-scheduler as the extender, and per simulated node a
+// real tessera-node process driven by the kubelet stand-in. Pods must reach
+// Running with exactly the GPUs and limits of their assignment, and survive
+// restarts of the kubelet, the node agent and the extender.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <csignal>
+#include <set>
+#include <thread>
+
+#include "core/codec.h"
+#include "core/random.h"
+#include "kube/paths.h"
+#include "node/container_env.h"
+#include "node/slots.h"
+#include "tests/kubelet_sim/node_farm.h"
+#include "tests/support/cluster_env.h"
+#include "tests/support/sim_nodes.h"
+
+namespace tessera::testing {
+namespace {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+std::string Annotation(const json& pod, std::string_view key_view) {
+  const std::string key(key_view);
+  const auto& meta = pod["metadata"];
+  if (!meta.contains("annotations") || !meta["annotations"].contains(key)) return "";
+  return meta["annotations"][key].get<std::string>();
+}
+
+std::string Phase(const json& pod) { return pod.contains("status") ? pod["status"].value("phase", "") : ""; }
+
+// Every way a Running pod's devices, env or mounts differ from its assignment.
+std::vector<std::string> Mismatches(const json& pod) {
+  const std::string key = pod["metadata"]["namespace"].get<std::string>() + "/" +
+                          pod["metadata"]["name"].get<std::string>();
+  auto assignment = core::DecodeAssignment(Annotation(pod, core::kAssignmentAnnotation));
+  if (!assignment.ok()) return {key + ": no readable assignment: " + assignment.status().message()};
+  const std::string recorded = Annotation(pod, kSimAllocationsAnnotation);
+  if (recorded.empty()) return {key + ": the kubelet recorded no allocation"};
+  const json allocations = json::parse(recorded);
+  std::vector<std::string> problems;
+  auto expect = [&](const std::string& what, const std::string& got, const std::string& want) {
+    if (got != want) problems.push_back(key + " " + what + ": got \"" + got + "\", want \"" + want + "\"");
+  };
+  for (const auto& c : assignment->containers) {
+    if (!allocations.contains(c.name)) {
+      problems.push_back(key + "[" + c.name + "]: assigned GPUs but allocated nothing");
+      continue;
+    }
+    const json& a = allocations[c.name];
+    const json& envs = a["envs"];
+    auto env = [&](const std::string& name) { return envs.contains(name) ? envs[name].get<std::string>() : ""; };
+    std::string visible;
+    std::multiset<std::string> want_gpus, got_gpus;
+    for (size_t i = 0; i < c.gpus.size(); ++i) {
+      const auto& g = c.gpus[i];
+      visible += (i ? "," : "") + g.uuid;
+      want_gpus.insert(g.uuid);
+      const std::string n = std::to_string(i);
+      expect("[" + c.name + "] TESSERA_GPU_UUID_" + n, env("TESSERA_GPU_UUID_" + n), g.uuid);
+      expect("[" + c.name + "] TESSERA_GPU_MEM_LIMIT_MIB_" + n, env("TESSERA_GPU_MEM_LIMIT_MIB_" + n),
+             std::to_string(g.mem_mib));
+      expect("[" + c.name + "] TESSERA_GPU_CORE_PERCENT_" + n, env("TESSERA_GPU_CORE_PERCENT_" + n),
+             node::CorePercent(g.core_milli));
+    }
+    expect("[" + c.name + "] NVIDIA_VISIBLE_DEVICES", env("NVIDIA_VISIBLE_DEVICES"), visible);
+    expect("[" + c.name + "] TESSERA_POD", env("TESSERA_POD"), key);
+    expect("[" + c.name + "] TESSERA_CONTAINER", env("TESSERA_CONTAINER"), c.name);
+    for (const auto& id : a["deviceIDs"]) {
+      auto gpu = node::SlotGpu(id.get<std::string>());
+      got_gpus.insert(gpu.ok() ? gpu.value() : "?");
+    }
+    if (got_gpus != want_gpus) problems.push_back(key + "[" + c.name + "]: kubelet gave slots on other GPUs");
+  }
+  for (const auto& [name, a] : allocations.items()) {
+    bool assigned = false;
+    for (const auto& c : assignment->containers) assigned |= c.name == name;
+    if (!assigned) problems.push_back(key + "[" + name + "]: allocated without an assigned share");
+  }
+  return problems;
+}
+
+class NodePathTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto env = ClusterEnv::FromEnvironment();
+    ASSERT_TRUE(env.ok()) << env.status().ToString();
+    env_ = new ClusterEnv(env.value());
+    auto extender = env_->StartExtender({"--identity", "e2e-node-path"});
+    ASSERT_TRUE(extender.ok()) << extender.status().ToString();
+    extender_ = new ChildProcess(std::move(extender).value());
+  }
+  static void TearDownTestSuite() {
+    delete extender_;
+    extender_ = nullptr;
+    delete env_;
+    env_ = nullptr;
+  }
+
+  void SetUp() override {
+    ASSERT_NE(env_, nullptr);
+    auto client = env_->MakeClient();
+    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    client_.emplace(std::move(client).value());
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    group_ = "np-" + std::string(info->name()).substr(0, 24) + "-" + std::to_string(::getpid());
+    for (auto& c : group_) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    ns_ = group_;
+    ASSERT_TRUE(CreateNamespace(*client_, ns_).ok());
+  }
+  void TearDown() override {
+    if (!client_) return;
+    (void)DeleteNamespace(*client_, ns_);
+    if (farm_) {
+      std::vector<SimNode> nodes;
+      for (size_t i = 0; i < farm_->size(); ++i) nodes.push_back(farm_->node(i));
+      farm_.reset();
+      (void)DeleteSimNodes(*client_, nodes);
+    }
+  }
+
+  // This test's nodes, each with a tessera-node and a kubelet stand-in.
+  void StartFarm(int count, int gpus, int64_t mem_mib, int slots = 4) {
+    auto nodes = UniformSimNodes(group_, count, gpus, "A100", mem_mib, slots);
+    for (auto& n : nodes) n.labels["tessera.io/e2e-group"] = group_;
+    NodeFarmOptions options;
+    options.bin_dir = env_->bin_dir;
+    options.kubeconfig = env_->kubeconfig;
+    options.log_dir = env_->dir + "/logs";
+    options.pid_dir = env_->dir + "/pids";
+    auto farm = NodeFarm::Start(*client_, std::move(nodes), options);
+    ASSERT_TRUE(farm.ok()) << farm.status().ToString();
+    farm_ = std::move(farm).value();
+  }
+  void PauseKubelets(bool paused) {
+    for (size_t i = 0; i < farm_->size(); ++i) farm_->Kubelet(i).SetPaused(paused);
+  }
+
+  // `init` names the containers that become init containers.
+  Status Submit(const std::string& name, const std::vector<ContainerShape>& containers,
+                const std::set<std::string>& init = {}) {
+    json pod = GpuPod(ns_, name, containers, {{"tessera.io/e2e-group", group_}});
+    if (!init.empty()) {
+      json regular = json::array(), inits = json::array();
+      for (const auto& c : pod["spec"]["containers"]) (init.count(c["name"]) ? inits : regular).push_back(c);
+      pod["spec"]["containers"] = regular;
+      pod["spec"]["initContainers"] = inits;
+    }
+    return client_->Create(kube::PodsPath(ns_), pod).status();
+  }
+  Result<json> Bound(const std::string& name, seconds timeout = seconds(60)) {
+    return WaitForPod(*client_, ns_, name, IsBound, timeout);
+  }
+  Result<json> Settled(const std::string& name, seconds timeout = seconds(60)) {
+    return WaitForPod(*client_, ns_, name, [](const json& p) {
+      return Phase(p) == "Running" || Phase(p) == "Failed";
+    }, timeout);
+  }
+  // Waits for Running and checks the allocation against the assignment.
+  void ExpectRunningAsAssigned(const std::string& name, seconds timeout = seconds(60)) {
+    auto pod = Settled(name, timeout);
+    ASSERT_TRUE(pod.ok()) << pod.status().ToString();
+    ASSERT_EQ(Phase(*pod), "Running") << name << ": " << (*pod)["status"].dump();
+    auto problems = Mismatches(*pod);
+    EXPECT_TRUE(problems.empty()) << ::testing::PrintToString(problems);
+  }
+  core::Assignment AssignmentOf(const json& pod) {
+    auto a = core::DecodeAssignment(Annotation(pod, core::kAssignmentAnnotation));
+    EXPECT_TRUE(a.ok()) << a.status().ToString();
+    return a.ok() ? a.value() : core::Assignment{};
+  }
+
+  static ClusterEnv* env_;
+  static ChildProcess* extender_;
+  std::optional<kube::Client> client_;
+  std::string group_, ns_;
+  std::unique_ptr<NodeFarm> farm_;
+};
+
+ClusterEnv* NodePathTest::env_ = nullptr;
+ChildProcess* NodePathTest::extender_ = nullptr;
+
+TEST_F(NodePathTest, SameSizePodsPendingTogetherRunOnTheirOwnGpus) {
+  StartFarm(1, 2, 40960);
+  PauseKubelets(true);  // both pods bound and pending when the kubelet looks
+  // 30 GiB each: they cannot share a 40 GiB GPU, so the extender splits them.
+  ASSERT_TRUE(Submit("first", {{"main", 1, 30720, 30}}).ok());
+  ASSERT_TRUE(Submit("second", {{"main", 1, 30720, 30}}).ok());
+  auto first = Bound("first");
+  auto second = Bound("second");
+  ASSERT_TRUE(first.ok() && second.ok()) << first.status().ToString() << second.status().ToString();
+  const auto a1 = AssignmentOf(*first), a2 = AssignmentOf(*second);
+  ASSERT_EQ(a1.containers.size(), 1u);
+  ASSERT_EQ(a2.containers.size(), 1u);
+  EXPECT_NE(a1.containers[0].gpus[0].uuid, a2.containers[0].gpus[0].uuid);
+  PauseKubelets(false);
+  ExpectRunningAsAssigned("first");
+  ExpectRunningAsAssigned("second");
+}
+
+TEST_F(NodePathTest, InitContainerAndTwoGpuContainersEachGetTheirShare) {
+  StartFarm(1, 2, 40960);
+  // GPU shares belong to regular containers; the init container asks for none.
+  ASSERT_TRUE(Submit("mixed", {{"warm-up", 0, 0, 0}, {"server", 1, 8192, 30}, {"sidecar", 1, 4096, 20}},
+                     {"warm-up"})
+                  .ok());
+  ExpectRunningAsAssigned("mixed");
+  auto pod = client_->Get(kube::PodPath(ns_, "mixed"));
+  ASSERT_TRUE(pod.ok());
+  EXPECT_EQ(Annotation(*pod, "tessera.io/allocated"), "server,sidecar");
+  const json alloc = json::parse(Annotation(*pod, kSimAllocationsAnnotation));
+  EXPECT_FALSE(alloc.contains("warm-up"));
+}
+
+TEST_F(NodePathTest, MultiGpuContainerSeesBothGpusInAssignmentOrder) {
+  StartFarm(1, 3, 40960);
+  // A container spanning GPUs takes them whole (memory: the whole card).
+  ASSERT_TRUE(Submit("trainer", {{"train", 2, 0, 100}}).ok());
+  ASSERT_TRUE(Submit("neighbour", {{"main", 1, 8192, 20}}).ok());
+  ExpectRunningAsAssigned("trainer");
+  ExpectRunningAsAssigned("neighbour");
+  auto pod = client_->Get(kube::PodPath(ns_, "trainer"));
+  ASSERT_TRUE(pod.ok());
+  const json alloc = json::parse(Annotation(*pod, kSimAllocationsAnnotation));
+  EXPECT_EQ(alloc["train"]["envs"]["TESSERA_GPU_COUNT"], "2");
+  EXPECT_EQ(alloc["train"]["deviceIDs"].size(), 2u);
+}
+
+TEST_F(NodePathTest, FiftyPodsSubmittedAtOnceToFiveNodes) {
+  StartFarm(5, 4, 81920, 8);
+  core::Rng rng(11);
+  const int64_t mems[] = {4096, 8192, 12288, 16384};
+  const int cores[] = {10, 20};
+  const int kPods = 50;
+  for (int i = 0; i < kPods; ++i) {
+    std::vector<ContainerShape> shape = {{"main", 1, mems[rng.Below(4)], cores[rng.Below(2)]}};
+    if (i % 10 == 3) shape = {{"a", 1, 4096, 10}, {"b", 1, 4096, 10}};  // some two-container pods
+    if (i % 25 == 7) shape = {{"main", 2, 0, 100}};                    // and two whole-two-GPU ones
+    ASSERT_TRUE(Submit("p" + std::to_string(i), shape).ok());
+  }
+  std::vector<std::string> problems;
+  for (int i = 0; i < kPods; ++i) {
+    const std::string name = "p" + std::to_string(i);
+    auto pod = Settled(name, seconds(180));
+    ASSERT_TRUE(pod.ok()) << pod.status().ToString();
+    ASSERT_EQ(Phase(*pod), "Running") << name << ": " << (*pod)["status"].dump();
+    auto mine = Mismatches(*pod);
+    problems.insert(problems.end(), mine.begin(), mine.end());
+  }
+  EXPECT_TRUE(problems.empty()) << ::testing::PrintToString(problems);
+  auto overcommit = FindOvercommit(*client_);
+  EXPECT_TRUE(overcommit.empty()) << ::testing::PrintToString(overcommit);
+}
+
+TEST_F(NodePathTest, KubeletRestartReRegistersWithinASecondAndAllocationsContinue) {
+  StartFarm(1, 2, 40960);
+  ASSERT_TRUE(Submit("before", {{"main", 1, 4096, 10}}).ok());
+  ExpectRunningAsAssigned("before");
+  KubeletSim& kubelet = farm_->Kubelet(0);
+  const int registrations = kubelet.Registrations();
+  const auto restarted = std::chrono::steady_clock::now();
+  ASSERT_TRUE(kubelet.Restart(/*wipe_plugin_sockets=*/true).ok());
+  while (kubelet.Registrations() == registrations && std::chrono::steady_clock::now() - restarted < seconds(10)) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  const auto took = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - restarted);
+  std::printf("re-registered %lld ms after the kubelet stand-in wiped its sockets\n",
+              static_cast<long long>(took.count()));
+  ASSERT_GT(kubelet.Registrations(), registrations) << "no registration after the restart; see " << farm_->AgentLog(0);
+  EXPECT_LT(took, seconds(1));
+  ASSERT_TRUE(farm_->WaitForSlots(0, 8, milliseconds(10000)));
+  ASSERT_TRUE(Submit("after", {{"main", 1, 4096, 10}}).ok());
+  ExpectRunningAsAssigned("after");
+  ExpectRunningAsAssigned("before");
+}
+
+TEST_F(NodePathTest, NodeAgentKilledMidAllocateHandsOutNoWrongGpu) {
+  StartFarm(1, 2, 40960);
+  // Restart the agent so that it holds each Allocate answer after marking the pod.
+  farm_->StopAgent(0, SIGTERM);
+  ASSERT_TRUE(farm_->StartAgent(0, {"--testing-allocate-reply-delay-ms", "30000"}).ok());
+  ASSERT_TRUE(farm_->WaitForSlots(0, 8, milliseconds(20000)));
+  PauseKubelets(true);
+  ASSERT_TRUE(Submit("p1-victim", {{"main", 1, 30720, 30}}).ok());
+  ASSERT_TRUE(Submit("p2-next", {{"main", 1, 30720, 30}}).ok());  // same size, other GPU
+  ASSERT_TRUE(Submit("p3-next", {{"main", 1, 4096, 10}}).ok());
+  for (const char* name : {"p1-victim", "p2-next", "p3-next"}) ASSERT_TRUE(Bound(name).ok()) << name;
+  PauseKubelets(false);
+  // The agent has marked the victim and holds the answer: kill it there.
+  auto marked = WaitForPod(*client_, ns_, "p1-victim",
+                           [](const json& p) { return !Annotation(p, "tessera.io/allocated").empty(); }, seconds(30));
+  ASSERT_TRUE(marked.ok()) << marked.status().ToString();
+  PauseKubelets(true);  // admits nothing more until the agent is back
+  farm_->StopAgent(0, SIGKILL);
+  auto victim = Settled("p1-victim");
+  ASSERT_TRUE(victim.ok()) << victim.status().ToString();
+  EXPECT_EQ(Phase(*victim), "Failed") << "a container whose Allocate never returned must not run";
+  EXPECT_EQ((*victim)["status"].value("reason", ""), "UnexpectedAdmissionError");
+
+  ASSERT_TRUE(farm_->StartAgent(0).ok());
+  ASSERT_TRUE(farm_->WaitForSlots(0, 8, milliseconds(20000)));
+  PauseKubelets(false);
+  ExpectRunningAsAssigned("p2-next");
+  ExpectRunningAsAssigned("p3-next");
+}
+
+TEST_F(NodePathTest, ExtenderAndNodeAgentsRestartedTogetherLoseNoAllocation) {
+  StartFarm(2, 2, 40960);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(Submit("early-" + std::to_string(i), {{"main", 1, 8192, 20}}).ok());
+  std::map<std::string, std::string> early;
+  for (int i = 0; i < 4; ++i) {
+    const std::string name = "early-" + std::to_string(i);
+    ExpectRunningAsAssigned(name);
+    early[name] = Annotation(*client_->Get(kube::PodPath(ns_, name)), kSimAllocationsAnnotation);
+  }
+  // Bound but not yet admitted when everything restarts.
+  PauseKubelets(true);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(Submit("pending-" + std::to_string(i), {{"main", 1, 8192, 20}}).ok());
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(Bound("pending-" + std::to_string(i)).ok());
+
+  extender_->Stop(SIGKILL, milliseconds(0));
+  for (size_t n = 0; n < farm_->size(); ++n) farm_->StopAgent(n, SIGKILL);
+  std::this_thread::sleep_for(seconds(1));
+  auto restarted = env_->StartExtender({"--identity", "e2e-node-path"});
+  ASSERT_TRUE(restarted.ok()) << restarted.status().ToString();
+  *extender_ = std::move(restarted).value();
+  for (size_t n = 0; n < farm_->size(); ++n) ASSERT_TRUE(farm_->StartAgent(n).ok());
+  for (size_t n = 0; n < farm_->size(); ++n) ASSERT_TRUE(farm_->WaitForSlots(n, 8, milliseconds(20000)));
+  PauseKubelets(false);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(Submit("late-" + std::to_string(i), {{"main", 1, 8192, 20}}).ok());
+
+  for (int i = 0; i < 4; ++i) {
+    ExpectRunningAsAssigned("pending-" + std::to_string(i));
+    ExpectRunningAsAssigned("late-" + std::to_string(i));
+  }
+  for (const auto& [name, before] : early) {
+    auto pod = client_->Get(kube::PodPath(ns_, name));
+    ASSERT_TRUE(pod.ok());
+    EXPECT_EQ(Phase(*pod), "Running");
+    EXPECT_EQ(Annotation(*pod, kSimAllocationsAnnotation), before) << name << " changed across the restart";
+  }
+  auto overcommit = FindOvercommit(*client_);
+  EXPECT_TRUE(overcommit.empty()) << ::testing::PrintToString(overcommit);
+}
+
+TEST_F(NodePathTest, VanishedGpuFailsTheAllocateWithItsReason) {
+  StartFarm(1, 2, 40960);
+  PauseKubelets(true);
+  ASSERT_TRUE(Submit("orphan", {{"main", 1, 30720, 30}}).ok());
+  auto bound = Bound("orphan");
+  ASSERT_TRUE(bound.ok()) << bound.status().ToString();
+  const std::string lost = AssignmentOf(*bound).containers.at(0).gpus.at(0).uuid;
+  // The assigned GPU falls off the bus: the agent's next inventory lacks it.
+  std::vector<core::GpuInfo> remaining;
+  for (const auto& g : farm_->node(0).info.gpus) {
+    if (g.uuid == lost) continue;
+    remaining.push_back(g);
+    remaining.back().index = static_cast<int>(remaining.size()) - 1;
+  }
+  ASSERT_TRUE(farm_->WriteGpus(0, remaining).ok());
+  ASSERT_TRUE(farm_->WaitForSlots(0, 4, milliseconds(20000)));
+  PauseKubelets(false);
+  auto pod = Settled("orphan");
+  ASSERT_TRUE(pod.ok()) << pod.status().ToString();
+  EXPECT_EQ(Phase(*pod), "Failed") << "a container must not start without its GPU";
+  EXPECT_EQ((*pod)["status"].value("reason", ""), "UnexpectedAdmissionError");
+  const std::string message = (*pod)["status"].value("message", "");
+  EXPECT_NE(message.find(ns_ + "/orphan"), std::string::npos) << message;
+  EXPECT_NE(message.find(lost), std::string::npos) << message;
+  EXPECT_TRUE(Annotation(*pod, kSimAllocationsAnnotation).empty());
+}
+
+}  // namespace
+}  // namespace tessera::testing
