@@ -87,8 +87,10 @@ Result<std::vector<core::GpuInfo>> GpuReader::Read() {
       gpus.push_back(*gpu);
     } else {
       NoteFailure(index, gpu.status());
-      if (auto it = last_good_.find(index); it != last_good_.end()) gpus.push_back(it->second);
-      if (!gpus.empty() && gpus.back().index == index) gpus.back().healthy = false;
+      if (auto it = last_good_.find(index); it != last_good_.end()) {
+        gpus.push_back(it->second);
+        gpus.back().healthy = false;
+      }
     }
   }
   // GPUs NVML no longer counts: keep them, unhealthy, so their slots say so.
