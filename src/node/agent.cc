@@ -14,8 +14,14 @@ namespace tessera::node {
 
 Status ValidateConfig(const NodeConfig& c) {
   if (c.node_name.empty()) return InvalidArgument("--node-name is required (the Node this agent runs on)");
-  if (c.simulated_gpus_file.empty()) {
-    return InvalidArgument("--simulated-gpus is required: the NVML backend is not built yet");
+  if (c.gpu_source != "auto" && c.gpu_source != "nvml" && c.gpu_source != "file") {
+    return InvalidArgument("--gpu-source must be auto, nvml or file, got \"" + c.gpu_source + "\"");
+  }
+  if (c.gpu_source == "file" && c.simulated_gpus_file.empty()) {
+    return InvalidArgument("--gpu-source=file needs --simulated-gpus naming the GPU file");
+  }
+  if (c.gpu_source == "nvml" && !c.simulated_gpus_file.empty()) {
+    return InvalidArgument("--simulated-gpus is not read with --gpu-source=nvml: drop one of them");
   }
   if (c.slots_per_gpu < 1 || c.slots_per_gpu > 1000) {
     return InvalidArgument("--slots-per-gpu must be in 1..1000, got " + std::to_string(c.slots_per_gpu));
@@ -28,6 +34,11 @@ Status ValidateConfig(const NodeConfig& c) {
   }
   if (c.resync.count() <= 0) return InvalidArgument("--resync-ms must be positive");
   return Status::Ok();
+}
+
+std::string EffectiveGpuSource(const NodeConfig& c) {
+  if (c.gpu_source != "auto") return c.gpu_source;
+  return c.simulated_gpus_file.empty() ? "nvml" : "file";
 }
 
 struct NodeAgent::Impl {

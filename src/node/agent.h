@@ -32,6 +32,7 @@ struct NodeConfig {
   std::string resource_name = "tessera.io/gpu";
   int slots_per_gpu = 8;                                            // device IDs per GPU (1..1000)
   std::string simulated_gpus_file;                                  // simulated mode: GPUs from this file
+  std::string gpu_source = "auto";                                  // auto|nvml|file; auto: file iff simulated_gpus_file
   MountPaths mounts;                                                // host paths Allocate mounts
   std::chrono::milliseconds resync{1000};                           // inventory re-read / socket check period
   std::string log_level = "info";
@@ -40,6 +41,10 @@ struct NodeConfig {
 
 // OK, or INVALID_ARGUMENT saying which setting to fix.
 Status ValidateConfig(const NodeConfig& config);
+
+// "file" or "nvml": config.gpu_source with auto resolved. Precondition:
+// ValidateConfig(config) is OK.
+std::string EffectiveGpuSource(const NodeConfig& config);
 
 class NodeAgent {
  public:

@@ -1,5 +1,5 @@
 // The node's GPU inventory: where it comes from (GpuSource; a file in
-// simulated mode, NVML later) and how it is published on the Node object
+// simulated mode; NVML in node/nvml_gpu_source.h) and how it is published on the Node object
 // (the tessera.io/gpu-inventory annotation plus model and memory labels).
 // Thread-compatible: one caller at a time per object.
 //
@@ -22,7 +22,8 @@ namespace tessera::node {
 inline constexpr const char* kModelLabel = "tessera.io/gpu-model";
 inline constexpr const char* kMemoryLabel = "tessera.io/gpu-memory-mib";
 
-// Where the node's GPUs are read from. The NVML backend implements this too.
+// Where the node's GPUs are read from: FileGpuSource here, NvmlGpuSource
+// (node/nvml_gpu_source.h) on real GPU nodes.
 class GpuSource {
  public:
   virtual ~GpuSource() = default;

@@ -10,6 +10,7 @@
 
 #include "kube/config.h"
 #include "node/agent.h"
+#include "node/nvml_gpu_source.h"
 
 int main(int argc, char** argv) {
   tessera::node::NodeConfig config;
@@ -23,6 +24,8 @@ int main(int argc, char** argv) {
   app.add_option("--resource-name", config.resource_name, "extended resource")->capture_default_str();
   app.add_option("--slots-per-gpu", config.slots_per_gpu, "device IDs per GPU")->capture_default_str();
   app.add_option("--simulated-gpus", config.simulated_gpus_file, "simulated mode: YAML/JSON file of GPUs");
+  app.add_option("--gpu-source", config.gpu_source, "auto|nvml|file (auto: file with --simulated-gpus, else nvml)")
+      ->capture_default_str();
   app.add_option("--library-host-path", config.mounts.library_host, "host path of libtessera-cuda.so")
       ->capture_default_str();
   app.add_option("--preload-host-path", config.mounts.preload_host, "host file mounted as /etc/ld.so.preload")
@@ -67,10 +70,21 @@ int main(int argc, char** argv) {
   });
   waiter.detach();
 
-  log->info("tessera-node for node {}: {} slot(s) per GPU, GPUs from file {}, device-plugin dir {}",
-            config.node_name, config.slots_per_gpu, config.simulated_gpus_file, config.device_plugin_dir);
-  tessera::node::NodeAgent agent(config, tessera::kube::Client(std::move(kube_config).value()),
-                                 std::make_unique<tessera::node::FileGpuSource>(config.simulated_gpus_file), log);
+  std::unique_ptr<tessera::node::GpuSource> source;
+  if (tessera::node::EffectiveGpuSource(config) == "file") {
+    source = std::make_unique<tessera::node::FileGpuSource>(config.simulated_gpus_file);
+  } else {
+    auto nvml = tessera::node::NvmlGpuSource::Open(log);
+    if (!nvml.ok()) {
+      log->critical("{}", nvml.status().message());
+      return 1;
+    }
+    source = std::move(nvml).value();
+  }
+  log->info("tessera-node for node {}: {} slot(s) per GPU, GPUs from {}, device-plugin dir {}",
+            config.node_name, config.slots_per_gpu, source->Describe(), config.device_plugin_dir);
+  tessera::node::NodeAgent agent(config, tessera::kube::Client(std::move(kube_config).value()), std::move(source),
+                                 log);
   tessera::Status st = agent.Run(stop);
   if (!st.ok()) {
     log->critical("{}", st.message());
