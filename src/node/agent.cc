@@ -6,9 +6,15 @@
 #include <optional>
 #include <thread>
 
+#include "kube/paths.h"
 #include "node/allocator.h"
 #include "node/device_plugin.h"
 #include "node/dir_watch.h"
+#include "node/event_recorder.h"
+#include "node/metrics_server.h"
+#include "node/metrics_text.h"
+#include "node/pod_resources.h"
+#include "node/reconcile.h"
 
 namespace tessera::node {
 
@@ -33,6 +39,8 @@ Status ValidateConfig(const NodeConfig& c) {
     return InvalidArgument("--resource-name must look like domain/name, got \"" + c.resource_name + "\"");
   }
   if (c.resync.count() <= 0) return InvalidArgument("--resync-ms must be positive");
+  if (c.reconcile_interval.count() <= 0) return InvalidArgument("--reconcile-interval-ms must be positive");
+  if (!c.metrics_bind_address.empty()) TESSERA_RETURN_IF_ERROR(ParseBindAddress(c.metrics_bind_address).status());
   return Status::Ok();
 }
 
@@ -41,13 +49,30 @@ std::string EffectiveGpuSource(const NodeConfig& c) {
   return c.simulated_gpus_file.empty() ? "nvml" : "file";
 }
 
+// Event reasons tessera-node raises on pods.
+constexpr const char* kAllocateFailedReason = "TesseraAllocateFailed";
+constexpr const char* kMismatchReason = "TesseraAllocationMismatch";
+
 struct NodeAgent::Impl {
+  // What /metrics shows; written from gRPC and reconcile threads.
+  struct Counters {
+    std::atomic<uint64_t> allocations{0};
+    std::atomic<uint64_t> allocate_failures{0};
+    std::atomic<uint64_t> mismatches{0};
+    std::atomic<uint64_t> reconcile_runs{0};
+  };
+
   NodeConfig config;
   kube::Client client;
   std::unique_ptr<GpuSource> source;
   std::shared_ptr<spdlog::logger> log;
+  Counters counters;
+  EventRecorder events;
+  MismatchTracker mismatch_tracker;  // reconcile thread only
+  bool warned_no_pod_resources = false;  // reconcile thread only
   Allocator allocator;
   DevicePluginService service;
+  std::unique_ptr<MetricsServer> metrics;
   std::unique_ptr<grpc::Server> server;
   std::vector<core::GpuInfo> gpus;
   bool registered = false;
@@ -58,9 +83,100 @@ struct NodeAgent::Impl {
         client(std::move(k)),
         source(std::move(s)),
         log(std::move(l)),
+        events([k = client](const std::string& path, const nlohmann::json& body) mutable {
+                 return k.Create(path, body).status();
+               },
+               EventRecorderOptions{}, log),
         allocator(client, config.node_name, config.mounts, log),
-        service(allocator, config.slots_per_gpu, log) {
+        service(allocator, config.slots_per_gpu, log,
+                [this](const Status& st, const std::vector<PodRef>& pods) { OnAllocate(st, pods); }) {
     service.SetReplyDelayForTesting(config.testing_allocate_reply_delay);
+  }
+
+  kube::EventSpec WarningOn(const PodRef& pod, const char* reason, const std::string& message) const {
+    kube::EventSpec spec;
+    spec.object.ns = pod.ns;
+    spec.object.name = pod.name;
+    spec.object.uid = pod.uid;
+    spec.reason = reason;
+    spec.message = message;
+    spec.component = "tessera-node";
+    spec.host = config.node_name;
+    return spec;
+  }
+
+  // On the gRPC thread, before the kubelet is answered: counts, and queues
+  // (never posts) an Event on each pod a refusal names.
+  void OnAllocate(const Status& st, const std::vector<PodRef>& pods) {
+    if (st.ok()) {
+      counters.allocations.fetch_add(1);
+      return;
+    }
+    counters.allocate_failures.fetch_add(1);
+    for (const PodRef& pod : pods) events.Record(WarningOn(pod, kAllocateFailedReason, st.message()));
+  }
+
+  std::string RenderMetrics() const {
+    return FormatCounters({
+        {"tessera_node_allocations_total", "Allocate calls answered with a container's GPUs.",
+         counters.allocations.load()},
+        {"tessera_node_allocate_failures_total", "Allocate calls refused; the container got no GPU.",
+         counters.allocate_failures.load()},
+        {"tessera_node_allocation_mismatches_total",
+         "Containers whose kubelet pod-resources record disagrees with their assignment, each counted once.",
+         counters.mismatches.load()},
+        {"tessera_node_reconcile_runs_total",
+         "Completed passes comparing the kubelet's pod-resources record with the pods' assignments.",
+         counters.reconcile_runs.load()},
+    });
+  }
+
+  // One pass: the kubelet's record against the assignments; each new
+  // mismatch is logged, counted and raised as an Event once.
+  void Reconcile() {
+    const std::string& socket = config.pod_resources_socket;
+    std::error_code ec;
+    if (!std::filesystem::exists(socket, ec)) {
+      if (!warned_no_pod_resources) {
+        log->warn("{} is absent: allocations are not checked against the kubelet until it appears", socket);
+        warned_no_pod_resources = true;
+      } else {
+        log->debug("{} is still absent: reconciliation skipped", socket);
+      }
+      return;
+    }
+    warned_no_pod_resources = false;
+    auto records = ListKubeletRecords(socket, config.resource_name, std::chrono::seconds(5));
+    if (!records.ok()) {
+      log->warn("reconciliation skipped: {}", records.status().message());
+      return;
+    }
+    auto pods = client.List(kube::PodsPath(""), "", "spec.nodeName=" + config.node_name);
+    if (!pods.ok()) {
+      log->warn("reconciliation skipped: listing the pods of node {}: {}", config.node_name,
+                pods.status().message());
+      return;
+    }
+    std::vector<Mismatch> found = FindMismatches(*records, PodAssignmentsFromList((*pods)["items"]), config.node_name);
+    for (const Mismatch& m : mismatch_tracker.New(found)) {
+      counters.mismatches.fetch_add(1);
+      log->warn("allocation mismatch ({}): {}", MismatchKindName(m.kind), m.message);
+      events.Record(WarningOn({m.ns, m.pod, m.uid}, kMismatchReason, m.message));
+    }
+    counters.reconcile_runs.fetch_add(1);
+    log->debug("reconciled {} kubelet record(s): {} mismatch(es)", records->size(), found.size());
+  }
+
+  // Runs Reconcile every reconcile interval until *stop or *quit.
+  void ReconcileLoop(const std::atomic<bool>& stop, const std::atomic<bool>& quit) {
+    while (true) {
+      const auto until = std::chrono::steady_clock::now() + config.reconcile_interval;
+      while (std::chrono::steady_clock::now() < until) {
+        if (stop.load() || quit.load()) return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      Reconcile();
+    }
   }
 
   std::string SocketPath() const { return config.device_plugin_dir + "/" + config.socket_name; }
@@ -150,7 +266,24 @@ Status NodeAgent::Run(const std::atomic<bool>& stop) {
   for (auto& g : s.gpus) g.max_sharers = s.config.slots_per_gpu;
   TESSERA_RETURN_IF_ERROR(s.service.SetGpus(s.gpus));
   s.Resync();  // publishes
+  if (!s.config.metrics_bind_address.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(BindAddress address, ParseBindAddress(s.config.metrics_bind_address));
+    s.metrics = std::make_unique<MetricsServer>([&s] { return s.RenderMetrics(); }, s.log);
+    TESSERA_RETURN_IF_ERROR(s.metrics->Start(address).status());
+  }
   TESSERA_RETURN_IF_ERROR(s.Serve());
+  // Reconciliation runs on its own thread so a slow API server or kubelet
+  // never delays re-registration; it ends with Run, however Run returns.
+  std::atomic<bool> quit_reconcile{false};
+  std::thread reconciler([&] { s.ReconcileLoop(stop, quit_reconcile); });
+  struct JoinReconciler {
+    std::atomic<bool>& quit;
+    std::thread& thread;
+    ~JoinReconciler() {
+      quit.store(true);
+      thread.join();
+    }
+  } join_reconciler{quit_reconcile, reconciler};
   // inotify wakes the loop at once when the kubelet wipes its directory; the
   // socket check below stays as the fallback.
   std::optional<DirWatch> watch;
@@ -208,6 +341,7 @@ Status NodeAgent::Run(const std::atomic<bool>& stop) {
   s.log->info("stopping");
   s.service.Shutdown();
   s.StopServing();
+  if (s.metrics) s.metrics->Stop();
   return Status::Ok();
 }
 

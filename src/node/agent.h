@@ -2,8 +2,11 @@
 // tessera.io/gpu with the kubelet, keeps the inventory published and the slot
 // health current, and serves and registers again when a restarting kubelet
 // wipes its socket directory or creates kubelet.sock anew (inotify, with a
-// per-resync check of the socket file as the fallback). Run() blocks until
-// its stop flag, which any thread may set, becomes true.
+// per-resync check of the socket file as the fallback). Beside it, it checks
+// the kubelet's pod-resources record against the pods' assignments every
+// reconcile interval, raises Events on mismatches and refused Allocates, and
+// serves its counters on /metrics. Run() blocks until its stop flag, which
+// any thread may set, becomes true.
 //
 //   NodeAgent agent(config, client, std::make_unique<FileGpuSource>(path), log);
 //   return agent.Run(stop_flag).ok() ? 0 : 1;
@@ -36,6 +39,10 @@ struct NodeConfig {
   MountPaths mounts;                                                // host paths Allocate mounts
   std::chrono::milliseconds resync{1000};                           // inventory re-read / socket check period
   std::string log_level = "info";
+  // Reconciliation against the kubelet's pod-resources record, and metrics.
+  std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";  // absent: skipped
+  std::chrono::milliseconds reconcile_interval{10000};                                // time between passes
+  std::string metrics_bind_address = ":9410";                                         // /metrics; "" disables
   std::chrono::milliseconds testing_allocate_reply_delay{0};        // fault injection for restart tests
 };
 
@@ -53,8 +60,9 @@ class NodeAgent {
   ~NodeAgent();
 
   // Runs until *stop becomes true (checked every resync period). Fails only
-  // when the first inventory cannot be read or the socket cannot be served;
-  // later errors (API server, kubelet away) are logged and retried.
+  // when the first inventory cannot be read, the socket cannot be served or
+  // the metrics address cannot be bound; later errors (API server, kubelet
+  // away) are logged and retried.
   Status Run(const std::atomic<bool>& stop);
 
  private:

@@ -18,7 +18,10 @@ Result<std::vector<PendingPod>> Allocator::ListPending() {
 }
 
 Result<ContainerEnv> Allocator::Allocate(const std::vector<std::string>& device_ids,
-                                         const std::vector<core::GpuInfo>& gpus) {
+                                         const std::vector<core::GpuInfo>& gpus, std::vector<PodRef>* named) {
+  std::vector<PodRef> ignored;
+  std::vector<PodRef>& concerned = named ? *named : ignored;
+  concerned.clear();
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> slot_gpus;
   for (const auto& id : device_ids) {
@@ -30,14 +33,21 @@ Result<ContainerEnv> Allocator::Allocate(const std::vector<std::string>& device_
   std::sort(sorted_ids.begin(), sorted_ids.end());
   std::optional<ContainerRef> steered;
   if (steered_ && sorted_ids == steered_ids_) steered = steered_;
-  TESSERA_ASSIGN_OR_RETURN(Identified who, IdentifyContainer(slot_gpus, pending, steered));
-  const PendingPod& pod = pending[who.pod];
-  const PendingContainer& container = pod.containers[who.container];
+  std::vector<size_t> candidates;
+  Result<Identified> identified = IdentifyContainer(slot_gpus, pending, steered, &candidates);
+  if (!identified.ok()) {
+    for (size_t i : candidates) concerned.push_back({pending[i].ns, pending[i].name, pending[i].uid});
+    return identified.status();
+  }
+  const PendingPod& pod = pending[identified->pod];
+  const PendingContainer& container = pod.containers[identified->container];
+  concerned.push_back({pod.ns, pod.name, pod.uid});  // kept only if a step below fails
   TESSERA_ASSIGN_OR_RETURN(ContainerEnv env, BuildContainerEnv(pod, container, gpus, paths_));
   std::error_code ec;
   std::filesystem::create_directories(env.region_host_dir, ec);
   if (ec) return Internal("creating region directory " + env.region_host_dir + ": " + ec.message());
   TESSERA_RETURN_IF_ERROR(MarkAllocated(pod, container.name));
+  concerned.clear();
   steered_.reset();
   log_->info("Allocate [{}]: {} container {} (the one match among {} pending pod(s)); NVIDIA_VISIBLE_DEVICES={}",
              JoinUuids(device_ids), pod.Key(), container.name, pending.size(), env.envs["NVIDIA_VISIBLE_DEVICES"]);

@@ -31,8 +31,12 @@ class Allocator {
   // region directory and adds it to the pod's tessera.io/allocated annotation
   // (a merge PATCH carrying the pod's resourceVersion; re-read and retried on
   // 409). Errors say why nothing was allocated (IdentifyContainer's messages,
-  // an unknown GPU, an API failure); nothing is marked then.
-  Result<ContainerEnv> Allocate(const std::vector<std::string>& device_ids, const std::vector<core::GpuInfo>& gpus);
+  // an unknown GPU, an API failure); nothing is marked then. On an error,
+  // `named` (when given) receives the pods it concerns: the candidates
+  // IdentifyContainer names, or the identified pod when a later step failed;
+  // empty when it concerns none (bad device IDs, the pod list unreadable).
+  Result<ContainerEnv> Allocate(const std::vector<std::string>& device_ids, const std::vector<core::GpuInfo>& gpus,
+                                std::vector<PodRef>* named = nullptr);
 
   // The device IDs to prefer among `available` for a container of `size`
   // slots: one per GPU of the oldest pending container that fits (the first

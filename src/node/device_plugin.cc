@@ -12,8 +12,8 @@ grpc::Status ToGrpc(const Status& status) {
 }
 
 DevicePluginService::DevicePluginService(Allocator& allocator, int slots_per_gpu,
-                                         std::shared_ptr<spdlog::logger> log)
-    : allocator_(allocator), slots_per_gpu_(slots_per_gpu), log_(std::move(log)) {}
+                                         std::shared_ptr<spdlog::logger> log, AllocateObserver observer)
+    : allocator_(allocator), slots_per_gpu_(slots_per_gpu), log_(std::move(log)), observer_(std::move(observer)) {}
 
 Status DevicePluginService::SetGpus(std::vector<core::GpuInfo> gpus) {
   TESSERA_ASSIGN_OR_RETURN(std::vector<Slot> slots, SlotsFor(gpus, slots_per_gpu_));
@@ -106,7 +106,9 @@ grpc::Status DevicePluginService::Allocate(grpc::ServerContext*, const v1beta1::
   }
   for (const auto& req : request->container_requests()) {
     std::vector<std::string> ids(req.devices_ids().begin(), req.devices_ids().end());
-    auto env = allocator_.Allocate(ids, gpus);
+    std::vector<PodRef> named;
+    auto env = allocator_.Allocate(ids, gpus, &named);
+    if (observer_) observer_(env.status(), named);
     if (!env.ok()) {
       log_->error("Allocate refused, the container gets no GPU: {}", env.status().message());
       return ToGrpc(env.status());

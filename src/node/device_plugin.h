@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -26,9 +27,16 @@ namespace tessera::node {
 inline constexpr const char* kHealthy = "Healthy";
 inline constexpr const char* kUnhealthy = "Unhealthy";
 
+// Told of each container's Allocate outcome on the gRPC thread, before the
+// kubelet gets the answer: OK, or the error and the pods it concerns
+// (Allocator::Allocate's `named`). Must return at once: no I/O.
+using AllocateObserver = std::function<void(const Status& status, const std::vector<PodRef>& pods)>;
+
 class DevicePluginService final : public v1beta1::DevicePlugin::Service {
  public:
-  DevicePluginService(Allocator& allocator, int slots_per_gpu, std::shared_ptr<spdlog::logger> log);
+  // `observer` may be empty.
+  DevicePluginService(Allocator& allocator, int slots_per_gpu, std::shared_ptr<spdlog::logger> log,
+                      AllocateObserver observer = {});
 
   // Replaces the GPUs and wakes every ListAndWatch stream when the slots
   // changed. INVALID_ARGUMENT (nothing changed) when SlotsFor fails.
@@ -58,6 +66,7 @@ class DevicePluginService final : public v1beta1::DevicePlugin::Service {
   Allocator& allocator_;
   const int slots_per_gpu_;
   std::shared_ptr<spdlog::logger> log_;
+  const AllocateObserver observer_;
   std::chrono::milliseconds reply_delay_{0};  // set before serving
   std::mutex mu_;
   std::condition_variable changed_;

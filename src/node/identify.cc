@@ -110,11 +110,12 @@ std::vector<PendingPod> PendingPodsFromList(const nlohmann::json& items, const s
 }
 
 Result<Identified> IdentifyContainer(const std::vector<std::string>& slot_gpus, const std::vector<PendingPod>& pending,
-                                     const std::optional<ContainerRef>& steered) {
+                                     const std::optional<ContainerRef>& steered, std::vector<size_t>* named) {
   std::vector<std::string> want = slot_gpus;
   std::sort(want.begin(), want.end());
   const std::string asked =
       std::to_string(slot_gpus.size()) + " slot(s) on [" + JoinUuids(want) + "]";
+  if (named) named->clear();
   if (pending.empty()) {
     return FailedPrecondition("Allocate of " + asked + ": no pod bound to this node waits for a GPU allocation");
   }
@@ -129,6 +130,10 @@ Result<Identified> IdentifyContainer(const std::vector<std::string>& slot_gpus, 
   }
   if (matches.size() == 1) return Identified{matches.front(), 0};
   if (matches.empty()) {
+    if (named) {
+      named->clear();
+      for (size_t i = 0; i < pending.size(); ++i) named->push_back(i);
+    }
     return FailedPrecondition("Allocate of " + asked + ": no pending container wants these GPUs; candidates: " +
                               candidates);
   }
@@ -141,6 +146,7 @@ Result<Identified> IdentifyContainer(const std::vector<std::string>& slot_gpus, 
   }
   std::string tied;
   for (size_t i : matches) tied += (tied.empty() ? "" : "; ") + Describe(pending[i]);
+  if (named) *named = matches;
   return FailedPrecondition("Allocate of " + asked + ": ambiguous, " + std::to_string(matches.size()) +
                             " pending containers want these GPUs and none was steered to these slots: " + tied);
 }

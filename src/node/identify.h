@@ -51,6 +51,12 @@ struct Identified {
   size_t pod = 0;
   size_t container = 0;
 };
+// Names a pod for a caller outside this module (an Event's involvedObject).
+struct PodRef {
+  std::string ns, name, uid;
+  bool operator==(const PodRef&) const = default;
+};
+
 // Names a container across calls (the preferred-allocation hint).
 struct ContainerRef {
   std::string pod_key, container;
@@ -65,8 +71,12 @@ struct ContainerRef {
 // these very slots) decides; without it the call fails. Errors:
 // FAILED_PRECONDITION when nothing matches or the match is ambiguous, the
 // message naming every candidate and what it wants (or why it is unreadable).
+// On an error, `named` (when given) receives the positions in `pending` of
+// the pods the message names, so callers can act on them (Events) without
+// parsing the text.
 Result<Identified> IdentifyContainer(const std::vector<std::string>& slot_gpus, const std::vector<PendingPod>& pending,
-                                     const std::optional<ContainerRef>& steered);
+                                     const std::optional<ContainerRef>& steered,
+                                     std::vector<size_t>* named = nullptr);
 
 // The container GetPreferredAllocation should steer to: the oldest pending
 // pod's next container that wants `size` slots and whose GPUs all have a

@@ -137,6 +137,20 @@ TEST(IdentifyTest, TiesNeedTheSteeredContainer) {
   EXPECT_FALSE(IdentifyContainer({"GPU-a"}, pending, ContainerRef{"ns/c", "main"}).ok());
 }
 
+TEST(IdentifyTest, FailuresListThePodsTheyName) {
+  json broken = Pod("broken", "t0", {{"main", {"GPU-a"}}});
+  broken["metadata"]["annotations"]["tessera.io/assignment"] = "{";
+  auto pending = Pending(json::array({broken, Pod("a", "t1", {{"main", {"GPU-a"}}}),
+                                      Pod("b", "t2", {{"main", {"GPU-a"}}}), Pod("c", "t3", {{"main", {"GPU-c"}}})}));
+  std::vector<size_t> named = {99};
+  EXPECT_FALSE(IdentifyContainer({"GPU-z"}, pending, std::nullopt, &named).ok());
+  EXPECT_EQ(named, (std::vector<size_t>{0, 1, 2, 3}));  // no match: every candidate
+  EXPECT_FALSE(IdentifyContainer({"GPU-a"}, pending, std::nullopt, &named).ok());
+  EXPECT_EQ(named, (std::vector<size_t>{1, 2}));  // a tie: the tied ones
+  EXPECT_FALSE(IdentifyContainer({"GPU-a"}, {}, std::nullopt, &named).ok());
+  EXPECT_TRUE(named.empty());
+}
+
 TEST(NextToSteerTest, OldestFittingContainerOfTheSize) {
   auto pending = Pending(json::array({Pod("old2", "t1", {{"main", {"GPU-a", "GPU-b"}}}),
                                       Pod("mid", "t2", {{"main", {"GPU-c"}}}), Pod("new", "t3", {{"main", {"GPU-a"}}})}));

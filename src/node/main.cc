@@ -15,6 +15,7 @@
 int main(int argc, char** argv) {
   tessera::node::NodeConfig config;
   int resync_ms = static_cast<int>(config.resync.count());
+  int reconcile_interval_ms = static_cast<int>(config.reconcile_interval.count());
   CLI::App app{"tessera-node: GPU-sharing device plugin and node agent"};
   app.add_option("--node-name", config.node_name, "this Node's name")->envname("NODE_NAME");
   app.add_option("--kubeconfig", config.kubeconfig, "kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)");
@@ -34,12 +35,21 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--resync-ms", resync_ms, "inventory re-read and socket check period")->capture_default_str();
   app.add_option("--log-level", config.log_level, "trace|debug|info|warn|error")->capture_default_str();
+  app.add_option("--pod-resources-socket", config.pod_resources_socket,
+                 "the kubelet's pod-resources socket, read to check allocations")
+      ->capture_default_str();
+  app.add_option("--reconcile-interval-ms", reconcile_interval_ms,
+                 "period of the check of the kubelet's record against the assignments")
+      ->capture_default_str();
+  app.add_option("--metrics-bind-address", config.metrics_bind_address, "host:port of /metrics; empty disables it")
+      ->capture_default_str();
   int reply_delay_ms = 0;
   app.add_option("--testing-allocate-reply-delay-ms", reply_delay_ms,
                  "tests only: hold each Allocate answer this long after marking the pod")
       ->group("Testing");
   CLI11_PARSE(app, argc, argv);
   config.resync = std::chrono::milliseconds(resync_ms);
+  config.reconcile_interval = std::chrono::milliseconds(reconcile_interval_ms);
   config.testing_allocate_reply_delay = std::chrono::milliseconds(reply_delay_ms);
 
   spdlog::set_level(spdlog::level::from_str(config.log_level));

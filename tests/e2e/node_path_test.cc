@@ -170,6 +170,22 @@ class NodePathTest : public ::testing::Test {
     auto problems = Mismatches(*pod);
     EXPECT_TRUE(problems.empty()) << ::testing::PrintToString(problems);
   }
+  // After a few more reconciliation passes on every node: no agent has found
+  // a kubelet record that differs from an assignment.
+  void ExpectNoMismatches() {
+    auto runs = farm_->SumCounter("tessera_node_reconcile_runs_total");
+    ASSERT_TRUE(runs.ok()) << runs.status().ToString();
+    const uint64_t want = *runs + 2 * farm_->size();
+    const auto deadline = std::chrono::steady_clock::now() + seconds(30);
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto now = farm_->SumCounter("tessera_node_reconcile_runs_total");
+      if (now.ok() && *now >= want) break;
+      std::this_thread::sleep_for(milliseconds(100));
+    }
+    auto mismatches = farm_->SumCounter("tessera_node_allocation_mismatches_total");
+    ASSERT_TRUE(mismatches.ok()) << mismatches.status().ToString();
+    EXPECT_EQ(*mismatches, 0u) << "see the tessera-node logs, e.g. " << farm_->AgentLog(0);
+  }
   core::Assignment AssignmentOf(const json& pod) {
     auto a = core::DecodeAssignment(Annotation(pod, core::kAssignmentAnnotation));
     EXPECT_TRUE(a.ok()) << a.status().ToString();
@@ -202,6 +218,7 @@ TEST_F(NodePathTest, SameSizePodsPendingTogetherRunOnTheirOwnGpus) {
   PauseKubelets(false);
   ExpectRunningAsAssigned("first");
   ExpectRunningAsAssigned("second");
+  ExpectNoMismatches();
 }
 
 TEST_F(NodePathTest, InitContainerAndTwoGpuContainersEachGetTheirShare) {
@@ -256,6 +273,7 @@ TEST_F(NodePathTest, FiftyPodsSubmittedAtOnceToFiveNodes) {
   EXPECT_TRUE(problems.empty()) << ::testing::PrintToString(problems);
   auto overcommit = FindOvercommit(*client_);
   EXPECT_TRUE(overcommit.empty()) << ::testing::PrintToString(overcommit);
+  ExpectNoMismatches();
 }
 
 TEST_F(NodePathTest, KubeletRestartReRegistersWithinASecondAndAllocationsContinue) {
@@ -347,6 +365,7 @@ TEST_F(NodePathTest, ExtenderAndNodeAgentsRestartedTogetherLoseNoAllocation) {
   }
   auto overcommit = FindOvercommit(*client_);
   EXPECT_TRUE(overcommit.empty()) << ::testing::PrintToString(overcommit);
+  ExpectNoMismatches();
 }
 
 TEST_F(NodePathTest, VanishedGpuFailsTheAllocateWithItsReason) {
@@ -374,6 +393,14 @@ TEST_F(NodePathTest, VanishedGpuFailsTheAllocateWithItsReason) {
   EXPECT_NE(message.find(ns_ + "/orphan"), std::string::npos) << message;
   EXPECT_NE(message.find(lost), std::string::npos) << message;
   EXPECT_TRUE(Annotation(*pod, kSimAllocationsAnnotation).empty());
+  // tessera-node says so on the pod too.
+  std::vector<std::string> events;
+  for (int i = 0; i < 100 && events.empty(); ++i) {
+    events = PodEvents(*client_, ns_, "orphan", "TesseraAllocateFailed");
+    if (events.empty()) std::this_thread::sleep_for(milliseconds(100));
+  }
+  ASSERT_FALSE(events.empty()) << "no TesseraAllocateFailed Event on the pod";
+  EXPECT_NE(events.back().find(lost), std::string::npos) << events.back();
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "kube/paths.h"
+#include "podresources/v1/api.grpc.pb.h"
 
 namespace tessera::testing {
 namespace {
@@ -24,6 +25,71 @@ using nlohmann::json;
 std::string Str(const json& obj, const char* key) {
   auto it = obj.find(key);
   return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+// What the device manager recorded for one admitted pod.
+struct PodRecord {
+  std::string ns, name;
+  std::vector<std::pair<std::string, std::vector<std::string>>> containers;  // spec order; IDs may be empty
+};
+
+// v1.PodResourcesLister over snapshots of the records, as the kubelet's
+// pod-resources server answers from its device manager.
+class PodResourcesService final : public v1::PodResourcesLister::Service {
+ public:
+  PodResourcesService(std::string resource, std::function<std::vector<PodRecord>()> records,
+                      std::function<std::vector<SimDevice>()> devices)
+      : resource_(std::move(resource)), records_(std::move(records)), devices_(std::move(devices)) {}
+
+  grpc::Status List(grpc::ServerContext*, const v1::ListPodResourcesRequest*,
+                    v1::ListPodResourcesResponse* response) override {
+    for (const PodRecord& r : records_()) Fill(r, response->add_pod_resources());
+    return grpc::Status::OK;
+  }
+  grpc::Status Get(grpc::ServerContext*, const v1::GetPodResourcesRequest* request,
+                   v1::GetPodResourcesResponse* response) override {
+    for (const PodRecord& r : records_()) {
+      if (r.ns == request->pod_namespace() && r.name == request->pod_name()) {
+        Fill(r, response->mutable_pod_resources());
+        return grpc::Status::OK;
+      }
+    }
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        "pod " + request->pod_namespace() + "/" + request->pod_name() + " not found");
+  }
+  grpc::Status GetAllocatableResources(grpc::ServerContext*, const v1::AllocatableResourcesRequest*,
+                                       v1::AllocatableResourcesResponse* response) override {
+    auto* devices = response->add_devices();
+    devices->set_resource_name(resource_);
+    for (const auto& d : devices_()) {
+      if (d.health == "Healthy") devices->add_device_ids(d.id);
+    }
+    return grpc::Status::OK;
+  }
+
+ private:
+  void Fill(const PodRecord& r, v1::PodResources* out) const {
+    out->set_name(r.name);
+    out->set_namespace_(r.ns);
+    for (const auto& [name, ids] : r.containers) {
+      auto* c = out->add_containers();
+      c->set_name(name);
+      if (ids.empty()) continue;
+      auto* devices = c->add_devices();
+      devices->set_resource_name(resource_);
+      for (const auto& id : ids) devices->add_device_ids(id);
+    }
+  }
+
+  const std::string resource_;
+  const std::function<std::vector<PodRecord>()> records_;
+  const std::function<std::vector<SimDevice>()> devices_;
+};
+
+std::string DefaultPodResourcesSocket(const std::string& dir) {
+  std::filesystem::path p = std::filesystem::path(dir).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();  // "a/dp/" -> "a/dp"
+  return (p.parent_path() / "pod-resources" / "kubelet.sock").string();
 }
 
 }  // namespace
@@ -43,13 +109,46 @@ struct KubeletSim::Impl : public v1beta1::Registration::Service {
   std::shared_ptr<grpc::ClientContext> stream_context;          // GUARDED_BY(mu)
   std::map<std::string, std::vector<std::string>> in_use;       // GUARDED_BY(mu): pod uid -> device IDs
   std::set<std::string> admitted;                               // GUARDED_BY(mu): pod uids decided
+  std::map<std::string, PodRecord> records;                     // GUARDED_BY(mu): pod uid -> what it allocated
+  const std::string pod_resources_socket;
+  PodResourcesService pod_resources;
+  std::unique_ptr<grpc::Server> pod_resources_server;
   std::atomic<bool> paused{false};
   std::atomic<bool> stopping{false};
   std::unique_ptr<grpc::Server> server;
   std::thread plugin_thread, pod_thread;
   std::mt19937_64 rng;
 
-  Impl(kube::Client c, KubeletSimOptions o) : client(std::move(c)), options(std::move(o)), rng(options.seed) {}
+  Impl(kube::Client c, KubeletSimOptions o)
+      : client(std::move(c)),
+        options(std::move(o)),
+        pod_resources_socket(options.pod_resources_socket.empty() ? DefaultPodResourcesSocket(options.dir)
+                                                                   : options.pod_resources_socket),
+        pod_resources(options.resource, [this] { return Records(); },
+                      [this] {
+                        std::lock_guard<std::mutex> lock(mu);
+                        return devices;
+                      }),
+        rng(options.seed) {}
+
+  std::vector<PodRecord> Records() const {
+    std::lock_guard<std::mutex> lock(mu);
+    std::vector<PodRecord> out;
+    for (const auto& [uid, r] : records) out.push_back(r);
+    return out;
+  }
+
+  Status ServePodResources() {
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(pod_resources_socket).parent_path(), ec);
+    std::filesystem::remove(pod_resources_socket, ec);
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("unix://" + pod_resources_socket, grpc::InsecureServerCredentials());
+    builder.RegisterService(&pod_resources);
+    pod_resources_server = builder.BuildAndStart();
+    if (!pod_resources_server) return Internal("kubelet-sim: cannot serve " + pod_resources_socket);
+    return Status::Ok();
+  }
 
   std::string KubeletSocket() const { return options.dir + "/kubelet.sock"; }
 
@@ -165,6 +264,9 @@ struct KubeletSim::Impl : public v1beta1::Registration::Service {
     for (auto it = in_use.begin(); it != in_use.end();) {
       it = live.count(it->first) ? std::next(it) : in_use.erase(it);
     }
+    for (auto it = records.begin(); it != records.end();) {
+      it = live.count(it->first) ? std::next(it) : records.erase(it);
+    }
   }
 
   // Picks `n` IDs as the device manager does; empty when too few are free.
@@ -219,12 +321,14 @@ struct KubeletSim::Impl : public v1beta1::Registration::Service {
       for (const auto& [other, ids] : in_use) taken.insert(ids.begin(), ids.end());
     }
     json allocations = json::object();
+    PodRecord record{ns, name, {}};
     std::vector<std::string> mine;
     std::string failure;
     for (const char* list : {"initContainers", "containers"}) {
       if (!pod["spec"].contains(list)) continue;
       for (const auto& c : pod["spec"][list]) {
         const json limits = c.value("resources", json::object()).value("limits", json::object());
+        record.containers.push_back({Str(c, "name"), {}});
         if (!limits.contains(options.resource) || !failure.empty()) continue;
         const size_t n = std::stoul(limits[options.resource].get<std::string>());
         std::vector<std::string> ids = Choose(plugin, ask, n, taken);
@@ -253,13 +357,17 @@ struct KubeletSim::Impl : public v1beta1::Registration::Service {
         allocations[Str(c, "name")] = {{"deviceIDs", ids}, {"envs", envs}, {"mounts", mounts}};
         taken.insert(ids.begin(), ids.end());
         mine.insert(mine.end(), ids.begin(), ids.end());
+        record.containers.back().second = ids;
       }
     }
     if (allocations.empty() && failure.empty()) return;  // no device of ours
     {
       std::lock_guard<std::mutex> lock(mu);
       admitted.insert(uid);
-      if (failure.empty()) in_use[uid] = mine;
+      if (failure.empty()) {
+        in_use[uid] = mine;
+        records[uid] = std::move(record);
+      }
     }
     const std::string path = kube::PodPath(ns, name);
     json status;
@@ -285,6 +393,7 @@ KubeletSim::~KubeletSim() { Stop(); }
 
 Status KubeletSim::Start() {
   TESSERA_RETURN_IF_ERROR(impl_->Serve());
+  TESSERA_RETURN_IF_ERROR(impl_->ServePodResources());
   impl_->plugin_thread = std::thread([this] { impl_->PluginLoop(); });
   impl_->pod_thread = std::thread([this] { impl_->PodLoop(); });
   return Status::Ok();
@@ -303,6 +412,27 @@ void KubeletSim::Stop() {
     impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
     impl_->server.reset();
   }
+  if (impl_->pod_resources_server) {
+    impl_->pod_resources_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    impl_->pod_resources_server.reset();
+  }
+}
+
+std::string KubeletSim::PodResourcesSocket() const { return impl_->pod_resources_socket; }
+
+Status KubeletSim::CorruptRecord(const std::string& ns, const std::string& pod, const std::string& container,
+                                 const std::vector<std::string>& device_ids) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  for (auto& [uid, record] : impl_->records) {
+    if (record.ns != ns || record.name != pod) continue;
+    for (auto& [name, ids] : record.containers) {
+      if (name == container) {
+        ids = device_ids;
+        return Status::Ok();
+      }
+    }
+  }
+  return NotFound("kubelet-sim: no record of container " + container + " in pod " + ns + "/" + pod);
 }
 
 void KubeletSim::SetPaused(bool paused) { impl_->paused.store(paused); }

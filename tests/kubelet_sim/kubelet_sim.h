@@ -10,6 +10,10 @@
 // kubelet-sim.tessera.io/allocations (JSON: container -> deviceIDs, envs,
 // mounts) and phase Running; on an Allocate error, phase Failed with reason
 // UnexpectedAdmissionError and the plugin's message, as the kubelet does.
+// Like the kubelet it also serves the pod-resources API (v1.PodResourcesLister
+// List, Get, GetAllocatableResources) on its own socket, answering from what
+// it actually allocated: per admitted pod, every container with its device
+// IDs of the resource, until the pod finishes or is deleted.
 // Thread-safety: all methods from any thread.
 //
 //   KubeletSim kubelet(client, {.node = "n1", .dir = tmp});
@@ -35,6 +39,9 @@ struct KubeletSimOptions {
   std::string resource = "tessera.io/gpu";    // the only resource it manages
   uint64_t seed = 1;                          // the arbitrary pick's shuffle
   std::chrono::milliseconds poll{200};        // how often it lists pods
+  // The pod-resources socket; "" -> <dir>/../pod-resources/kubelet.sock (the
+  // kubelet's layout). Unix socket paths must stay under 108 bytes.
+  std::string pod_resources_socket = "";
 };
 
 struct SimDevice {
@@ -59,6 +66,16 @@ class KubeletSim {
   // Polls `done(Devices())` until true or the timeout.
   bool WaitForDevices(const std::function<bool(const std::vector<SimDevice>&)>& done,
                       std::chrono::milliseconds timeout) const;
+
+  // The pod-resources socket it serves.
+  std::string PodResourcesSocket() const;
+
+  // Test-only: makes the pod-resources record of `container` in pod ns/name
+  // lie, listing `device_ids` instead of what was allocated (a real kubelet
+  // never does; it lets tests reach the plugin's mismatch path). NOT_FOUND
+  // when the pod has no record or no such container.
+  Status CorruptRecord(const std::string& ns, const std::string& pod, const std::string& container,
+                       const std::vector<std::string>& device_ids);
 
   // Like a kubelet restart: deletes every socket in the directory (the
   // plugin's too; only kubelet.sock when `wipe_plugin_sockets` is false) and

@@ -1,7 +1,10 @@
 // tessera-node in simulated mode against the real API server, driven over its
 // real gRPC socket by the kubelet stand-in: inventory publishing, slot health,
-// and the Allocate handshake for pods created already bound with assignments.
+// the Allocate handshake for pods created already bound with assignments, and
+// the reconciliation against the stand-in's pod-resources record (Events and
+// counters scraped from /metrics).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -9,9 +12,11 @@
 #include <thread>
 
 #include "core/codec.h"
+#include "kube/events.h"
 #include "kube/paths.h"
 #include "tests/kubelet_sim/kubelet_sim.h"
 #include "tests/support/cluster_env.h"
+#include "tests/support/http_probe.h"
 #include "tests/support/sim_nodes.h"
 
 namespace tessera::testing {
@@ -31,6 +36,7 @@ struct Suite {
   std::vector<std::string> uuids;
   std::unique_ptr<KubeletSim> kubelet;
   ChildProcess agent;
+  int metrics_port = 0;
 };
 Suite* suite = nullptr;
 
@@ -44,6 +50,7 @@ void WriteGpus(bool second_healthy) {
   out.close();
   std::filesystem::rename(suite->gpu_file + ".tmp", suite->gpu_file);  // atomic: the agent never reads half a file
 }
+
 
 class NodeAgentTest : public ::testing::Test {
  protected:
@@ -72,13 +79,17 @@ class NodeAgentTest : public ::testing::Test {
 
     suite->kubelet = std::make_unique<KubeletSim>(*suite->client, KubeletSimOptions{suite->node, suite->dir + "/dp"});
     ASSERT_TRUE(suite->kubelet->Start().ok());
+    suite->metrics_port = FreeLoopbackPort();
+    ASSERT_NE(suite->metrics_port, 0);
     std::filesystem::create_directories(suite->env.dir + "/logs");
     auto agent = ChildProcess::Start(
         {suite->env.bin_dir + "/tessera-node", "--node-name", suite->node, "--kubeconfig", suite->env.kubeconfig,
          "--device-plugin-dir", suite->dir + "/dp", "--slots-per-gpu", std::to_string(kSlotsPerGpu),
          "--simulated-gpus", suite->gpu_file, "--library-host-path", suite->dir + "/libtessera-cuda.so",
          "--preload-host-path", suite->dir + "/ld.so.preload", "--region-root", suite->dir + "/regions",
-         "--resync-ms", "200"},
+         "--resync-ms", "200", "--pod-resources-socket", suite->kubelet->PodResourcesSocket(),
+         "--reconcile-interval-ms", "300", "--metrics-bind-address",
+         "127.0.0.1:" + std::to_string(suite->metrics_port)},
         suite->env.dir + "/logs/tessera-node-" + id + ".log");
     ASSERT_TRUE(agent.ok()) << agent.status().ToString();
     suite->agent = std::move(agent).value();
@@ -120,6 +131,40 @@ class NodeAgentTest : public ::testing::Test {
       const std::string phase = pod["status"].value("phase", "");
       return phase == "Running" || phase == "Failed";
     }, seconds(60));
+  }
+  // A counter scraped from the agent's /metrics.
+  static Result<uint64_t> Counter(const std::string& name) {
+    return ScrapeCounter(suite->metrics_port, name);
+  }
+  static uint64_t CounterOrZero(const std::string& name) {
+    auto v = Counter(name);
+    return v.ok() ? *v : 0;
+  }
+  // Waits until `name` reaches at least `value`; its last value.
+  static uint64_t WaitForCounter(const std::string& name, uint64_t value, seconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    uint64_t seen = 0;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto v = Counter(name);
+      if (v.ok()) seen = *v;
+      if (seen >= value) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return seen;
+  }
+  // The Events of `reason` on pod `name` of the suite's namespace.
+  json EventsOn(const std::string& name, const std::string& reason) {
+    auto list = Client().List(kube::EventsPath(suite->ns), "", "involvedObject.name=" + name + ",reason=" + reason);
+    return list.ok() ? (*list)["items"] : json::array();
+  }
+  json WaitForEvents(const std::string& name, const std::string& reason, seconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    json items = EventsOn(name, reason);
+    while (items.empty() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      items = EventsOn(name, reason);
+    }
+    return items;
   }
   static json Allocations(const json& pod) {
     const auto& a = pod["metadata"].value("annotations", json::object());
@@ -218,6 +263,16 @@ TEST_F(NodeAgentTest, CorruptAssignmentFailsTheAllocateWithItsReason) {
   EXPECT_NE(message.find(suite->ns + "/corrupt: assignment annotation unreadable"), std::string::npos) << message;
   EXPECT_TRUE(Allocations(*pod).empty());
   EXPECT_FALSE((*pod)["metadata"]["annotations"].contains("tessera.io/allocated"));
+  // The refusal is raised on the pod itself, where kubectl describe shows it.
+  json events = WaitForEvents("corrupt", "TesseraAllocateFailed", seconds(20));
+  ASSERT_EQ(events.size(), 1u) << events.dump();
+  EXPECT_EQ(events[0]["type"], "Warning");
+  EXPECT_EQ(events[0]["source"]["component"], "tessera-node");
+  EXPECT_EQ(events[0]["involvedObject"]["uid"], (*pod)["metadata"]["uid"]);
+  EXPECT_NE(events[0]["message"].get<std::string>().find(suite->ns + "/corrupt: assignment annotation unreadable"),
+            std::string::npos)
+      << events[0].dump();
+  EXPECT_GE(CounterOrZero("tessera_node_allocate_failures_total"), 1u);
   (void)Client().Delete(kube::PodPath(suite->ns, "corrupt"), 0);
 }
 
@@ -299,6 +354,54 @@ TEST_F(NodeAgentTest, AllocatesAfterReRegistration) {
   EXPECT_EQ(envs["TESSERA_GPU_CORE_PERCENT_0"], "100");
   EXPECT_EQ(envs["TESSERA_GPU_MEM_FRACTION"], "0.2500");
   (void)Client().Delete(kube::PodPath(suite->ns, "after-restart"), 0);
+}
+
+TEST_F(NodeAgentTest, ReconcileFindsNoMismatchInNormalAllocations) {
+  const uint64_t mismatches = CounterOrZero("tessera_node_allocation_mismatches_total");
+  const auto& u = suite->uuids;
+  CreateBound("rec-ok", {{"main", 1, 2048, 10}}, Assignment({{"main", {{0, u[0], 2048, 100}}}}),
+              "2026-01-01T00:00:07Z");
+  auto pod = Settled("rec-ok");
+  ASSERT_TRUE(pod.ok()) << pod.status().ToString();
+  ASSERT_EQ((*pod)["status"]["phase"], "Running") << pod->dump();
+  // Two full passes after the kubelet recorded the pod.
+  const uint64_t runs = CounterOrZero("tessera_node_reconcile_runs_total");
+  EXPECT_GE(WaitForCounter("tessera_node_reconcile_runs_total", runs + 2, seconds(20)), runs + 2);
+  EXPECT_EQ(CounterOrZero("tessera_node_allocation_mismatches_total"), mismatches);
+  EXPECT_TRUE(EventsOn("rec-ok", "TesseraAllocationMismatch").empty());
+  EXPECT_GE(CounterOrZero("tessera_node_allocations_total"), 1u);
+  (void)Client().Delete(kube::PodPath(suite->ns, "rec-ok"), 0);
+}
+
+TEST_F(NodeAgentTest, ACorruptKubeletRecordRaisesOneMismatchEvent) {
+  const uint64_t mismatches = CounterOrZero("tessera_node_allocation_mismatches_total");
+  const auto& u = suite->uuids;
+  CreateBound("rec-bad", {{"main", 1, 2048, 10}}, Assignment({{"main", {{0, u[0], 2048, 100}}}}),
+              "2026-01-01T00:00:08Z");
+  auto pod = Settled("rec-bad");
+  ASSERT_TRUE(pod.ok()) << pod.status().ToString();
+  ASSERT_EQ((*pod)["status"]["phase"], "Running") << pod->dump();
+  // The kubelet's record now says the container holds a slot on the other GPU.
+  const std::string wrong = u[1] + "-" + std::to_string(kSlotsPerGpu - 1);
+  ASSERT_TRUE(suite->kubelet->CorruptRecord(suite->ns, "rec-bad", "main", {wrong}).ok());
+
+  json events = WaitForEvents("rec-bad", "TesseraAllocationMismatch", seconds(20));
+  ASSERT_EQ(events.size(), 1u) << events.dump();
+  EXPECT_EQ(events[0]["type"], "Warning");
+  EXPECT_EQ(events[0]["source"]["component"], "tessera-node");
+  EXPECT_EQ(events[0]["involvedObject"]["kind"], "Pod");
+  EXPECT_EQ(events[0]["involvedObject"]["uid"], (*pod)["metadata"]["uid"]);
+  const std::string message = events[0]["message"];
+  EXPECT_NE(message.find(wrong), std::string::npos) << message;
+  EXPECT_NE(message.find(u[0]), std::string::npos) << message;
+  EXPECT_EQ(CounterOrZero("tessera_node_allocation_mismatches_total"), mismatches + 1);
+
+  // Further passes see the same mismatch and report nothing new.
+  const uint64_t runs = CounterOrZero("tessera_node_reconcile_runs_total");
+  EXPECT_GE(WaitForCounter("tessera_node_reconcile_runs_total", runs + 3, seconds(20)), runs + 3);
+  EXPECT_EQ(CounterOrZero("tessera_node_allocation_mismatches_total"), mismatches + 1);
+  EXPECT_EQ(EventsOn("rec-bad", "TesseraAllocationMismatch").size(), 1u);
+  (void)Client().Delete(kube::PodPath(suite->ns, "rec-bad"), 0);
 }
 
 }  // namespace

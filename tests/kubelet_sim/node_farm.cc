@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "node/inventory.h"
+#include "tests/support/http_probe.h"
 
 namespace tessera::testing {
 
@@ -14,6 +15,7 @@ struct NodeFarm::Member {
   std::string dir;  // <work>/<i>: dp/, gpus.yaml, regions/
   std::unique_ptr<KubeletSim> kubelet;
   ChildProcess agent;
+  int metrics_port = 0;
 };
 
 NodeFarm::NodeFarm(kube::Client client, NodeFarmOptions options, std::string work_dir)
@@ -51,6 +53,9 @@ Result<std::unique_ptr<NodeFarm>> NodeFarm::Start(const kube::Client& client, st
     kubelet_options.dir = member.dir + "/dp";
     kubelet_options.seed = i + 1;
     kubelet_options.poll = farm->options_.kubelet_poll;
+    kubelet_options.pod_resources_socket = member.dir + "/pod-resources.sock";
+    member.metrics_port = FreeLoopbackPort();
+    if (member.metrics_port == 0) return Internal("NodeFarm: no free loopback port for /metrics");
     member.kubelet = std::make_unique<KubeletSim>(farm->client_, kubelet_options);
     TESSERA_RETURN_IF_ERROR(member.kubelet->Start().WithContext("kubelet stand-in of " + member.node.info.name));
     TESSERA_RETURN_IF_ERROR(farm->StartAgent(i));
@@ -74,6 +79,18 @@ std::string NodeFarm::AgentLog(size_t i) const {
 }
 std::string NodeFarm::RegionRoot(size_t i) const { return members_.at(i)->dir + "/regions"; }
 
+int NodeFarm::MetricsPort(size_t i) const { return members_.at(i)->metrics_port; }
+
+Result<uint64_t> NodeFarm::SumCounter(const std::string& name) {
+  uint64_t sum = 0;
+  for (size_t i = 0; i < size(); ++i) {
+    if (!AgentRunning(i)) continue;
+    TESSERA_ASSIGN_OR_RETURN(uint64_t value, ScrapeCounter(MetricsPort(i), name));
+    sum += value;
+  }
+  return sum;
+}
+
 void NodeFarm::StopAgent(size_t i, int signal) { members_.at(i)->agent.Stop(signal, std::chrono::seconds(5)); }
 
 bool NodeFarm::AgentRunning(size_t i) { return members_.at(i)->agent.running(); }
@@ -90,7 +107,10 @@ Status NodeFarm::StartAgent(size_t i, const std::vector<std::string>& extra_flag
                                    "--library-host-path", m.dir + "/libtessera-cuda.so",
                                    "--preload-host-path", m.dir + "/ld.so.preload",
                                    "--region-root", RegionRoot(i),
-                                   "--resync-ms", std::to_string(options_.resync.count())};
+                                   "--resync-ms", std::to_string(options_.resync.count()),
+                                   "--pod-resources-socket", m.kubelet->PodResourcesSocket(),
+                                   "--reconcile-interval-ms", std::to_string(options_.reconcile.count()),
+                                   "--metrics-bind-address", "127.0.0.1:" + std::to_string(m.metrics_port)};
   argv.insert(argv.end(), options_.agent_flags.begin(), options_.agent_flags.end());
   argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
   const std::string pid_file = options_.pid_dir.empty() ? "" : options_.pid_dir + "/tessera-node-" + m.node.info.name + ".pid";

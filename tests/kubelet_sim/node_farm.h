@@ -27,6 +27,7 @@ struct NodeFarmOptions {
   std::string pid_dir;                        // when set, <node>.pid files (cluster-down.sh reaps them)
   std::vector<std::string> agent_flags;       // appended to every tessera-node's flags
   std::chrono::milliseconds resync{200};      // tessera-node --resync-ms
+  std::chrono::milliseconds reconcile{500};   // tessera-node --reconcile-interval-ms
   std::chrono::milliseconds kubelet_poll{100};
   std::chrono::seconds ready_timeout{60};     // registration and the full slot list
 };
@@ -49,6 +50,10 @@ class NodeFarm {
   std::string AgentLog(size_t i) const;
   // Where node i's region folders are created (<pod uid>/<container>).
   std::string RegionRoot(size_t i) const;
+  // Node i's tessera-node serves /metrics on 127.0.0.1 at this port.
+  int MetricsPort(size_t i) const;
+  // The sum of counter `name` over every running agent's /metrics.
+  Result<uint64_t> SumCounter(const std::string& name);
 
   // Stops node i's tessera-node with `signal` (SIGKILL: as if it crashed).
   void StopAgent(size_t i, int signal);

@@ -1,0 +1,74 @@
+#include "node/event_recorder.h"
+
+namespace tessera::node {
+namespace {
+
+std::string Key(const kube::EventSpec& e) {
+  const char sep = '\x1f';  // cannot occur in names or reasons
+  return e.object.ns + sep + e.object.name + sep + e.object.uid + sep + e.type + sep + e.reason + sep + e.message;
+}
+
+}  // namespace
+
+EventRecorder::EventRecorder(Poster post, EventRecorderOptions options, std::shared_ptr<spdlog::logger> log)
+    : post_(std::move(post)), options_(options), log_(std::move(log)), thread_([this] { Loop(); }) {}
+
+EventRecorder::~EventRecorder() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+bool EventRecorder::Record(const kube::EventSpec& spec) {
+  const auto now = std::chrono::steady_clock::now();
+  std::string key = Key(spec);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = recent_.begin(); it != recent_.end();) {
+      it = now - it->second >= options_.dedupe_window ? recent_.erase(it) : std::next(it);
+    }
+    if (recent_.count(key)) return false;
+    if (queue_.size() >= options_.max_queued) {
+      log_->warn("dropping event {} on {}/{}: {} events already wait to be posted", spec.reason, spec.object.ns,
+                 spec.object.name, queue_.size());
+      return false;
+    }
+    recent_.emplace(std::move(key), now);
+    queue_.push_back(spec);
+  }
+  cv_.notify_all();
+  return true;
+}
+
+void EventRecorder::FlushForTest() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return stopping_ || (queue_.empty() && !busy_); });
+}
+
+void EventRecorder::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    if (stopping_) return;
+    kube::EventSpec spec = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    const nlohmann::json body = kube::BuildEvent(spec, std::chrono::system_clock::now());
+    const Status st = post_(kube::EventsPath(spec.object.ns), body);
+    if (!st.ok()) {
+      log_->warn("posting event {} on {}/{} failed: {}", spec.reason, spec.object.ns, spec.object.name,
+                 st.message());
+    } else {
+      log_->debug("posted event {} on {}/{}", spec.reason, spec.object.ns, spec.object.name);
+    }
+    lock.lock();
+    busy_ = false;
+    cv_.notify_all();
+  }
+}
+
+}  // namespace tessera::node

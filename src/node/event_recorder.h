@@ -1,0 +1,68 @@
+// Posts Kubernetes Events for tessera-node from one background thread, so a
+// caller on a hot path (Allocate) never waits on the API server. The queue is
+// bounded and identical events (same object, type, reason and message) within
+// a window are dropped, so a failure repeated in a burst is raised once.
+// Thread-safety: Record from any thread.
+//
+//   EventRecorder events([&](auto& path, auto& body) { return client.Create(path, body).status(); }, {}, log);
+//   events.Record(spec);   // a kube::EventSpec; returns at once
+#pragma once
+
+#include <spdlog/logger.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "core/status.h"
+#include "kube/events.h"
+
+namespace tessera::node {
+
+struct EventRecorderOptions {
+  size_t max_queued = 256;                        // more waiting events than this: new ones are dropped
+  std::chrono::milliseconds dedupe_window{5000};  // an identical event within this is dropped
+};
+
+class EventRecorder {
+ public:
+  // POSTs `body` to the collection `path`; the recorder's only I/O.
+  using Poster = std::function<Status(const std::string& path, const nlohmann::json& body)>;
+
+  EventRecorder(Poster post, EventRecorderOptions options, std::shared_ptr<spdlog::logger> log);
+  // Finishes the POST in flight; events still queued are dropped.
+  ~EventRecorder();
+  EventRecorder(const EventRecorder&) = delete;
+  EventRecorder& operator=(const EventRecorder&) = delete;
+
+  // Queues `spec` for posting and returns true; false (nothing queued) when
+  // an identical event was queued within the window or the queue is full.
+  // Never blocks on I/O. Post failures are logged and not retried.
+  bool Record(const kube::EventSpec& spec);
+
+  // Blocks until every queued event was posted or failed (tests).
+  void FlushForTest();
+
+ private:
+  void Loop();
+
+  const Poster post_;
+  const EventRecorderOptions options_;
+  std::shared_ptr<spdlog::logger> log_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<kube::EventSpec> queue_;                                       // GUARDED_BY(mu_)
+  std::map<std::string, std::chrono::steady_clock::time_point> recent_;    // GUARDED_BY(mu_): key -> queued at
+  bool busy_ = false;                                                       // GUARDED_BY(mu_): a POST in flight
+  bool stopping_ = false;                                                   // GUARDED_BY(mu_)
+  std::thread thread_;
+};
+
+}  // namespace tessera::node
