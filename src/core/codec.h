@@ -33,6 +33,11 @@ inline constexpr std::string_view kAssignmentAnnotation = "tessera.io/assignment
 // Pod annotation with the time (RFC 3339, UTC) the extender bound the pod;
 // the node agent serves pending assignments oldest first by it.
 inline constexpr std::string_view kAssignedAtAnnotation = "tessera.io/assigned-at";
+// Pod annotation the node agent keeps: the containers it has allocated, comma-separated.
+inline constexpr std::string_view kAllocatedAnnotation = "tessera.io/allocated";
+// Node annotation tessera-node sets on its Node: an agent admits pods there
+// (names its version). Nodes without it (simulated, no agent) admit nothing.
+inline constexpr std::string_view kNodeAgentAnnotation = "tessera.io/node-agent";
 // The one format version this build reads and writes.
 inline constexpr int kCodecVersion = 1;
 // GPU indexes in annotations lie in 0..kMaxGpuIndex.

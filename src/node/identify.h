@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/codec.h"
 #include "core/model.h"
 #include "core/status.h"
 
@@ -19,7 +20,7 @@ namespace tessera::node {
 
 // Pod annotation listing the containers whose Allocate has been answered
 // ("main,sidecar"), written by the node agent.
-inline constexpr const char* kAllocatedAnnotation = "tessera.io/allocated";
+inline constexpr const char* kAllocatedAnnotation = core::kAllocatedAnnotation.data();
 
 // A container that still waits for its Allocate, with its GPU shares.
 struct PendingContainer {

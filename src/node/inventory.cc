@@ -89,7 +89,12 @@ std::string LabelValue(std::string_view text) {
 
 Result<nlohmann::json> InventoryPatch(const std::vector<core::GpuInfo>& gpus) {
   TESSERA_ASSIGN_OR_RETURN(std::string inventory, core::EncodeInventory(gpus));
-  nlohmann::json patch = {{"metadata", {{"annotations", {{std::string(core::kInventoryAnnotation), inventory}}}}}};
+  // The agent marker tells the scheduler that pods on this node are admitted
+  // by the Allocate handshake (it then keeps pending shares unambiguous).
+  nlohmann::json patch = {{"metadata",
+                           {{"annotations",
+                             {{std::string(core::kInventoryAnnotation), inventory},
+                              {std::string(core::kNodeAgentAnnotation), kNodeAgentVersion}}}}}};
   if (!gpus.empty()) {
     int64_t smallest = gpus.front().memory_mib;
     for (const auto& g : gpus) smallest = std::min(smallest, g.memory_mib);

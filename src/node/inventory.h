@@ -18,6 +18,9 @@
 
 namespace tessera::node {
 
+// The value of the core::kNodeAgentAnnotation the agent puts on its Node.
+inline constexpr const char* kNodeAgentVersion = "tessera-node/v1";
+
 // Node labels the agent keeps in step with its GPUs.
 inline constexpr const char* kModelLabel = "tessera.io/gpu-model";
 inline constexpr const char* kMemoryLabel = "tessera.io/gpu-memory-mib";
@@ -60,8 +63,9 @@ class FileGpuSource final : public GpuSource {
 // starting and ending alphanumeric; other characters become '-'.
 std::string LabelValue(std::string_view text);
 
-// The merge patch that puts `gpus` on a Node: the inventory annotation and
-// labels for the model (GPU 0's) and memory (the smallest GPU's MiB).
+// The merge patch that puts `gpus` on a Node: the inventory annotation, the
+// node-agent marker, and labels for the model (GPU 0's) and memory (the
+// smallest GPU's MiB).
 Result<nlohmann::json> InventoryPatch(const std::vector<core::GpuInfo>& gpus);
 
 // Reads Node `node` and merge-PATCHes it with InventoryPatch(gpus) only when

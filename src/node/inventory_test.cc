@@ -49,6 +49,7 @@ TEST(InventoryPatchTest, AnnotationAndLabels) {
   auto back = core::DecodeInventory((*patch)["metadata"]["annotations"]["tessera.io/gpu-inventory"].get<std::string>());
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(*back, gpus);
+  EXPECT_EQ((*patch)["metadata"]["annotations"]["tessera.io/node-agent"], kNodeAgentVersion);
 }
 
 TEST(InventoryPatchTest, LabelValuesAreSanitised) {

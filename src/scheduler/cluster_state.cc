@@ -38,6 +38,7 @@ std::string NodeFingerprint(const Json& node) {
   std::string fp;
   const Json* inv = Annotation(node, core::kInventoryAnnotation);
   fp += inv ? inv->dump() : "-";
+  fp += Annotation(node, core::kNodeAgentAnnotation) != nullptr ? "\nagent" : "\n-";
   const Json* status = Member(node, "status");
   const Json* alloc = status ? Member(*status, "allocatable") : nullptr;
   for (const char* r : {"cpu", "memory"}) {
@@ -46,6 +47,23 @@ std::string NodeFingerprint(const Json& node) {
     fp += v ? v->dump() : "-";
   }
   return fp;
+}
+
+// Whether the node has admitted a bound pod: it runs, or the node agent has
+// listed every container the assignment gives GPUs in tessera.io/allocated.
+bool IsAdmitted(const core::Assignment& assignment, const std::string& phase, const std::string& allocated) {
+  if (phase == "Running") return true;
+  std::set<std::string, std::less<>> listed;
+  for (size_t start = 0; start <= allocated.size();) {
+    size_t comma = allocated.find(',', start);
+    if (comma == std::string::npos) comma = allocated.size();
+    if (comma > start) listed.insert(allocated.substr(start, comma - start));
+    start = comma + 1;
+  }
+  for (const auto& c : assignment.containers) {
+    if (!c.gpus.empty() && !listed.count(c.name)) return false;
+  }
+  return true;
 }
 
 // The request the ledger holds for a bound pod: CPU and memory from its spec,
@@ -152,6 +170,8 @@ void ClusterState::UpsertNode(const Json& node) {
   NodeEntry& entry = nodes_[name];
   if (entry.fingerprint == fp) return;  // a heartbeat: nothing the ledger uses changed
   entry.fingerprint = std::move(fp);
+  const bool had_agent = entry.has_agent;
+  entry.has_agent = Annotation(node, core::kNodeAgentAnnotation) != nullptr;
   TopologyChanged();
   Result<core::NodeInfo> info = core::NodeInfoFromJson(node);
   const bool in_ledger = ledger_.FindNode(name) != nullptr;
@@ -193,6 +213,10 @@ void ClusterState::UpsertNode(const Json& node) {
     log_->info("node {} updated: {} GPUs", name, info->gpus.size());
   }
   ApplyParked(name);
+  if (had_agent != entry.has_agent) {
+    log_->info("node {} {} a node agent", name, entry.has_agent ? "has" : "no longer has");
+    for (const std::string& key : ledger_.PodsOn(name)) SyncAwaiting(key, pods_.at(key));
+  }
 }
 
 void ClusterState::DeleteNode(std::string_view name) {
@@ -222,6 +246,9 @@ void ClusterState::UpsertPod(const Json& pod) {
   const std::string node = StringAt(pod, "spec", "nodeName");
   const bool terminal = phase == "Succeeded" || phase == "Failed";
   const Json* annotation = Annotation(pod, core::kAssignmentAnnotation);
+  const Json* allocated_json = Annotation(pod, core::kAllocatedAnnotation);
+  const std::string allocated =
+      allocated_json != nullptr && allocated_json->is_string() ? allocated_json->get<std::string>() : "";
   const bool wants_gpu = node.empty() && !terminal && core::WantsGpu(pod, options_.resources);
   // Work that needs no lock first.
   PendingPod pending;
@@ -266,7 +293,10 @@ void ClusterState::UpsertPod(const Json& pod) {
   }
   const std::string& text = annotation->get_ref<const std::string&>();
   if (it != pods_.end() && it->second.assignment_text == text && it->second.assignment.node == node) {
-    return;  // an update that does not change the share (status, labels, ...)
+    // An update that does not change the share (status, labels, admission).
+    it->second.admitted = IsAdmitted(it->second.assignment, phase, allocated);
+    SyncAwaiting(key, it->second);
+    return;
   }
   Result<core::Assignment> assignment = core::DecodeAssignment(text);
   Result<core::PodRequest> request =
@@ -285,6 +315,8 @@ void ClusterState::UpsertPod(const Json& pod) {
         if (rec.place == Place::kHeld) (void)ledger_.Confirm(key);
         log_->debug("pod {} confirmed on {}", key, node);
       }
+      rec.admitted = IsAdmitted(rec.assignment, phase, allocated);
+      SyncAwaiting(key, rec);
       return;
     }
     log_->info("pod {} changed its assignment; re-placing it", key);
@@ -306,6 +338,7 @@ void ClusterState::UpsertPod(const Json& pod) {
   }
   rec.request = std::move(request).value();
   rec.assignment = std::move(assignment).value();
+  rec.admitted = IsAdmitted(rec.assignment, phase, allocated);
   Hold(key, std::move(rec));
 }
 
@@ -328,7 +361,17 @@ void ClusterState::DeletePod(const Json& pod) {
 Result<core::Assignment> ClusterState::AssumeOnNode(const core::PodRequest& pod, std::string_view uid,
                                                     std::string_view node, const PickFn& pick,
                                                     Clock::time_point now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  // One pod awaiting admission per node with an agent (see the header).
+  const auto give_up = Clock::now() + options_.admission_wait;
+  for (auto a = awaiting_.find(node); a != awaiting_.end(); a = awaiting_.find(node)) {
+    if (a->second.count(pod.key)) break;  // itself (AlreadyExists below)
+    if (admitted_.wait_until(lock, give_up) == std::cv_status::timeout && awaiting_.count(node)) {
+      return Status(StatusCode::kUnavailable, "node " + std::string(node) + " has not admitted pod " + *awaiting_.find(node)->second.begin() +
+                         " yet (waited " + std::to_string(options_.admission_wait.count()) +
+                         " ms); binding one pod at a time there keeps the node agent from mixing pods up");
+    }
+  }
   if (auto it = pods_.find(pod.key); it != pods_.end())
     return AlreadyExists("pod " + pod.key + " already has a share on node " + it->second.assignment.node);
   const core::NodeState* state = ledger_.FindNode(node);
@@ -347,7 +390,9 @@ Result<core::Assignment> ClusterState::AssumeOnNode(const core::PodRequest& pod,
   rec.assumed = true;
   rec.assumed_at = now;
   assumed_.emplace(now, pod.key);
-  NoteNewHold(pods_.emplace(pod.key, std::move(rec)).first->second);
+  PodRecord& held = pods_.emplace(pod.key, std::move(rec)).first->second;
+  NoteNewHold(held);
+  SyncAwaiting(pod.key, held);
   return assignment;
 }
 
@@ -420,6 +465,7 @@ void ClusterState::TryPlace(const std::string& key, PodRecord& rec) {
     if (!rec.assumed) (void)ledger_.Confirm(key);
     rec.place = Place::kHeld;
     rec.problem.clear();
+    SyncAwaiting(key, rec);
     NoteNewHold(rec);
     if (auto p = parked_.find(node); p != parked_.end()) {
       p->second.erase(key);
@@ -452,6 +498,7 @@ void ClusterState::Release(const std::string& key) {
     if (p->second.empty()) parked_.erase(p);
   }
   if (it->second.assumed) assumed_.erase({it->second.assumed_at, key});
+  ClearAwaiting(key, it->second);
   pods_.erase(it);
   if (freed) ApplyParked(node);
 }
@@ -462,6 +509,7 @@ void ClusterState::Evict(const std::string& node, const std::string& why) {
     (void)ledger_.Forget(key);
     PodRecord& rec = pods_.at(key);
     rec.place = Place::kWaiting;
+    ClearAwaiting(key, rec);
     rec.problem = why;
     parked_[node].insert(key);
   }
@@ -478,6 +526,29 @@ void ClusterState::SetWaitingReason(const std::string& node, const std::string& 
 
 // Retries the pods parked on `node`: pods seen by the watch first, then own
 // assumptions, each group in key order (the order a fresh list delivers).
+void ClusterState::SyncAwaiting(const std::string& key, PodRecord& rec) {
+  auto n = nodes_.find(rec.assignment.node);
+  const bool want = rec.place == Place::kHeld && !rec.admitted && n != nodes_.end() && n->second.has_agent;
+  if (want == rec.awaiting) return;
+  if (!want) {
+    ClearAwaiting(key, rec);
+    log_->debug("pod {} admitted on {} (or no longer held there)", key, rec.assignment.node);
+    return;
+  }
+  rec.awaiting = true;
+  awaiting_[rec.assignment.node].insert(key);
+}
+
+void ClusterState::ClearAwaiting(const std::string& key, PodRecord& rec) {
+  if (!rec.awaiting) return;
+  rec.awaiting = false;
+  if (auto a = awaiting_.find(rec.assignment.node); a != awaiting_.end()) {
+    a->second.erase(key);
+    if (a->second.empty()) awaiting_.erase(a);
+  }
+  admitted_.notify_all();
+}
+
 void ClusterState::ApplyParked(const std::string& node) {
   auto p = parked_.find(node);
   if (p == parked_.end() || ledger_.FindNode(node) == nullptr) return;

@@ -14,6 +14,12 @@
 //  - a pod whose assignment does not fit (two schedulers, a node that
 //    shrank) is logged and kept as a *conflict*, retried whenever its node
 //    frees capacity. Conflicts are counted, never silently dropped.
+// A held pod on a node with a node agent (tessera.io/node-agent) *awaits
+// admission* until the agent lists its GPU containers in tessera.io/allocated
+// (or it runs). AssumeOnNode binds one such pod per node at a time: the kubelet
+// admits pods in an order the agent cannot see, and the agent tells pending
+// pods apart only by their GPUs and slot counts, so two pending pods on one
+// node could be mixed up; with one, Allocate cannot pick the wrong pod.
 // A pod this extender binds is *assumed* (AssumeOnNode) until the pod watch
 // shows it with its assignment; ExpireAssumed releases assumptions older than
 // the TTL (the bind was lost). A node without a valid inventory annotation is
@@ -30,6 +36,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -63,6 +70,10 @@ struct ClusterStateOptions {
   // How long a pod bound by this extender may stay unseen by the pod watch
   // before its share is released. Default 60 s.
   std::chrono::seconds assume_ttl{60};
+  // How long AssumeOnNode waits for the node to admit the pod bound before
+  // (nodes with an agent only). Keep it below kube-scheduler's extender
+  // httpTimeout. Default 4 s.
+  std::chrono::milliseconds admission_wait{4000};
   // Where decisions are logged; nullptr: spdlog's default logger.
   std::shared_ptr<spdlog::logger> logger;
 };
@@ -193,10 +204,13 @@ class ClusterState {
     bool assumed = false;
     Clock::time_point assumed_at{};
     bool counted = false;         // reported by NewHoldsSince already
+    bool admitted = false;        // its node's agent allocated every GPU container, or it runs
+    bool awaiting = false;        // listed in awaiting_ (SyncAwaiting)
   };
   struct NodeEntry {
     std::string fingerprint;      // inventory + allocatable as last seen
     std::string not_gpu_reason;   // empty: the node is in the ledger
+    bool has_agent = false;       // carries tessera.io/node-agent: pods there are admitted by Allocate
   };
   struct PendingPod {
     std::string uid;
@@ -211,6 +225,11 @@ class ClusterState {
   void Release(const std::string& key);
   void Evict(const std::string& node, const std::string& why);
   void ApplyParked(const std::string& node);
+  // Records whether a held pod awaits admission (its node has an agent that
+  // has not admitted it yet); wakes binds waiting for the node when it no
+  // longer does.
+  void SyncAwaiting(const std::string& key, PodRecord& record);
+  void ClearAwaiting(const std::string& key, PodRecord& record);
   void SetWaitingReason(const std::string& node, const std::string& why);
   void TopologyChanged() {
     models_dirty_ = true;
@@ -221,6 +240,8 @@ class ClusterState {
   const ClusterStateOptions options_;
   std::shared_ptr<spdlog::logger> log_;
 
+  std::map<std::string, std::set<std::string>, std::less<>> awaiting_;  // node -> pods awaiting admission there
+  std::condition_variable admitted_;  // notified when a pod stops awaiting admission
   std::atomic<uint64_t> freed_{0};
   mutable std::mutex mu_;
   // Everything below: GUARDED_BY(mu_).

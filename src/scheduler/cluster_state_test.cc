@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <map>
+#include <thread>
 
 #include "core/codec.h"
 #include "core/random.h"
@@ -245,6 +246,45 @@ TEST(ClusterStateTest, AssumedPodsAreConfirmedByTheWatchOrExpire) {
   EXPECT_EQ(state.Summary().expired_total, 1);
   EXPECT_EQ(HeldCount(state), 1u);
   EXPECT_EQ(state.ForgetAssumed("ns/q").code(), StatusCode::kNotFound);
+}
+
+TEST(ClusterStateTest, NodesWithAnAgentAdmitOneBoundPodAtATime) {
+  ClusterStateOptions o = Options();
+  o.admission_wait = std::chrono::milliseconds(100);
+  ClusterState state(o);
+  json node = NodeJson("n1", 2, "A100", 40960);
+  node["metadata"]["annotations"][std::string(core::kNodeAgentAnnotation)] = "tessera-node/v1";
+  state.UpsertNode(node);
+  state.UpsertNode(NodeJson("plain", 2, "A100", 40960));  // no agent: nothing waits there
+  auto request = [](const std::string& name) {
+    return core::PodRequestFromJson(PodJson("ns", name, {{"main", 1, 4096, 25}}), core::ResourceNames{}).value();
+  };
+  auto on = [](int gpu) {
+    return [gpu](const core::NodeState& n) -> Result<core::Assignment> { return Share(n.info.name, gpu, 4096, 250); };
+  };
+  auto a = state.AssumeOnNode(request("a"), "uid-ns-a", "n1", on(0), {});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  // a is bound but not admitted: the next bind to n1 waits, then gives up naming a.
+  auto b = state.AssumeOnNode(request("b"), "uid-ns-b", "n1", on(1), {});
+  ASSERT_EQ(b.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(b.status().message().find("has not admitted pod ns/a"), std::string::npos) << b.status().message();
+  EXPECT_TRUE(state.AssumeOnNode(request("c"), "uid-ns-c", "plain", on(0), {}).ok());
+  EXPECT_TRUE(state.AssumeOnNode(request("d"), "uid-ns-d", "plain", on(0), {}).ok());
+
+  // The watch shows a bound, then allocated by the agent: a waiting bind goes ahead at once.
+  json pod = BoundPodJson(PodJson("ns", "a", {{"main", 1, 4096, 25}}), *a);
+  state.UpsertPod(pod);
+  std::thread admit([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    pod["metadata"]["annotations"][std::string(core::kAllocatedAnnotation)] = "main";
+    state.UpsertPod(pod);
+  });
+  auto b2 = state.AssumeOnNode(request("b"), "uid-ns-b", "n1", on(1), {});
+  admit.join();
+  EXPECT_TRUE(b2.ok()) << b2.status().ToString();
+  // A pod that ends stops blocking too.
+  state.DeletePod(BoundPodJson(PodJson("ns", "b", {{"main", 1, 4096, 25}}), *b2));
+  EXPECT_TRUE(state.AssumeOnNode(request("e"), "uid-ns-e", "n1", on(1), {}).ok());
 }
 
 TEST(ClusterStateTest, AssumeChecksTheNodeAndThePick) {
