@@ -110,6 +110,7 @@ struct KubeletSim::Impl : public v1beta1::Registration::Service {
   std::map<std::string, std::vector<std::string>> in_use;       // GUARDED_BY(mu): pod uid -> device IDs
   std::set<std::string> admitted;                               // GUARDED_BY(mu): pod uids decided
   std::map<std::string, PodRecord> records;                     // GUARDED_BY(mu): pod uid -> what it allocated
+  int64_t published_capacity = -1, published_allocatable = -1;  // plugin thread only: last Node status sent
   const std::string pod_resources_socket;
   PodResourcesService pod_resources;
   std::unique_ptr<grpc::Server> pod_resources_server;
@@ -218,18 +219,45 @@ struct KubeletSim::Impl : public v1beta1::Registration::Service {
       while (reader->Read(&response)) {
         std::vector<SimDevice> list;
         for (const auto& d : response.devices()) list.push_back({d.id(), d.health()});
+        // The Node's status first, so whoever sees the new list sees the Node agree.
+        PublishNodeStatus(list);
         std::lock_guard<std::mutex> lock(mu);
         devices = std::move(list);
       }
       (void)reader->Finish();
-      std::lock_guard<std::mutex> lock(mu);
-      if (stream_context == ctx) {
+      std::vector<SimDevice> broken;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (stream_context != ctx) continue;
         stream_context.reset();
         stub.reset();
         // As the kubelet does when the stream breaks: the devices are unusable.
         for (auto& d : devices) d.health = "Unhealthy";
+        broken = devices;
       }
+      if (!stopping.load()) PublishNodeStatus(broken);
     }
+  }
+
+  // The kubelet's node-status role for the resource: capacity counts every
+  // device the plugin listed, allocatable the healthy ones. PATCHes the Node's
+  // status subresource only when a count changed; a failure is logged and
+  // retried with the next list. Plugin thread only.
+  void PublishNodeStatus(const std::vector<SimDevice>& list) {
+    const auto capacity = static_cast<int64_t>(list.size());
+    const auto allocatable = static_cast<int64_t>(
+        std::count_if(list.begin(), list.end(), [](const SimDevice& d) { return d.health == "Healthy"; }));
+    if (capacity == published_capacity && allocatable == published_allocatable) return;
+    const json patch = {{"status",
+                         {{"capacity", {{options.resource, std::to_string(capacity)}}},
+                          {"allocatable", {{options.resource, std::to_string(allocatable)}}}}}};
+    auto st = client.Patch(kube::NodePath(options.node) + "/status", kube::PatchType::kMerge, patch);
+    if (!st.ok()) {
+      spdlog::warn("kubelet-sim: status of node {}: {}", options.node, st.status().message());
+      return;
+    }
+    published_capacity = capacity;
+    published_allocatable = allocatable;
   }
 
   void PodLoop() {

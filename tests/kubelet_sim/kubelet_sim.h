@@ -13,7 +13,12 @@
 // Like the kubelet it also serves the pod-resources API (v1.PodResourcesLister
 // List, Get, GetAllocatableResources) on its own socket, answering from what
 // it actually allocated: per admitted pod, every container with its device
-// IDs of the resource, until the pod finishes or is deleted.
+// IDs of the resource, until the pod finishes or is deleted. And it plays the
+// kubelet's node-status role for the resource: whenever the plugin's list
+// changes it PATCHes the Node's status (subresource) with capacity = every
+// listed device and allocatable = the healthy ones (0 when the stream breaks).
+// A streamed list shows in Devices() only after its PATCH was sent, so a test
+// that waited for a list can read the Node right away.
 // Thread-safety: all methods from any thread.
 //
 //   KubeletSim kubelet(client, {.node = "n1", .dir = tmp});

@@ -1,8 +1,9 @@
 // tessera-node in simulated mode against the real API server, driven over its
-// real gRPC socket by the kubelet stand-in: inventory publishing, slot health,
-// the Allocate handshake for pods created already bound with assignments, and
-// the reconciliation against the stand-in's pod-resources record (Events and
-// counters scraped from /metrics).
+// real gRPC socket by the kubelet stand-in: inventory publishing, slot health
+// (and the Node status the stand-in derives from it), the Allocate handshake
+// for pods created already bound with assignments, and the reconciliation
+// against the stand-in's pod-resources record (Events and counters scraped
+// from /metrics).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <utility>
 
 #include "core/codec.h"
 #include "kube/events.h"
@@ -166,6 +168,27 @@ class NodeAgentTest : public ::testing::Test {
     }
     return items;
   }
+  // The Node's status {capacity, allocatable} of tessera.io/gpu once it reads
+  // {capacity, allocatable}, else after 10 s; -1 for what is missing.
+  std::pair<int, int> WaitForNodeGpuStatus(int capacity, int allocatable) {
+    auto read = [&] {
+      auto node = Client().Get(kube::NodePath(suite->node));
+      if (!node.ok()) return std::make_pair(-1, -1);
+      auto count = [&](const char* field) {
+        const json& status = (*node)["status"];
+        if (!status.contains(field) || !status[field].contains("tessera.io/gpu")) return -1;
+        return std::stoi(status[field]["tessera.io/gpu"].get<std::string>());
+      };
+      return std::make_pair(count("capacity"), count("allocatable"));
+    };
+    const auto deadline = std::chrono::steady_clock::now() + seconds(10);
+    auto seen = read();
+    while (seen != std::make_pair(capacity, allocatable) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      seen = read();
+    }
+    return seen;
+  }
   static json Allocations(const json& pod) {
     const auto& a = pod["metadata"].value("annotations", json::object());
     if (!a.contains(kSimAllocationsAnnotation)) return json::object();
@@ -290,6 +313,8 @@ TEST_F(NodeAgentTest, EditingTheGpuFileTogglesSlotHealth) {
     return n == kSlotsPerGpu;
   };
   EXPECT_TRUE(suite->kubelet->WaitForDevices(unhealthy, std::chrono::seconds(20)));
+  // The stand-in, as the kubelet, tells the API server: the sick GPU's slots leave allocatable.
+  EXPECT_EQ(WaitForNodeGpuStatus(2 * kSlotsPerGpu, kSlotsPerGpu), std::make_pair(2 * kSlotsPerGpu, kSlotsPerGpu));
   WriteGpus(true);
   EXPECT_TRUE(suite->kubelet->WaitForDevices(
       [](const std::vector<SimDevice>& d) {
@@ -297,6 +322,8 @@ TEST_F(NodeAgentTest, EditingTheGpuFileTogglesSlotHealth) {
                std::all_of(d.begin(), d.end(), [](const SimDevice& x) { return x.health == "Healthy"; });
       },
       std::chrono::seconds(20)));
+  EXPECT_EQ(WaitForNodeGpuStatus(2 * kSlotsPerGpu, 2 * kSlotsPerGpu),
+            std::make_pair(2 * kSlotsPerGpu, 2 * kSlotsPerGpu));
 }
 
 // The allocator's optimistic concurrency rests on this API server behaviour:

@@ -1,7 +1,8 @@
 // Simulated GPU nodes for tests, benchmarks and the demo: Node objects created
 // directly in the API server (the KWOK way) with Tessera's inventory
-// annotation, model labels and tessera.io/gpu slot capacity. Stands in for
-// tessera-node until the node agent publishes real inventories.
+// annotation, model labels and tessera.io/gpu slot capacity. Alone
+// (tessera-dev create-nodes) nothing plays the node; NodeFarm
+// (tests/kubelet_sim) puts a real tessera-node and a kubelet stand-in behind each.
 #pragma once
 #include <map>
 #include <nlohmann/json.hpp>
