@@ -22,6 +22,7 @@ PACKAGES=(
   libprotobuf-dev protobuf-compiler
   openssl                             # local control plane certificates
   curl                                # control plane readiness checks
+  prometheus                          # promtool: `promtool check metrics` on /metrics (metrics_promtool_test)
 )
 
 missing=()

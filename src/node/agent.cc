@@ -12,7 +12,7 @@
 #include "node/dir_watch.h"
 #include "node/event_recorder.h"
 #include "node/metrics_server.h"
-#include "node/metrics_text.h"
+#include "node/node_metrics.h"
 #include "node/pod_resources.h"
 #include "node/reconcile.h"
 
@@ -54,25 +54,20 @@ constexpr const char* kAllocateFailedReason = "TesseraAllocateFailed";
 constexpr const char* kMismatchReason = "TesseraAllocationMismatch";
 
 struct NodeAgent::Impl {
-  // What /metrics shows; written from gRPC and reconcile threads.
-  struct Counters {
-    std::atomic<uint64_t> allocations{0};
-    std::atomic<uint64_t> allocate_failures{0};
-    std::atomic<uint64_t> mismatches{0};
-    std::atomic<uint64_t> reconcile_runs{0};
-  };
-
   NodeConfig config;
   kube::Client client;
   std::unique_ptr<GpuSource> source;
   std::shared_ptr<spdlog::logger> log;
-  Counters counters;
+  // What /metrics serves. Run registers the families before the device
+  // plugin serves; gRPC and reconcile threads update them.
+  metrics::Registry registry;
+  NodeMetrics node_metrics;
   EventRecorder events;
   MismatchTracker mismatch_tracker;  // reconcile thread only
   bool warned_no_pod_resources = false;  // reconcile thread only
   Allocator allocator;
   DevicePluginService service;
-  std::unique_ptr<MetricsServer> metrics;
+  std::unique_ptr<MetricsServer> metrics_server;
   std::unique_ptr<grpc::Server> server;
   std::vector<core::GpuInfo> gpus;
   bool registered = false;
@@ -109,26 +104,11 @@ struct NodeAgent::Impl {
   // (never posts) an Event on each pod a refusal names.
   void OnAllocate(const Status& st, const std::vector<PodRef>& pods) {
     if (st.ok()) {
-      counters.allocations.fetch_add(1);
+      node_metrics.allocations->Increment();
       return;
     }
-    counters.allocate_failures.fetch_add(1);
+    node_metrics.allocate_failures->Increment();
     for (const PodRef& pod : pods) events.Record(WarningOn(pod, kAllocateFailedReason, st.message()));
-  }
-
-  std::string RenderMetrics() const {
-    return FormatCounters({
-        {"tessera_node_allocations_total", "Allocate calls answered with a container's GPUs.",
-         counters.allocations.load()},
-        {"tessera_node_allocate_failures_total", "Allocate calls refused; the container got no GPU.",
-         counters.allocate_failures.load()},
-        {"tessera_node_allocation_mismatches_total",
-         "Containers whose kubelet pod-resources record disagrees with their assignment, each counted once.",
-         counters.mismatches.load()},
-        {"tessera_node_reconcile_runs_total",
-         "Completed passes comparing the kubelet's pod-resources record with the pods' assignments.",
-         counters.reconcile_runs.load()},
-    });
   }
 
   // One pass: the kubelet's record against the assignments; each new
@@ -159,11 +139,11 @@ struct NodeAgent::Impl {
     }
     std::vector<Mismatch> found = FindMismatches(*records, PodAssignmentsFromList((*pods)["items"]), config.node_name);
     for (const Mismatch& m : mismatch_tracker.New(found)) {
-      counters.mismatches.fetch_add(1);
+      node_metrics.mismatches->Increment();
       log->warn("allocation mismatch ({}): {}", MismatchKindName(m.kind), m.message);
       events.Record(WarningOn({m.ns, m.pod, m.uid}, kMismatchReason, m.message));
     }
-    counters.reconcile_runs.fetch_add(1);
+    node_metrics.reconcile_runs->Increment();
     log->debug("reconciled {} kubelet record(s): {} mismatch(es)", records->size(), found.size());
   }
 
@@ -262,14 +242,15 @@ NodeAgent::~NodeAgent() {
 
 Status NodeAgent::Run(const std::atomic<bool>& stop) {
   Impl& s = *impl_;
+  TESSERA_ASSIGN_OR_RETURN(s.node_metrics, NodeMetrics::Register(s.registry));
   TESSERA_ASSIGN_OR_RETURN(s.gpus, s.source->Read());
   for (auto& g : s.gpus) g.max_sharers = s.config.slots_per_gpu;
   TESSERA_RETURN_IF_ERROR(s.service.SetGpus(s.gpus));
   s.Resync();  // publishes
   if (!s.config.metrics_bind_address.empty()) {
     TESSERA_ASSIGN_OR_RETURN(BindAddress address, ParseBindAddress(s.config.metrics_bind_address));
-    s.metrics = std::make_unique<MetricsServer>([&s] { return s.RenderMetrics(); }, s.log);
-    TESSERA_RETURN_IF_ERROR(s.metrics->Start(address).status());
+    s.metrics_server = std::make_unique<MetricsServer>([&s] { return s.registry.Render(); }, s.log);
+    TESSERA_RETURN_IF_ERROR(s.metrics_server->Start(address).status());
   }
   TESSERA_RETURN_IF_ERROR(s.Serve());
   // Reconciliation runs on its own thread so a slow API server or kubelet
@@ -341,7 +322,7 @@ Status NodeAgent::Run(const std::atomic<bool>& stop) {
   s.log->info("stopping");
   s.service.Shutdown();
   s.StopServing();
-  if (s.metrics) s.metrics->Stop();
+  if (s.metrics_server) s.metrics_server->Stop();
   return Status::Ok();
 }
 

@@ -6,7 +6,7 @@
 #include <charconv>
 #include <chrono>
 
-#include "node/metrics_text.h"
+#include "metrics/text_format.h"
 
 namespace tessera::node {
 
@@ -45,7 +45,7 @@ Result<int> MetricsServer::Start(const BindAddress& address) {
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
   server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(render_(), kPrometheusTextType);
+    res.set_content(render_(), metrics::kContentType);
   });
   server_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("ok\n", "text/plain; charset=utf-8");

@@ -1,9 +1,9 @@
 // tessera-node's HTTP endpoint (cpp-httplib): GET /metrics answers with the
-// text a callback renders, GET /healthz with "ok". Other paths: 404.
+// Prometheus text a callback renders, GET /healthz with "ok". Other paths: 404.
 // Thread-safety: Start and Stop from one thread; the callback runs on the
 // server's threads and must be thread-safe.
 //
-//   MetricsServer server([&] { return FormatCounters(Samples()); });
+//   MetricsServer server([&] { return registry.Render(); }, log);
 //   TESSERA_ASSIGN_OR_RETURN(int port, server.Start(*ParseBindAddress(":9410")));
 #pragma once
 

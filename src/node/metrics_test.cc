@@ -2,21 +2,27 @@
 #include <httplib.h>
 #include <spdlog/sinks/null_sink.h>
 
+#include "metrics/text_format.h"
 #include "node/metrics_server.h"
-#include "node/metrics_text.h"
+#include "node/node_metrics.h"
 
 namespace tessera::node {
 namespace {
 
-TEST(MetricsTextTest, FormatsCountersWithHelpAndType) {
-  EXPECT_EQ(FormatCounters({{"a_total", "Things done.", 3}, {"b_total", "Back\\slash\nand newline.", 0}}),
-            "# HELP a_total Things done.\n"
-            "# TYPE a_total counter\n"
-            "a_total 3\n"
-            "# HELP b_total Back\\\\slash\\nand newline.\n"
-            "# TYPE b_total counter\n"
-            "b_total 0\n");
-  EXPECT_EQ(FormatCounters({}), "");
+TEST(NodeMetricsTest, RegistersTheAgentsCountersWithHelpAndType) {
+  metrics::Registry registry;
+  auto m = NodeMetrics::Register(registry);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  m->allocations->Increment(3);
+  m->reconcile_runs->Increment();
+  const std::string text = registry.Render();
+  for (const char* line : {"# HELP tessera_node_allocations_total Allocate calls answered with a container's GPUs.",
+                           "# TYPE tessera_node_allocations_total counter", "tessera_node_allocations_total 3",
+                           "tessera_node_allocate_failures_total 0", "tessera_node_allocation_mismatches_total 0",
+                           "tessera_node_reconcile_runs_total 1"}) {
+    EXPECT_NE(text.find(std::string(line) + "\n"), std::string::npos) << line << "\n" << text;
+  }
+  EXPECT_EQ(NodeMetrics::Register(registry).status().code(), StatusCode::kAlreadyExists);
 }
 
 TEST(BindAddressTest, Parses) {
@@ -30,15 +36,19 @@ TEST(BindAddressTest, Parses) {
 
 TEST(MetricsServerTest, ServesTheRenderedText) {
   auto log = std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::null_sink_mt>());
-  int renders = 0;
-  MetricsServer server([&] { return FormatCounters({{"x_total", "X.", static_cast<uint64_t>(++renders)}}); }, log);
+  metrics::Registry registry;
+  metrics::Counter& renders = registry.AddCounter("x_total", "X.").value()->Get();
+  MetricsServer server([&] {
+    renders.Increment();
+    return registry.Render();
+  }, log);
   auto port = server.Start({"127.0.0.1", 0});
   ASSERT_TRUE(port.ok()) << port.status().ToString();
   httplib::Client client("127.0.0.1", *port);
   auto res = client.Get("/metrics");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200);
-  EXPECT_EQ(res->get_header_value("Content-Type"), kPrometheusTextType);
+  EXPECT_EQ(res->get_header_value("Content-Type"), metrics::kContentType);
   EXPECT_NE(res->body.find("x_total 1\n"), std::string::npos) << res->body;
   EXPECT_EQ(client.Get("/nope")->status, 404);
   EXPECT_FALSE(server.Start({"127.0.0.1", 0}).ok());  // already started

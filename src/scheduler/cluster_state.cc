@@ -571,6 +571,7 @@ StateSummary ClusterState::SummaryLocked() const {
   for (const auto& [key, rec] : pods_) {
     s.pods_held += rec.place == Place::kHeld;
     s.pods_assumed += rec.assumed;
+    s.pods_held_assumed += rec.place == Place::kHeld && rec.assumed;
     s.pods_waiting += rec.place == Place::kWaiting;
     s.pods_conflict += rec.place == Place::kConflict;
   }

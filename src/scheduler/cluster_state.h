@@ -98,6 +98,7 @@ struct StateSummary {
   int64_t gpus = 0;
   int pods_held = 0;         // holding a share in the ledger (assumed ones included)
   int pods_assumed = 0;      // bound by this extender, not yet seen by the pod watch
+  int pods_held_assumed = 0; // of pods_held, those assumed
   int pods_waiting = 0;      // assignment names a node that is unknown or not a GPU node
   int pods_conflict = 0;     // assignment does not fit its node
   int pods_pending = 0;      // unbound GPU pods whose request is kept for Bind

@@ -23,7 +23,7 @@ constexpr size_t kMaxResolutions = 4;
 
 HttpReply BadRequest(const std::shared_ptr<spdlog::logger>& log, std::string_view verb, const Status& status) {
   log->warn("{}: bad request: {}", verb, status.message());
-  return {400, std::string(verb) + ": " + status.message() + "\n"};
+  return {400, std::string(verb) + ": " + status.message() + "\n", Decision::kBadRequest};
 }
 
 std::string UidOf(const nlohmann::json& pod) {
@@ -44,6 +44,22 @@ std::string Rfc3339(std::chrono::system_clock::time_point t) {
 }
 
 }  // namespace
+
+const char* DecisionName(Decision decision) {
+  switch (decision) {
+    case Decision::kBadRequest: return "bad_request";
+    case Decision::kFit: return "fit";
+    case Decision::kNoFit: return "no_fit";
+    case Decision::kUnschedulable: return "unschedulable";
+    case Decision::kScored: return "scored";
+    case Decision::kBound: return "bound";
+    case Decision::kRefused: return "refused";
+    case Decision::kConflict: return "conflict";
+    case Decision::kApiError: return "api_error";
+    case Decision::kError: return "error";
+  }
+  return "error";
+}
 
 Result<std::unique_ptr<Extender>> Extender::Create(ClusterState& state, Binder& binder, ExtenderOptions options) {
   std::unique_ptr<Extender> e(new Extender(state, binder, std::move(options)));
@@ -80,7 +96,7 @@ HttpReply Extender::Filter(std::string_view body) {
     const std::string why = req.status().message();
     log_->info("filter {}: cannot be scheduled: {}", *key, why);
     for (size_t i = 0; i < n; ++i) out.unresolvable.emplace_back(i, why);
-    return {200, WriteFilterResult(*args, out)};
+    return {200, WriteFilterResult(*args, out), Decision::kUnschedulable};
   }
   const bool detailed = n <= options_.detailed_reasons_max_nodes;
   std::string problem;
@@ -124,7 +140,7 @@ HttpReply Extender::Filter(std::string_view body) {
   if (!problem.empty()) {
     log_->info("filter {}: cannot be scheduled: {}", *key, problem);
     for (size_t i = 0; i < n; ++i) out.unresolvable.emplace_back(i, problem);
-    return {200, WriteFilterResult(*args, out)};
+    return {200, WriteFilterResult(*args, out), Decision::kUnschedulable};
   }
   log_->info("filter {}: {}/{} nodes fit", *key, out.passed.size(), n);
   if (out.passed.empty() && n > 0) {
@@ -136,7 +152,7 @@ HttpReply Extender::Filter(std::string_view body) {
     for (const auto* list : {&out.failed, &out.unresolvable})
       for (const auto& [i, reason] : *list) log_->debug("filter {}: {} rejected: {}", *key, args->node_names[i], reason);
   }
-  return {200, WriteFilterResult(*args, out)};
+  return {200, WriteFilterResult(*args, out), out.passed.empty() ? Decision::kNoFit : Decision::kFit};
 }
 
 // ---- prioritize ----
@@ -149,7 +165,7 @@ HttpReply Extender::Prioritize(std::string_view body) {
   const Result<core::PodRequest> req = RequestOf(args->pod, UidOf(args->pod));
   const std::vector<std::string>& names = args->node_names;
   std::vector<int64_t> scores(names.size(), 0);
-  if (!req.ok()) return {200, WriteHostPriorityList(*args, scores)};
+  if (!req.ok()) return {200, WriteHostPriorityList(*args, scores), Decision::kUnschedulable};
 
   struct Feasible {
     size_t i;
@@ -173,7 +189,7 @@ HttpReply Extender::Prioritize(std::string_view body) {
       }
     });
   }
-  if (feasible.empty()) return {200, WriteHostPriorityList(*args, scores)};
+  if (feasible.empty()) return {200, WriteHostPriorityList(*args, scores), Decision::kNoFit};
   // The placer's choice: highest (score, fine), ties to the first node by name.
   const Feasible* best = &feasible[0];
   int64_t lo = feasible[0].score, hi = feasible[0].score;
@@ -198,7 +214,7 @@ HttpReply Extender::Prioritize(std::string_view body) {
   }
   log_->debug("prioritize {}: {} feasible of {}, best {} (policy score {}) policy={}", *key, feasible.size(),
               names.size(), names[best->i], best->score, options_.policy);
-  return {200, WriteHostPriorityList(*args, scores)};
+  return {200, WriteHostPriorityList(*args, scores), Decision::kScored};
 }
 
 // ---- bind ----
@@ -207,17 +223,17 @@ HttpReply Extender::Bind(std::string_view body) {
   Result<BindingArgs> args = ParseBindingArgs(body);
   if (!args.ok()) return BadRequest(log_, "bind", args.status());
   const std::string key = args->pod_namespace + "/" + args->pod_name;
-  auto fail = [&](const std::string& message) {
+  auto fail = [&](const std::string& message, Decision decision) {
     log_->warn("bind {} -> node {} refused: {}", key, args->node, message);
-    return HttpReply{200, WriteBindingResult(message)};
+    return HttpReply{200, WriteBindingResult(message), decision};
   };
   if (options_.may_bind) {
-    if (Status gate = options_.may_bind(); !gate.ok()) return fail("bind refused: " + gate.message());
+    if (Status gate = options_.may_bind(); !gate.ok()) return fail("bind refused: " + gate.message(), Decision::kRefused);
   }
   const Clock::time_point now = options_.now ? options_.now() : Clock::now();
   state_.ExpireAssumed(now);
   Result<core::PodRequest> req = RequestForBind(key, args->pod_uid);
-  if (!req.ok()) return fail(req.status().message());
+  if (!req.ok()) return fail(req.status().message(), Decision::kError);
 
   Result<core::Assignment> assignment = InvalidArgument("not placed");
   {
@@ -231,11 +247,11 @@ HttpReply Extender::Bind(std::string_view body) {
     };
     assignment = state_.AssumeOnNode(*req, args->pod_uid, args->node, pick, now);
   }
-  if (!assignment.ok()) return fail(assignment.status().message());
+  if (!assignment.ok()) return fail(assignment.status().message(), Decision::kConflict);
   Result<std::string> text = core::EncodeAssignment(*assignment);
   if (!text.ok()) {
     (void)state_.ForgetAssumed(key);
-    return fail(text.status().message());
+    return fail(text.status().message(), Decision::kError);
   }
   const auto wall = options_.wall_now ? options_.wall_now() : std::chrono::system_clock::now();
   const std::map<std::string, std::string> annotations = {
@@ -247,13 +263,14 @@ HttpReply Extender::Bind(std::string_view body) {
     Status forgot = state_.ForgetAssumed(key);
     log_->warn("bind {} -> node {} failed: {}; {}", key, args->node, st.message(),
                forgot.ok() ? "its share is released" : forgot.message());
-    return HttpReply{200, WriteBindingResult("binding pod " + key + " to node " + args->node + ": " + st.message())};
+    return HttpReply{200, WriteBindingResult("binding pod " + key + " to node " + args->node + ": " + st.message()),
+                     Decision::kApiError};
   }
   const auto api_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - api_start).count();
   log_->info("bind {} -> node {} GPUs {} policy={} api={:.1f}ms", key, args->node, DescribeAssignment(*assignment),
              options_.policy, api_ms);
-  return {200, WriteBindingResult("")};
+  return {200, WriteBindingResult(""), Decision::kBound};
 }
 
 // ---- policy, verdict cache, workload ----

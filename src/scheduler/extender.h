@@ -54,10 +54,28 @@
 
 namespace tessera::scheduler {
 
+// What a verb call decided, for tessera_scheduler_decisions_total (and
+// tests): the reply's body says it to kube-scheduler, this says it to people.
+enum class Decision : uint8_t {
+  kBadRequest,     // any verb: the body is not what kube-scheduler sends (400)
+  kFit,            // filter: at least one node fits
+  kNoFit,          // filter, prioritize: no node fits now
+  kUnschedulable,  // filter, prioritize: no node could ever fit the request as written
+  kScored,         // prioritize: the feasible nodes were scored
+  kBound,          // bind: the Binding was posted
+  kRefused,        // bind: this replica may not bind now (standby, caches not synced)
+  kConflict,       // bind: the pod no longer fits the chosen node, or holds a share already
+  kApiError,       // bind: the API server failed or refused the Binding
+  kError,          // bind: the pod is unknown or its assignment cannot be written
+};
+inline constexpr size_t kDecisionCount = 10;
+// The label value: "bad_request", "fit", "no_fit", ...
+const char* DecisionName(Decision decision);
 
 struct HttpReply {
   int status = 200;
   std::string body;
+  Decision decision = Decision::kError;
 };
 
 // Posts a pod's Binding (with annotations) to the API server. Implemented by

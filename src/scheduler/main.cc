@@ -17,6 +17,7 @@
 #include "scheduler/config.h"
 #include "scheduler/extender.h"
 #include "scheduler/server.h"
+#include "scheduler/state_metrics.h"
 
 namespace tessera::scheduler {
 namespace {
@@ -160,6 +161,14 @@ int Run(const SchedulerConfig& config) {
     }
     return Status::Ok();
   };
+  // /metrics: the verbs' latency and decisions (added by the server), the
+  // ledger and whether this replica leads.
+  metrics::Registry registry;
+  if (Status s = RegisterStateMetrics(registry, state, [&] { return !elector || elector->IsLeader(); }); !s.ok()) {
+    spdlog::critical("metrics: {}", s.message());
+    return 2;
+  }
+  server_options.metrics = &registry;
   extender_ptr = extender->get();
   ExtenderServer server(**extender, server_options);
 

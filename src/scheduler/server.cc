@@ -57,13 +57,18 @@ ExtenderServer::~ExtenderServer() { Stop(); }
 void ExtenderServer::Route() {
   httplib::Server& s = *server_;
   const std::string prefix = RegexEscape(NormalizePrefix(options_.prefix));
-  using Verb = HttpReply (Extender::*)(std::string_view);
-  for (auto [name, verb] : {std::pair<const char*, Verb>{"filter", &Extender::Filter},
-                            {"prioritize", &Extender::Prioritize},
-                            {"bind", &Extender::Bind}}) {
-    const std::string pattern = prefix + "/" + name;
-    s.Post(pattern, [this, verb](const httplib::Request& req, httplib::Response& res) {
-      HttpReply reply = (extender_.*verb)(req.body);
+  using Handler = HttpReply (Extender::*)(std::string_view);
+  for (auto [verb, handler] : {std::pair<Verb, Handler>{Verb::kFilter, &Extender::Filter},
+                               {Verb::kPrioritize, &Extender::Prioritize},
+                               {Verb::kBind, &Extender::Bind}}) {
+    const std::string pattern = prefix + "/" + VerbName(verb);
+    s.Post(pattern, [this, verb, handler](const httplib::Request& req, httplib::Response& res) {
+      const auto start = std::chrono::steady_clock::now();
+      HttpReply reply = (extender_.*handler)(req.body);
+      if (verb_metrics_) {
+        verb_metrics_->Record(verb, reply.decision,
+                              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      }
       res.status = reply.status;
       res.set_content(std::move(reply.body), reply.status == 200 ? kJson : kText);
     });
@@ -75,6 +80,12 @@ void ExtenderServer::Route() {
     res.status = ready.ok() ? 200 : 503;
     res.set_content(ready.ok() ? "ok\n" : "not ready: " + ready.message() + "\n", kText);
   });
+  if (options_.metrics != nullptr) {
+    s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(options_.metrics->Render(), metrics::kContentType);
+    });
+    MethodNotAllowed(s, "/metrics", "GET", /*get_allowed=*/true);
+  }
   for (const char* path : {"/healthz", "/readyz"}) MethodNotAllowed(s, path, "GET", /*get_allowed=*/true);
   s.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
@@ -99,6 +110,9 @@ void ExtenderServer::Route() {
 
 Result<int> ExtenderServer::Start(const std::string& host, int port) {
   if (server_) return FailedPrecondition("the extender server is already started");
+  if (options_.metrics != nullptr && !verb_metrics_) {
+    TESSERA_ASSIGN_OR_RETURN(verb_metrics_, VerbMetrics::Create(*options_.metrics));
+  }
   const bool tls = !options_.tls_cert_file.empty() || !options_.tls_key_file.empty();
   if (tls) {
 #ifdef CPPHTTPLIB_OPENSSL_SUPPORT

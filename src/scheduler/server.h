@@ -3,6 +3,7 @@
 //   POST {prefix}/filter, {prefix}/prioritize, {prefix}/bind   the extender verbs
 //   GET  /healthz    200 "ok" while the process serves
 //   GET  /readyz     200 "ok" when `ready` says so, else 503 with its reason
+//   GET  /metrics    options.metrics rendered (Prometheus text 0.0.4), when set
 // Other paths: 404; another method on a known path: 405 (with Allow). Bodies
 // larger than max_body_bytes: 413. Requests run on a fixed thread pool.
 //
@@ -21,7 +22,9 @@
 #include <thread>
 
 #include "core/status.h"
+#include "metrics/registry.h"
 #include "scheduler/extender.h"
+#include "scheduler/verb_metrics.h"
 
 namespace httplib {
 class Server;
@@ -49,6 +52,10 @@ struct ServerOptions {
   std::function<Status()> ready;
   // Where errors are logged; nullptr: spdlog's default logger.
   std::shared_ptr<spdlog::logger> logger;
+  // Served on GET /metrics, with the verbs' latency and decisions
+  // (verb_metrics.h) added to it at the first Start; must outlive the
+  // server. nullptr: no /metrics, nothing measured.
+  metrics::Registry* metrics = nullptr;
 };
 
 class ExtenderServer {
@@ -62,7 +69,8 @@ class ExtenderServer {
   // Binds `host`:`port` (0: any free port) and serves on a background thread.
   // Returns the bound port. UNAVAILABLE when the address cannot be bound,
   // INVALID_ARGUMENT when the TLS files cannot be loaded (or TLS is not
-  // compiled in), FAILED_PRECONDITION when already started.
+  // compiled in), FAILED_PRECONDITION when already started, ALREADY_EXISTS
+  // when options.metrics holds the verbs' families already.
   Result<int> Start(const std::string& host, int port);
   // Stops accepting, finishes in-flight requests, joins the thread. Idempotent.
   void Stop();
@@ -75,6 +83,7 @@ class ExtenderServer {
   Extender& extender_;
   const ServerOptions options_;
   std::shared_ptr<spdlog::logger> log_;
+  std::unique_ptr<VerbMetrics> verb_metrics_;  // set at the first Start when options_.metrics is
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
   int port_ = 0;

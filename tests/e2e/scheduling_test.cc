@@ -13,6 +13,7 @@
 #include "core/codec.h"
 #include "core/random.h"
 #include "tests/support/cluster_env.h"
+#include "tests/support/http_probe.h"
 #include "tests/support/sim_nodes.h"
 
 namespace tessera::testing {
@@ -268,6 +269,77 @@ TEST_F(SchedulingTest, StandbyReplicaIsNotReadyAndRefusesToBind) {
   ASSERT_TRUE(bind);
   EXPECT_EQ(bind->status, 200);
   EXPECT_NE(bind->body.find("leader"), std::string::npos) << bind->body;
+}
+
+TEST_F(SchedulingTest, MetricsShowTheLedgerOfTheBoundPods) {
+  // A model only this test's nodes have, so its series are this test's alone.
+  const std::string model = "MetricsGPU" + std::to_string(::getpid());
+  AddNodes(2, 2, model, 20480);
+  const std::map<std::string, std::vector<ContainerShape>> pods = {
+      {"m-small", {{"main", 1, 4096, 20}}},
+      {"m-medium", {{"main", 1, 8192, 30}}},
+      {"m-pair", {{"main", 2, 20480, 100}}},  // several GPUs: whole ones
+      {"m-sidecar", {{"main", 1, 1024, 10}, {"side", 1, 3072, 50}}},
+  };
+  int64_t mem_mib = 0, core_milli = 0;
+  for (const auto& [name, containers] : pods) {
+    ASSERT_TRUE(Submit(name, containers).ok());
+    for (const auto& c : containers) {
+      mem_mib += c.gpus * c.mem_mib;
+      core_milli += c.gpus * c.core_percent * 10;
+    }
+  }
+  for (const auto& [name, containers] : pods) {
+    auto pod = WaitForPod(*client_, ns_, name, IsBound, seconds(60));
+    ASSERT_TRUE(pod.ok()) << pod.status().ToString() << " " << RejectionOf(name);
+  }
+  ASSERT_EQ(mem_mib, 57344);
+  ASSERT_EQ(core_milli, 3100);
+  const std::string m = "model=\"" + model + "\"";
+  const std::map<std::string, double> want = {
+      {"tessera_scheduler_gpus{" + m + "}", 4},
+      {"tessera_scheduler_gpu_memory_bytes{" + m + ",state=\"allocated\"}", 57344.0 * 1024 * 1024},
+      {"tessera_scheduler_gpu_memory_bytes{" + m + ",state=\"total\"}", 4 * 20480.0 * 1024 * 1024},
+      {"tessera_scheduler_gpu_core_ratio{" + m + ",state=\"allocated\"}", 3.1},
+      {"tessera_scheduler_gpu_core_ratio{" + m + ",state=\"total\"}", 4},
+  };
+  // Bound pods are held at once (assumed at bind); confirmation by the pod
+  // watch follows, so poll until the page shows them all confirmed.
+  std::string page;
+  double confirmed = 0;
+  for (int i = 0; i < 100; ++i) {
+    auto fetched = FetchMetrics(env_->extender_port);
+    ASSERT_TRUE(fetched.ok()) << fetched.status().ToString();
+    page = *fetched;
+    auto c = SampleValue(page, R"(tessera_scheduler_pods_held{state="confirmed"})");
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    confirmed = *c;
+    if (confirmed >= 4 && SampleValue(page, R"(tessera_scheduler_pods_held{state="assumed"})").value() == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_GE(confirmed, 4) << page;
+  for (const auto& [series, value] : want) {
+    auto got = SampleValue(page, series);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_NEAR(*got, value, 1e-9) << series;
+  }
+  auto bound = SampleValue(page, R"(tessera_scheduler_decisions_total{verb="bind",outcome="bound"})");
+  ASSERT_TRUE(bound.ok()) << bound.status().ToString();
+  EXPECT_GE(*bound, 4);
+  EXPECT_EQ(SampleValue(page, "tessera_scheduler_leader").value(), 1);
+
+  // Deleting a pod gives its share back on the page too.
+  ASSERT_TRUE(client_->Delete("/api/v1/namespaces/" + ns_ + "/pods/m-sidecar", 0).ok());
+  const std::string allocated = "tessera_scheduler_gpu_memory_bytes{" + m + ",state=\"allocated\"}";
+  double after = 0;
+  for (int i = 0; i < 100; ++i) {
+    auto fetched = FetchMetrics(env_->extender_port);
+    ASSERT_TRUE(fetched.ok());
+    after = SampleValue(*fetched, allocated).value();
+    if (after == 53248.0 * 1024 * 1024) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(after, 53248.0 * 1024 * 1024);  // less the sidecar pod's 1024 + 3072 MiB
 }
 
 }  // namespace

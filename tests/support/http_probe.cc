@@ -6,6 +6,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <limits>
+
 namespace tessera::testing {
 
 int FreeLoopbackPort() {
@@ -24,22 +26,36 @@ int FreeLoopbackPort() {
   return port;
 }
 
-Result<uint64_t> ScrapeCounter(int port, const std::string& name) {
+Result<std::string> FetchMetrics(int port) {
   httplib::Client http("127.0.0.1", port);
   http.set_connection_timeout(std::chrono::seconds(2));
   auto res = http.Get("/metrics");
   if (!res || res->status != 200) {
     return Status(StatusCode::kUnavailable, "GET 127.0.0.1:" + std::to_string(port) + "/metrics failed");
   }
-  const std::string page = "\n" + res->body;
-  const std::string needle = "\n" + name + " ";
-  const size_t at = page.find(needle);
-  if (at == std::string::npos) return NotFound(name + " not in /metrics:\n" + res->body);
+  return res->body;
+}
+
+Result<double> SampleValue(const std::string& page, const std::string& series) {
+  const std::string text = "\n" + page;
+  const std::string needle = "\n" + series + " ";
+  const size_t at = text.find(needle);
+  if (at == std::string::npos) return NotFound(series + " not in /metrics:\n" + page);
+  const size_t start = at + needle.size();
+  const std::string value = text.substr(start, text.find('\n', start) - start);
+  if (value == "+Inf") return std::numeric_limits<double>::infinity();
   try {
-    return static_cast<uint64_t>(std::stoull(page.substr(at + needle.size())));
+    return std::stod(value);
   } catch (const std::exception&) {
-    return InvalidArgument(name + ": not a counter value on /metrics");
+    return InvalidArgument(series + ": \"" + value + "\" is not a sample value");
   }
+}
+
+Result<uint64_t> ScrapeCounter(int port, const std::string& name) {
+  TESSERA_ASSIGN_OR_RETURN(std::string page, FetchMetrics(port));
+  TESSERA_ASSIGN_OR_RETURN(double value, SampleValue(page, name));
+  if (value < 0) return InvalidArgument(name + ": not a counter value on /metrics");
+  return static_cast<uint64_t>(value);
 }
 
 }  // namespace tessera::testing

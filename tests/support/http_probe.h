@@ -1,5 +1,5 @@
 // Loopback helpers for tests that run Tessera's HTTP endpoints: a free port to
-// hand to a --metrics-bind-address style flag, and one counter read from a
+// hand to a --metrics-bind-address style flag, and samples read from a
 // Prometheus text page.
 #pragma once
 #include <cstdint>
@@ -15,5 +15,13 @@ int FreeLoopbackPort();
 // The value of the unlabelled sample `name` on http://127.0.0.1:<port>/metrics.
 // UNAVAILABLE when the page cannot be fetched, NOT_FOUND when it lacks `name`.
 Result<uint64_t> ScrapeCounter(int port, const std::string& name);
+
+// The text of http://127.0.0.1:<port>/metrics; UNAVAILABLE when it cannot be fetched.
+Result<std::string> FetchMetrics(int port);
+
+// The value of one sample in a Prometheus text page, `series` written as it
+// is rendered: `name` or `name{a="x",b="y"}` (labels in the page's order).
+// NOT_FOUND when the page lacks it.
+Result<double> SampleValue(const std::string& page, const std::string& series);
 
 }  // namespace tessera::testing

@@ -1,0 +1,30 @@
+#include "node/node_metrics.h"
+
+namespace tessera::node {
+namespace {
+
+Result<metrics::Counter*> AddCounter(metrics::Registry& registry, const char* name, const char* help) {
+  TESSERA_ASSIGN_OR_RETURN(metrics::Family<metrics::Counter> * family, registry.AddCounter(name, help));
+  return &family->Get();
+}
+
+}  // namespace
+
+Result<NodeMetrics> NodeMetrics::Register(metrics::Registry& registry) {
+  NodeMetrics m;
+  TESSERA_ASSIGN_OR_RETURN(m.allocations, AddCounter(registry, "tessera_node_allocations_total",
+                                                     "Allocate calls answered with a container's GPUs."));
+  TESSERA_ASSIGN_OR_RETURN(m.allocate_failures, AddCounter(registry, "tessera_node_allocate_failures_total",
+                                                           "Allocate calls refused; the container got no GPU."));
+  TESSERA_ASSIGN_OR_RETURN(
+      m.mismatches,
+      AddCounter(registry, "tessera_node_allocation_mismatches_total",
+                 "Containers whose kubelet pod-resources record disagrees with their assignment, each counted once."));
+  TESSERA_ASSIGN_OR_RETURN(
+      m.reconcile_runs,
+      AddCounter(registry, "tessera_node_reconcile_runs_total",
+                 "Completed passes comparing the kubelet's pod-resources record with the pods' assignments."));
+  return m;
+}
+
+}  // namespace tessera::node
