@@ -346,6 +346,7 @@ Status ValidateAssignment(const Assignment& assignment) {
 
 Status ValidateUsage(const PodUsage& usage) {
   const std::string_view ann = kUsageAnnotation;
+  if (usage.at < kMinRfc3339Time || usage.at > kMaxRfc3339Time) return Bad(ann, "at", "must lie in the years 1700..2199");
   std::set<std::string_view> names;
   for (size_t c = 0; c < usage.containers.size(); ++c) {
     const ContainerUsage& container = usage.containers[c];

@@ -73,9 +73,10 @@ Result<std::string> EncodeAssignment(const Assignment& assignment);
 // Parses an assignment annotation. Fails as DecodeInventory does.
 Result<Assignment> DecodeAssignment(std::string_view json);
 
-// Checks what DecodeUsage checks: non-empty unique container names, per
-// container unique GPU indexes in 0..63, memUsedMiB not negative, utilization
-// a number in 0..1. OK or INVALID_ARGUMENT naming the field.
+// Checks what DecodeUsage checks: "at" in the years 1700..2199, non-empty
+// unique container names, per container unique GPU indexes in 0..63,
+// memUsedMiB not negative, utilization a number in 0..1. OK or
+// INVALID_ARGUMENT naming the field.
 Status ValidateUsage(const PodUsage& usage);
 
 // Compact JSON for the usage annotation ("at" to whole seconds). Fails as

@@ -355,7 +355,7 @@ TEST(CodecTest, RandomUsagesRoundTrip) {
   std::mt19937 rng(11);
   for (int round = 0; round < 300; ++round) {
     PodUsage u;
-    u.at = WallTime(std::chrono::seconds(rng() % 4102444800u));
+    u.at = WallTime(std::chrono::seconds(rng() % 4102444800u));  // 1970..2099
     const int containers = static_cast<int>(rng() % 4);
     for (int c = 0; c < containers; ++c) {
       ContainerUsage cu{.name = "c" + std::to_string(c) + RandomString(rng), .gpus = {}};
@@ -404,6 +404,8 @@ TEST(CodecTest, MalformedUsages) {
       {R"({"v":1,"at":"","containers":[]})", us + "at: must not be empty"},
       {R"({"v":1,"at":"now","containers":[]})", us + "at: \"now\" is not an RFC 3339 time"},
       {R"({"v":1,"at":1772368205,"containers":[]})", us + "at: must be a string, got number"},
+      {R"({"v":1,"at":"2200-01-01T00:00:00Z","containers":[]})",
+       us + "at: \"2200-01-01T00:00:00Z\" is outside the years 1700..2199"},
       {R"({"v":1,"at":"2026-03-01T12:30:05Z"})", us + "containers: required field is missing"},
       {R"({"v":1,"at":"2026-03-01T12:30:05Z","containers":{}})",
        us + "containers: must be an array, got object"},

@@ -1,6 +1,7 @@
 #include "core/timestamp.h"
 
 #include <cctype>
+#include <cstdio>
 #include <ctime>
 
 namespace tessera::core {
@@ -49,9 +50,10 @@ std::string FormatRfc3339(WallTime t) {
   const std::time_t tt = static_cast<std::time_t>(secs);
   std::tm utc{};
   gmtime_r(&tt, &utc);
-  char buf[32];
-  const size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return std::string(buf, n);
+  char buf[64];  // %04d: strftime's %Y does not pad years before 1000
+  const int n = std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02dZ", utc.tm_year + 1900, utc.tm_mon + 1,
+                              utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec);
+  return std::string(buf, n > 0 ? static_cast<size_t>(n) : 0);
 }
 
 Result<WallTime> ParseRfc3339(std::string_view text) {
@@ -99,8 +101,13 @@ Result<WallTime> ParseRfc3339(std::string_view text) {
   if (pos != text.size()) return bad();
   const int64_t secs = DaysFromCivil(year, month, day) * 86400 + hour * 3600 + minute * 60 + second -
                        int64_t{offset_minutes} * 60;
-  return WallTime(std::chrono::duration_cast<WallTime::duration>(std::chrono::seconds(secs) +
-                                                                  std::chrono::microseconds(micros)));
+  // Compared in seconds: the time_point's nanoseconds would overflow first.
+  const std::chrono::seconds whole(secs);
+  if (whole < std::chrono::floor<std::chrono::seconds>(kMinRfc3339Time.time_since_epoch()) ||
+      whole > std::chrono::floor<std::chrono::seconds>(kMaxRfc3339Time.time_since_epoch())) {
+    return InvalidArgument("\"" + std::string(text) + "\" is outside the years 1700..2199");
+  }
+  return WallTime(std::chrono::duration_cast<WallTime::duration>(whole + std::chrono::microseconds(micros)));
 }
 
 }  // namespace tessera::core

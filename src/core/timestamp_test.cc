@@ -29,8 +29,21 @@ TEST(TimestampTest, ParsesWhatKubernetesWrites) {
   EXPECT_EQ(*t, At(1709164800));
 }
 
+TEST(TimestampTest, HandlesTheYearsATimePointHolds) {
+  EXPECT_EQ(FormatRfc3339(kMinRfc3339Time), "1700-01-01T00:00:00Z");
+  EXPECT_EQ(FormatRfc3339(kMaxRfc3339Time), "2199-12-31T23:59:59Z");
+  EXPECT_EQ(ParseRfc3339("1700-01-01T00:00:00Z").value(), kMinRfc3339Time);
+  EXPECT_EQ(ParseRfc3339("2199-12-31T23:59:59.999Z").value(), kMaxRfc3339Time + std::chrono::milliseconds(999));
+  for (const char* outside : {"1699-12-31T23:59:59Z", "1700-01-01T00:30:00+01:00", "2200-01-01T00:00:00Z",
+                              "0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z"}) {
+    auto t = ParseRfc3339(outside);
+    ASSERT_FALSE(t.ok()) << outside;
+    EXPECT_NE(t.status().message().find("outside the years 1700..2199"), std::string::npos) << t.status().message();
+  }
+}
+
 TEST(TimestampTest, RoundTrips) {
-  for (int64_t s : {int64_t{0}, int64_t{951782400}, int64_t{1772368205}, int64_t{4102444799}}) {
+  for (int64_t s : {int64_t{0}, int64_t{951782400}, int64_t{1772368205}, int64_t{7258118399}}) {
     auto back = ParseRfc3339(FormatRfc3339(At(s)));
     ASSERT_TRUE(back.ok());
     EXPECT_EQ(*back, At(s));
