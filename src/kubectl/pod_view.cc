@@ -127,7 +127,7 @@ std::string RenderPodDetail(const PodDetail& pod, const ViewOptions& options, co
     if (!pod.assigned_at.empty()) out += Field("Assigned:", pod.assigned_at, options);
     std::string state;
     if (!pod.allocated) {
-      state = "none yet (no tessera.io/allocated: the node agent has not answered an Allocate)";
+      state = "none yet (the node agent has answered no Allocate)";
     } else {
       std::vector<std::string> waiting;
       for (const auto& c : pod.assignment->containers) {

@@ -70,8 +70,7 @@ TopView BuildTop(const Json& pods) {
 
 std::string RenderTop(const TopView& top, const ViewOptions& options, core::WallTime now, const std::string& scope) {
   if (top.rows.empty()) {
-    return "No GPU usage reported yet in " + scope + ": no pod carries a " + std::string(core::kUsageAnnotation) +
-           " annotation (tessera-node writes it).\n";
+    return "No pod in " + scope + " reports GPU usage yet (" + std::string(core::kUsageAnnotation) + ").\n";
   }
   std::vector<Column> columns = {{"NAMESPACE", Align::kLeft, 2, 8},
                                  {"POD", Align::kLeft, 3, 12},

@@ -36,7 +36,7 @@ struct TopView {
 // `pods`: items of a Pod list. Succeeded and Failed pods are skipped.
 TopView BuildTop(const nlohmann::json& pods);
 
-// The table, or, when no pod reports usage, one line saying so; `scope`
+// The table, or, when no pod reports usage, one short line saying so; `scope`
 // ("namespace default", "all namespaces") names where it looked.
 std::string RenderTop(const TopView& top, const ViewOptions& options, core::WallTime now, const std::string& scope);
 nlohmann::ordered_json TopToJson(const TopView& top);

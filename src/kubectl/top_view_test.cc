@@ -22,8 +22,7 @@ TEST(TopViewTest, NoUsageIsOneLine) {
   const Json pods = Json::array({testing::AssignedPod("default", "p", testing::OnNode("n", "c", {{0, "", 1024, 100}}))});
   const TopView top = BuildTop(pods);
   EXPECT_EQ(RenderTop(top, {}, kNow, "namespace default"),
-            "No GPU usage reported yet in namespace default: no pod carries a tessera.io/usage annotation "
-            "(tessera-node writes it).\n");
+            "No pod in namespace default reports GPU usage yet (tessera.io/usage).\n");
 }
 
 TEST(TopViewTest, UsageBesideTheShare) {

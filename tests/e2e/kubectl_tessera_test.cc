@@ -220,8 +220,7 @@ TEST_F(KubectlTesseraTest, TopShowsUsageOnceANodeAgentWritesIt) {
   ASSERT_TRUE(WaitForPod(*client_, ns_, "svc", IsBound, seconds(60)).ok());
   Output none = Shell(Plugin() + " top -n " + ns_);
   ASSERT_EQ(none.rc, 0) << none.out;
-  EXPECT_EQ(none.out, "No GPU usage reported yet in namespace " + ns_ +
-                          ": no pod carries a tessera.io/usage annotation (tessera-node writes it).\n");
+  EXPECT_EQ(none.out, "No pod in namespace " + ns_ + " reports GPU usage yet (tessera.io/usage).\n");
 
   core::PodUsage usage{.at = std::chrono::system_clock::now(),
                        .containers = {{.name = "main", .gpus = {{0, SimGpuUuid(group_ + "-t4-0", 0), 6000, 0.42}}}}};
