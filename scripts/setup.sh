@@ -22,6 +22,7 @@ PACKAGES=(
   libprotobuf-dev protobuf-compiler
   openssl                             # local control plane certificates
   curl                                # control plane readiness checks
+  tmux                                # kubectl-tessera terminal captures (scripts/kubectl-tessera-captures.sh)
 )
 
 missing=()
