@@ -1,5 +1,6 @@
 // libFuzzer target for the annotation codec: any bytes must decode to a value
 // or an error, and whatever decodes must survive encode -> decode unchanged.
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -28,6 +29,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (auto assignment = tessera::core::DecodeAssignment(input); assignment.ok()) {
     CheckRoundTrip(*assignment, tessera::core::EncodeAssignment, tessera::core::DecodeAssignment);
+  }
+  if (auto usage = tessera::core::DecodeUsage(input); usage.ok()) {
+    // The annotation keeps whole seconds of "at".
+    usage->at = std::chrono::floor<std::chrono::seconds>(usage->at);
+    CheckRoundTrip(*usage, tessera::core::EncodeUsage, tessera::core::DecodeUsage);
   }
   return 0;
 }

@@ -23,6 +23,7 @@ PACKAGES=(
   openssl                             # local control plane certificates
   curl                                # control plane readiness checks
   prometheus                          # promtool: `promtool check metrics` on /metrics (metrics_promtool_test)
+  tmux                                # kubectl-tessera terminal captures (scripts/kubectl-tessera-captures.sh)
 )
 
 missing=()

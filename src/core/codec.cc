@@ -3,9 +3,12 @@
 #include <cstdint>
 #include <limits>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
+
+#include "core/timestamp.h"
 
 namespace tessera::core {
 namespace {
@@ -42,6 +45,13 @@ std::string ElementPath(std::string_view parent, size_t i) {
 std::string Describe(const Json& j) {
   if (j.is_number_float()) return "number " + j.dump();
   return j.type_name();
+}
+
+// "0", "1", "0.5": a bound as a person writes it.
+std::string Shortest(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
 }
 
 // OK when lo <= value <= hi; otherwise an error naming `path`.
@@ -118,6 +128,18 @@ class ObjectReader {
       return Bad(annotation_, FieldPath(path_, key), "must be true or false, got " + Describe(*j));
     }
     return j->get<bool>();
+  }
+
+  // A number (integer or not) in lo..hi.
+  Result<double> Number(const char* key, double lo, double hi) const {
+    TESSERA_ASSIGN_OR_RETURN(const Json* j, Field(key));
+    const std::string path = FieldPath(path_, key);
+    if (!j->is_number()) return Bad(annotation_, path, "must be a number, got " + Describe(*j));
+    const double value = j->get<double>();
+    if (!(value >= lo && value <= hi)) {
+      return Bad(annotation_, path, j->dump() + " is out of range " + Shortest(lo) + ".." + Shortest(hi));
+    }
+    return value;
   }
 
   Result<const Json*> Array(const char* key) const {
@@ -251,6 +273,39 @@ Result<Assignment> ReadAssignment(std::string_view json) {
   return assignment;
 }
 
+Result<PodUsage> ReadUsage(std::string_view json) {
+  const std::string_view ann = kUsageAnnotation;
+  TESSERA_ASSIGN_OR_RETURN(Json root, ParseVersioned(ann, json));
+  TESSERA_ASSIGN_OR_RETURN(ObjectReader top, ObjectReader::Make(ann, root, ""));
+  PodUsage usage;
+  TESSERA_ASSIGN_OR_RETURN(std::string at, top.String("at", /*allow_empty=*/false));
+  Result<WallTime> when = ParseRfc3339(at);
+  if (!when.ok()) return Bad(ann, "at", when.status().message());
+  usage.at = *when;
+  TESSERA_ASSIGN_OR_RETURN(const Json* containers, top.Array("containers"));
+  for (size_t c = 0; c < containers->size(); ++c) {
+    TESSERA_ASSIGN_OR_RETURN(
+        ObjectReader cr, ObjectReader::Make(ann, (*containers)[c], ElementPath("containers", c)));
+    ContainerUsage container;
+    TESSERA_ASSIGN_OR_RETURN(container.name, cr.String("name", /*allow_empty=*/false));
+    TESSERA_ASSIGN_OR_RETURN(const Json* gpus, cr.Array("gpus"));
+    for (size_t i = 0; i < gpus->size(); ++i) {
+      TESSERA_ASSIGN_OR_RETURN(
+          ObjectReader r, ObjectReader::Make(ann, (*gpus)[i], ElementPath(cr.path() + ".gpus", i)));
+      GpuUse g;
+      TESSERA_ASSIGN_OR_RETURN(int64_t index, r.Int("index", 0, kMaxGpuIndex));
+      TESSERA_ASSIGN_OR_RETURN(g.uuid, r.String("uuid", /*allow_empty=*/true));
+      TESSERA_ASSIGN_OR_RETURN(g.mem_used_mib, r.Int("memUsedMiB", 0, kInt64Max));
+      TESSERA_ASSIGN_OR_RETURN(g.utilization, r.Number("utilization", 0, 1));
+      g.index = static_cast<int>(index);
+      container.gpus.push_back(std::move(g));
+    }
+    usage.containers.push_back(std::move(container));
+  }
+  TESSERA_RETURN_IF_ERROR(ValidateUsage(usage));
+  return usage;
+}
+
 }  // namespace
 
 Status ValidateInventory(const std::vector<GpuInfo>& gpus) {
@@ -289,6 +344,30 @@ Status ValidateAssignment(const Assignment& assignment) {
   return Status();
 }
 
+Status ValidateUsage(const PodUsage& usage) {
+  const std::string_view ann = kUsageAnnotation;
+  if (usage.at < kMinRfc3339Time || usage.at > kMaxRfc3339Time) return Bad(ann, "at", "must lie in the years 1700..2199");
+  std::set<std::string_view> names;
+  for (size_t c = 0; c < usage.containers.size(); ++c) {
+    const ContainerUsage& container = usage.containers[c];
+    const std::string cpath = ElementPath("containers", c);
+    if (container.name.empty()) return Bad(ann, cpath + ".name", "must not be empty");
+    if (!names.insert(container.name).second) {
+      return Bad(ann, cpath + ".name", "container \"" + container.name + "\" appears twice");
+    }
+    auto path_of = [&](size_t i) { return ElementPath(cpath + ".gpus", i); };
+    TESSERA_RETURN_IF_ERROR(CheckGpuIndexes(ann, container.gpus, path_of));
+    for (size_t i = 0; i < container.gpus.size(); ++i) {
+      const GpuUse& g = container.gpus[i];
+      TESSERA_RETURN_IF_ERROR(CheckRange(ann, path_of(i) + ".memUsedMiB", g.mem_used_mib, 0, kInt64Max));
+      if (!(g.utilization >= 0 && g.utilization <= 1)) {  // also NaN
+        return Bad(ann, path_of(i) + ".utilization", Json(g.utilization).dump() + " is out of range 0..1");
+      }
+    }
+  }
+  return Status();
+}
+
 Result<std::string> EncodeInventory(const std::vector<GpuInfo>& gpus) {
   TESSERA_RETURN_IF_ERROR(ValidateInventory(gpus));
   OrderedJson list = OrderedJson::array();
@@ -319,6 +398,23 @@ Result<std::string> EncodeAssignment(const Assignment& assignment) {
                                       {"containers", std::move(containers)}});
 }
 
+Result<std::string> EncodeUsage(const PodUsage& usage) {
+  TESSERA_RETURN_IF_ERROR(ValidateUsage(usage));
+  OrderedJson containers = OrderedJson::array();
+  for (const ContainerUsage& c : usage.containers) {
+    OrderedJson gpus = OrderedJson::array();
+    for (const GpuUse& g : c.gpus) {
+      gpus.push_back({{"index", g.index},
+                      {"uuid", g.uuid},
+                      {"memUsedMiB", g.mem_used_mib},
+                      {"utilization", g.utilization}});
+    }
+    containers.push_back({{"name", c.name}, {"gpus", std::move(gpus)}});
+  }
+  return Dump(kUsageAnnotation,
+              {{"v", kCodecVersion}, {"at", FormatRfc3339(usage.at)}, {"containers", std::move(containers)}});
+}
+
 // The readers above only use accessors that cannot throw, but nlohmann can
 // still surprise; nothing it throws may leave this file.
 Result<std::vector<GpuInfo>> DecodeInventory(std::string_view json) {
@@ -334,6 +430,14 @@ Result<Assignment> DecodeAssignment(std::string_view json) {
     return ReadAssignment(json);
   } catch (const Json::exception& e) {
     return Bad(kAssignmentAnnotation, "", e.what());
+  }
+}
+
+Result<PodUsage> DecodeUsage(std::string_view json) {
+  try {
+    return ReadUsage(json);
+  } catch (const Json::exception& e) {
+    return Bad(kUsageAnnotation, "", e.what());
   }
 }
 

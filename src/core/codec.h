@@ -1,5 +1,6 @@
 // The versioned JSON annotations Tessera components exchange through the
-// Kubernetes API: a node's GPU inventory and a pod's GPU assignment.
+// Kubernetes API: a node's GPU inventory, a pod's GPU assignment and a pod's
+// measured GPU use.
 // Pure functions; thread-safe.
 //
 //   TESSERA_ASSIGN_OR_RETURN(std::string text, EncodeAssignment(assignment));
@@ -15,6 +16,12 @@
 //   tessera.io/assignment
 //     {"v":1,"node":"n1","containers":[{"name":"c","gpus":[
 //         {"index":0,"uuid":"GPU-..","memMiB":8192,"coreMilli":300}]}]}
+//   tessera.io/usage (written by the node agent, read by kubectl-tessera top)
+//     {"v":1,"at":"2026-03-01T12:30:05Z","containers":[{"name":"c","gpus":[
+//         {"index":0,"uuid":"GPU-..","memUsedMiB":123,"utilization":0.42}]}]}
+//     "at": RFC 3339 (UTC written, whole seconds; any offset and fraction
+//     read); "utilization": 0..1, the share of the GPU's time the
+//     container's kernels ran over the last sample.
 #pragma once
 
 #include <string>
@@ -23,6 +30,7 @@
 
 #include "core/model.h"
 #include "core/status.h"
+#include "core/usage.h"
 
 namespace tessera::core {
 
@@ -38,6 +46,8 @@ inline constexpr std::string_view kAllocatedAnnotation = "tessera.io/allocated";
 // Node annotation tessera-node sets on its Node: an agent admits pods there
 // (names its version). Nodes without it (simulated, no agent) admit nothing.
 inline constexpr std::string_view kNodeAgentAnnotation = "tessera.io/node-agent";
+// Pod annotation holding the pod's measured GPU use (PodUsage).
+inline constexpr std::string_view kUsageAnnotation = "tessera.io/usage";
 // The one format version this build reads and writes.
 inline constexpr int kCodecVersion = 1;
 // GPU indexes in annotations lie in 0..kMaxGpuIndex.
@@ -67,5 +77,19 @@ Result<std::string> EncodeAssignment(const Assignment& assignment);
 
 // Parses an assignment annotation. Fails as DecodeInventory does.
 Result<Assignment> DecodeAssignment(std::string_view json);
+
+// Checks what DecodeUsage checks: "at" in the years 1700..2199, non-empty
+// unique container names, per container unique GPU indexes in 0..63,
+// memUsedMiB not negative, utilization a number in 0..1. OK or
+// INVALID_ARGUMENT naming the field.
+Status ValidateUsage(const PodUsage& usage);
+
+// Compact JSON for the usage annotation ("at" to whole seconds). Fails as
+// ValidateUsage.
+Result<std::string> EncodeUsage(const PodUsage& usage);
+
+// Parses a usage annotation. Fails as DecodeInventory does, and on an "at"
+// that is not an RFC 3339 time.
+Result<PodUsage> DecodeUsage(std::string_view json);
 
 }  // namespace tessera::core

@@ -318,5 +318,118 @@ TEST(CodecTest, NotJsonMessageSaysWhere) {
   EXPECT_EQ(s.message().find("[json.exception"), std::string::npos) << s.message();
 }
 
+PodUsage SampleUsage() {
+  return {.at = WallTime(std::chrono::seconds(1772368205)),
+          .containers = {
+              {.name = "train",
+               .gpus = {{.index = 0, .uuid = "GPU-aaaa", .mem_used_mib = 7000, .utilization = 0.42},
+                        {.index = 3, .uuid = "GPU-dddd", .mem_used_mib = 0, .utilization = 1}}},
+              {.name = "sidecar", .gpus = {}},
+          }};
+}
+
+TEST(CodecTest, UsageEncodesToDocumentedFormat) {
+  Result<std::string> text = EncodeUsage(SampleUsage());
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_EQ(*text,
+            R"({"v":1,"at":"2026-03-01T12:30:05Z","containers":[{"name":"train","gpus":[)"
+            R"({"index":0,"uuid":"GPU-aaaa","memUsedMiB":7000,"utilization":0.42},)"
+            R"({"index":3,"uuid":"GPU-dddd","memUsedMiB":0,"utilization":1.0}]},)"
+            R"({"name":"sidecar","gpus":[]}]})");
+  Result<PodUsage> back = DecodeUsage(*text);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, SampleUsage());
+}
+
+TEST(CodecTest, UsageReadsOffsetsFractionsAndUnknownFields) {
+  Result<PodUsage> u = DecodeUsage(
+      R"({"v":1,"at":"2026-03-01T14:30:05.5+02:00","node":"n1","containers":[)"
+      R"({"name":"c","gpus":[{"index":1,"uuid":"","memUsedMiB":5,"utilization":0,"sm":3}]}]})");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->at, WallTime(std::chrono::seconds(1772368205)) + std::chrono::milliseconds(500));
+  ASSERT_EQ(u->containers.size(), 1u);
+  EXPECT_EQ(u->containers[0].gpus[0].utilization, 0.0);
+}
+
+TEST(CodecTest, RandomUsagesRoundTrip) {
+  std::mt19937 rng(11);
+  for (int round = 0; round < 300; ++round) {
+    PodUsage u;
+    u.at = WallTime(std::chrono::seconds(rng() % 4102444800u));  // 1970..2099
+    const int containers = static_cast<int>(rng() % 4);
+    for (int c = 0; c < containers; ++c) {
+      ContainerUsage cu{.name = "c" + std::to_string(c) + RandomString(rng), .gpus = {}};
+      for (int index : RandomIndexes(rng, static_cast<int>(rng() % 5))) {
+        cu.gpus.push_back({.index = index, .uuid = RandomString(rng), .mem_used_mib = RandomSize(rng),
+                           .utilization = static_cast<double>(rng() % 1001) / 1000});
+      }
+      u.containers.push_back(std::move(cu));
+    }
+    Result<std::string> text = EncodeUsage(u);
+    ASSERT_TRUE(text.ok()) << text.status().ToString();
+    Result<PodUsage> back = DecodeUsage(*text);
+    ASSERT_TRUE(back.ok()) << back.status().ToString() << "\n" << *text;
+    EXPECT_EQ(*back, u) << *text;
+  }
+}
+
+TEST(CodecTest, EncodeUsageRejectsWhatDecodeWould) {
+  PodUsage u = SampleUsage();
+  u.containers[0].gpus[1].utilization = 1.5;
+  EXPECT_EQ(EncodeUsage(u).status().message(),
+            "tessera.io/usage: containers[0].gpus[1].utilization: 1.5 is out of range 0..1");
+  u = SampleUsage();
+  u.containers[1].name = "train";
+  EXPECT_EQ(EncodeUsage(u).status().message(),
+            "tessera.io/usage: containers[1].name: container \"train\" appears twice");
+  u = SampleUsage();
+  u.containers[0].gpus[0].mem_used_mib = -1;
+  EXPECT_EQ(EncodeUsage(u).status().message(),
+            "tessera.io/usage: containers[0].gpus[0].memUsedMiB: must not be negative, got -1");
+}
+
+std::string UsageWithGpu(const std::string& gpu) {
+  return R"({"v":1,"at":"2026-03-01T12:30:05Z","containers":[{"name":"c","gpus":[)" + gpu + "]}]}";
+}
+
+TEST(CodecTest, MalformedUsages) {
+  const std::string us = "tessera.io/usage: ";
+  const std::string gpu = R"({"index":2,"uuid":"","memUsedMiB":1,"utilization":0.5})";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"", us + "not valid JSON: ..."},
+      {"[]", us + "document: must be a JSON object, got array"},
+      {R"({"v":2,"at":"2026-03-01T12:30:05Z","containers":[]})",
+       us + "unsupported version 2, this Tessera reads version 1"},
+      {R"({"v":1,"containers":[]})", us + "at: required field is missing"},
+      {R"({"v":1,"at":"","containers":[]})", us + "at: must not be empty"},
+      {R"({"v":1,"at":"now","containers":[]})", us + "at: \"now\" is not an RFC 3339 time"},
+      {R"({"v":1,"at":1772368205,"containers":[]})", us + "at: must be a string, got number"},
+      {R"({"v":1,"at":"2200-01-01T00:00:00Z","containers":[]})",
+       us + "at: \"2200-01-01T00:00:00Z\" is outside the years 1700..2199"},
+      {R"({"v":1,"at":"2026-03-01T12:30:05Z"})", us + "containers: required field is missing"},
+      {R"({"v":1,"at":"2026-03-01T12:30:05Z","containers":{}})",
+       us + "containers: must be an array, got object"},
+      {R"({"v":1,"at":"2026-03-01T12:30:05Z","containers":[{"name":"c"}]})",
+       us + "containers[0].gpus: required field is missing"},
+      {UsageWithGpu(gpu + "," + gpu),
+       us + "containers[0].gpus[1].index: 2 appears twice (also containers[0].gpus[0])"},
+      {UsageWithGpu(R"({"index":0,"uuid":"","memUsedMiB":1,"utilization":1.01})"),
+       us + "containers[0].gpus[0].utilization: 1.01 is out of range 0..1"},
+      {UsageWithGpu(R"({"index":0,"uuid":"","memUsedMiB":1,"utilization":-0.1})"),
+       us + "containers[0].gpus[0].utilization: -0.1 is out of range 0..1"},
+      {UsageWithGpu(R"({"index":0,"uuid":"","memUsedMiB":1,"utilization":"42%"})"),
+       us + "containers[0].gpus[0].utilization: must be a number, got string"},
+      {UsageWithGpu(R"({"index":0,"uuid":"","memUsedMiB":-3,"utilization":0})"),
+       us + "containers[0].gpus[0].memUsedMiB: must not be negative, got -3"},
+      {UsageWithGpu(R"({"index":0,"uuid":"","memUsedMiB":2.5,"utilization":0})"),
+       us + "containers[0].gpus[0].memUsedMiB: must be an integer, got number 2.5"},
+      {UsageWithGpu(R"({"index":0,"uuid":"","utilization":0})"),
+       us + "containers[0].gpus[0].memUsedMiB: required field is missing"},
+  };
+  for (const auto& [json, message] : cases) {
+    ExpectMessage(DecodeUsage(json).status(), {json.c_str(), message.c_str()});
+  }
+}
+
 }  // namespace
 }  // namespace tessera::core

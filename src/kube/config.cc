@@ -188,21 +188,27 @@ Result<ClientConfig> InClusterConfig(const std::string& secret_dir) {
   return out;
 }
 
-Result<ClientConfig> ResolveConfig(const std::string& kubeconfig_flag) {
-  if (!kubeconfig_flag.empty()) return LoadKubeconfig(kubeconfig_flag);
+Result<ClientConfig> ResolveConfig(const std::string& kubeconfig_flag, const std::string& context) {
+  if (!kubeconfig_flag.empty()) return LoadKubeconfig(kubeconfig_flag, context);
   if (const std::string list = Env("KUBECONFIG"); !list.empty()) {
     std::stringstream parts(list);
     std::string first, part;
     while (std::getline(parts, part, ':')) {
       if (part.empty()) continue;
       if (first.empty()) first = part;
-      if (fs::exists(part)) return LoadKubeconfig(part);
+      if (fs::exists(part)) return LoadKubeconfig(part, context);
     }
-    if (!first.empty()) return LoadKubeconfig(first);  // reports the missing file
+    if (!first.empty()) return LoadKubeconfig(first, context);  // reports the missing file
   }
-  if (!Env("KUBERNETES_SERVICE_HOST").empty()) return InClusterConfig();
+  if (!Env("KUBERNETES_SERVICE_HOST").empty()) {
+    if (!context.empty()) {
+      return FailedPrecondition("context \"" + context +
+                                "\" given, but there is no kubeconfig (in a pod, without --kubeconfig or KUBECONFIG)");
+    }
+    return InClusterConfig();
+  }
   if (const std::string home = Env("HOME"); !home.empty() && fs::exists(home + "/.kube/config")) {
-    return LoadKubeconfig(home + "/.kube/config");
+    return LoadKubeconfig(home + "/.kube/config", context);
   }
   return FailedPrecondition(
       "no Kubernetes configuration: pass --kubeconfig, set KUBECONFIG, run in a pod, or create ~/.kube/config");

@@ -50,7 +50,9 @@ Result<ClientConfig> InClusterConfig(const std::string& secret_dir = kServiceAcc
 // The usual precedence: `kubeconfig_flag` when non-empty; else $KUBECONFIG
 // (the first existing file of a ':' list; files are not merged); else
 // in-cluster when KUBERNETES_SERVICE_HOST is set; else ~/.kube/config.
+// `context` (kubectl's --context) selects a context of the kubeconfig chosen
+// instead of its current-context; with in-cluster config it is an error.
 // Errors: those of the source chosen; kFailedPrecondition when none exists.
-Result<ClientConfig> ResolveConfig(const std::string& kubeconfig_flag);
+Result<ClientConfig> ResolveConfig(const std::string& kubeconfig_flag, const std::string& context = "");
 
 }  // namespace tessera::kube

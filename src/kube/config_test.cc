@@ -310,5 +310,55 @@ TEST(ResolveConfigTest, Precedence) {
   }
 }
 
+TEST(ResolveConfigTest, ContextSelectsAnotherContextOfTheChosenFile) {
+  TempDir dir;
+  const std::string two = dir.Write("two", R"(
+clusters:
+- {name: c1, cluster: {server: "https://one"}}
+- {name: c2, cluster: {server: "https://two"}}
+contexts:
+- {name: first, context: {cluster: c1, namespace: ns1}}
+- {name: second, context: {cluster: c2, namespace: ns2}}
+current-context: first
+)");
+  dir.Write("home/.kube/config", Minimal("home"));
+  ScopedEnv home("HOME", (dir.path() + "/home").c_str());
+  ScopedEnv host("KUBERNETES_SERVICE_HOST", nullptr);
+  {
+    ScopedEnv kubeconfig("KUBECONFIG", nullptr);
+    auto current = ResolveConfig(two);
+    ASSERT_TRUE(current.ok()) << current.status().ToString();
+    EXPECT_EQ(current->server, "https://one");
+    EXPECT_EQ(current->default_namespace, "ns1");
+    auto second = ResolveConfig(two, "second");
+    ASSERT_TRUE(second.ok()) << second.status().ToString();
+    EXPECT_EQ(second->server, "https://two");
+    EXPECT_EQ(second->default_namespace, "ns2");
+    auto missing = ResolveConfig(two, "third");
+    ASSERT_FALSE(missing.ok());
+    EXPECT_EQ(missing.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(missing.status().message().find("context \"third\" not found"), std::string::npos)
+        << missing.status().message();
+    auto from_home = ResolveConfig("", "x");  // ~/.kube/config's context x
+    ASSERT_TRUE(from_home.ok()) << from_home.status().ToString();
+    EXPECT_EQ(from_home->server, "https://home");
+  }
+  {
+    ScopedEnv kubeconfig("KUBECONFIG", two.c_str());
+    auto second = ResolveConfig("", "second");
+    ASSERT_TRUE(second.ok()) << second.status().ToString();
+    EXPECT_EQ(second->server, "https://two");
+  }
+  {
+    ScopedEnv kubeconfig("KUBECONFIG", nullptr);
+    ScopedEnv in_pod("KUBERNETES_SERVICE_HOST", "10.0.0.1");
+    auto in_cluster = ResolveConfig("", "second");
+    ASSERT_FALSE(in_cluster.ok());
+    EXPECT_EQ(in_cluster.status().code(), StatusCode::kFailedPrecondition);
+    EXPECT_NE(in_cluster.status().message().find("no kubeconfig"), std::string::npos)
+        << in_cluster.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace tessera::kube

@@ -10,3 +10,9 @@ tessera_cluster_test(e2e_node_path_test SRCS ${CMAKE_CURRENT_LIST_DIR}/node_path
                      DEPS tessera_kubelet_sim tessera_test_support LABELS e2e)
 set_tests_properties(e2e_node_path_test PROPERTIES TIMEOUT 600)
 add_dependencies(e2e_node_path_test tessera-scheduler tessera-node)
+
+# kubectl-tessera: its inspect output against tessera-scheduler's own books.
+tessera_cluster_test(e2e_kubectl_tessera_test SRCS ${CMAKE_CURRENT_LIST_DIR}/kubectl_tessera_test.cc
+                     DEPS tessera_scheduler tessera_test_support LABELS e2e)
+set_tests_properties(e2e_kubectl_tessera_test PROPERTIES TIMEOUT 300)
+add_dependencies(e2e_kubectl_tessera_test tessera-scheduler kubectl-tessera)

@@ -1,0 +1,104 @@
+#include "kubectl/inspect_view.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "kubectl/test_objects.h"
+
+namespace tessera::kubectl {
+namespace {
+
+using testing::AssignedPod;
+using testing::GpuNode;
+using testing::OnNode;
+using Json = nlohmann::json;
+
+Inventory Sample() {
+  const Json nodes = Json::array({GpuNode("a100-0", 2, "A100", 40960), GpuNode("t4", 1, "T4", 15360)});
+  const Json pods = Json::array({
+      AssignedPod("default", "bert-serving-0", OnNode("a100-0", "server", {{0, "", 6144, 200}})),
+      AssignedPod("default", "llama-8b-a", OnNode("a100-0", "server", {{0, "", 20480, 300}})),
+      AssignedPod("default", "finetune", OnNode("a100-0", "trainer", {{1, "", 40960, 1000}})),
+  });
+  return BuildInventory(nodes, pods);
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+TEST(InspectViewTest, TableHasOneRowPerGpuAndTotals) {
+  const std::string text = RenderInventoryTable(Sample(), {});
+  EXPECT_EQ(text,
+            "NODE    GPU  MODEL    MEMORY GiB   MEM  CORE  PODS\n"
+            "a100-0  0    A100    26.0 / 40.0   65%   50%     2\n"
+            "a100-0  1    A100    40.0 / 40.0  100%  100%     1\n"
+            "a100-0  all  2 GPUs  66.0 / 80.0   83%   75%     3\n"
+            "t4      0    T4       0.0 / 15.0    0%    0%     0\n"
+            "TOTAL   all  3 GPUs  66.0 / 95.0   69%   50%     3\n");
+}
+
+TEST(InspectViewTest, WideAddsUuidNumaSharersAndHolders) {
+  const std::vector<std::string> lines = Lines(RenderInventoryTable(Sample(), {.table = {}, .unit = MemUnit::kGiB, .wide = true}));
+  EXPECT_NE(lines[0].find("UUID"), std::string::npos);
+  EXPECT_NE(lines[0].find("HELD BY"), std::string::npos);
+  EXPECT_NE(lines[1].find("GPU-a100-0-0     0    2/8  default/bert-serving-0[server] 6.0/20%, "
+                          "default/llama-8b-a[server] 20.0/30%"),
+            std::string::npos)
+      << lines[1];
+}
+
+TEST(InspectViewTest, NarrowTerminalCutsButKeepsColumnsAligned) {
+  const std::vector<std::string> lines = Lines(RenderInventoryTable(Sample(), {.table = {.width = 90}, .unit = MemUnit::kGiB, .wide = true}));
+  const size_t mem_col = lines[0].find("MEMORY");
+  for (const auto& line : lines) EXPECT_LE(DisplayWidth(line), 90) << line;
+  EXPECT_NE(lines[1].find("\xe2\x80\xa6"), std::string::npos) << "the holders are cut: " << lines[1];
+  for (size_t i = 1; i < 6; ++i) EXPECT_EQ(lines[i].find(" / "), lines[1].find(" / ")) << lines[i];
+  EXPECT_LT(mem_col, lines[1].find(" / "));
+}
+
+TEST(InspectViewTest, MiBUnitsAreExact) {
+  const std::vector<std::string> lines = Lines(RenderInventoryTable(Sample(), {.table = {}, .unit = MemUnit::kMiB, .wide = false}));
+  EXPECT_NE(lines[0].find("MEMORY MiB"), std::string::npos);
+  EXPECT_NE(lines[1].find("26624 / 40960"), std::string::npos) << lines[1];
+}
+
+TEST(InspectViewTest, NodeDetailListsEveryShare) {
+  const Inventory inv = Sample();
+  const std::string text = RenderNodeDetail(*inv.FindNode("a100-0"), {});
+  EXPECT_EQ(text,
+            "Node a100-0 (A100, 2 GPUs): memory 66.0 / 80.0 GiB (83%), core 75%, 3 pods\n"
+            "Host: CPU 3.0 / 64.0 cores, memory 3.0 / 512.0 GiB\n"
+            "\n"
+            "GPU  MODEL  HELD BY                            MEMORY GiB  CORE\n"
+            "0    A100   2 pods, 2 shares                  26.0 / 40.0   50%\n"
+            "              default/bert-serving-0[server]   6.0          20%\n"
+            "              default/llama-8b-a[server]      20.0          30%\n"
+            "1    A100   1 pod, 1 share                    40.0 / 40.0  100%\n"
+            "              default/finetune[trainer]       40.0         100%\n");
+}
+
+TEST(InspectViewTest, JsonCarriesTheLedgersNumbers) {
+  const Inventory inv = Sample();
+  const auto doc = InventoryToJson(inv);
+  EXPECT_EQ(doc["v"], 1);
+  EXPECT_EQ(doc["kind"], "GpuInventory");
+  ASSERT_EQ(doc["nodes"].size(), 2u);
+  const auto& gpu0 = doc["nodes"][0]["gpus"][0];
+  EXPECT_EQ(gpu0["memUsedMiB"], 26624);
+  EXPECT_EQ(gpu0["coreUsedMilli"], 500);
+  EXPECT_EQ(gpu0["sharers"], 2);
+  EXPECT_EQ(gpu0["shares"][1]["pod"], "llama-8b-a");
+  EXPECT_EQ(doc["totals"]["memUsedMiB"], 67584);
+  EXPECT_EQ(doc["totals"]["gpus"], 3);
+  const auto one = InventoryToJson(inv, inv.FindNode("t4"));
+  ASSERT_EQ(one["nodes"].size(), 1u);
+  EXPECT_EQ(one["totals"]["gpus"], 1);
+}
+
+}  // namespace
+}  // namespace tessera::kubectl

@@ -1,0 +1,203 @@
+#include "kubectl/inventory.h"
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <tuple>
+
+#include "core/codec.h"
+#include "kubectl/object_fields.h"
+
+namespace tessera::kubectl {
+namespace {
+
+using Json = nlohmann::json;
+
+// The request the ledger holds for a bound pod, as tessera-scheduler builds
+// it (cluster_state.cc, HeldRequest): CPU and memory from the spec, the GPU
+// shares exactly as the assignment grants them.
+Result<core::PodRequest> HeldRequest(const Json& pod, const std::string& key, const core::Assignment& a) {
+  core::PodRequest req;
+  req.key = key;
+  if (auto host = core::PodHostResources(pod); host.ok()) {
+    req.cpu_milli = host->cpu_milli;
+    req.memory_mib = host->memory_mib;
+  }
+  for (const auto& ca : a.containers) {
+    core::ContainerRequest c;
+    c.name = ca.name;
+    c.gpu_count = static_cast<int>(ca.gpus.size());
+    if (!ca.gpus.empty()) {
+      c.mem_mib_per_gpu = ca.gpus[0].mem_mib;
+      c.core_milli_per_gpu = ca.gpus[0].core_milli;
+      for (const auto& g : ca.gpus) {
+        if (g.core_milli != c.core_milli_per_gpu)
+          return InvalidArgument("container \"" + ca.name + "\" has unequal shares on its GPUs");
+        if (g.mem_mib == c.mem_mib_per_gpu) continue;
+        // Whole GPUs hold all of their memory, which differs between GPU sizes.
+        if (c.core_milli_per_gpu != core::kCoreMilliPerGpu)
+          return InvalidArgument("container \"" + ca.name + "\" has unequal shares on its GPUs");
+        c.mem_mib_per_gpu = 0;
+      }
+    }
+    req.containers.push_back(std::move(c));
+  }
+  return req;
+}
+
+struct Candidate {
+  std::string assigned_at, created_at, key;
+  core::PodRequest request;
+  core::Assignment assignment;
+};
+
+}  // namespace
+
+void Totals::Add(const GpuView& gpu) {
+  ++gpus;
+  mem_total_mib += gpu.info.memory_mib;
+  mem_used_mib += gpu.used.mem_used_mib;
+  core_total_milli += core::kCoreMilliPerGpu;
+  core_used_milli += gpu.used.core_used_milli;
+}
+
+std::string NodeView::Model() const {
+  if (!model_label.empty()) return model_label;
+  std::string out;
+  std::set<std::string> seen;
+  for (const auto& g : gpus) {
+    if (g.info.model.empty() || !seen.insert(g.info.model).second) continue;
+    out += (out.empty() ? "" : ",") + g.info.model;
+  }
+  return out;
+}
+
+const NodeView* Inventory::FindNode(std::string_view name) const {
+  for (const auto& n : nodes)
+    if (n.name == name) return &n;
+  return nullptr;
+}
+
+Inventory BuildInventory(const Json& nodes, const Json& pods, const core::ResourceNames& names) {
+  Inventory inv;
+  core::Ledger ledger;
+  std::map<std::string, std::string> labels;
+  if (nodes.is_array()) {
+    for (const Json& node : nodes) {
+      const std::string name = StringAt(node, {"metadata", "name"});
+      Result<core::NodeInfo> info = core::NodeInfoFromJson(node);
+      if (!info.ok()) {
+        if (info.status().code() == StatusCode::kNotFound) ++inv.other_nodes;
+        else inv.problems.push_back({"node " + name, info.status().message()});
+        continue;
+      }
+      if (Status s = ledger.AddNode(*info); !s.ok()) {
+        inv.problems.push_back({"node " + name, s.message()});
+        continue;
+      }
+      labels[name] = StringAt(node, {"metadata", "labels", std::string(kModelLabel)});
+    }
+  }
+
+  std::vector<Candidate> candidates;
+  if (pods.is_array()) {
+    for (const Json& pod : pods) {
+      Result<std::string> key = core::PodKey(pod);
+      if (!key.ok()) continue;  // not a pod object; nothing to name it by
+      const std::string phase = StringAt(pod, {"status", "phase"});
+      if (phase == "Succeeded" || phase == "Failed") continue;
+      const std::string node = StringAt(pod, {"spec", "nodeName"});
+      if (node.empty()) {
+        if (core::WantsGpu(pod, names)) inv.pending.push_back(*key);
+        continue;
+      }
+      const Json* text = Annotation(pod, core::kAssignmentAnnotation);
+      if (text == nullptr || !text->is_string()) continue;  // not placed by Tessera
+      Result<core::Assignment> assignment = core::DecodeAssignment(text->get<std::string>());
+      if (!assignment.ok()) {
+        inv.problems.push_back({"pod " + *key, assignment.status().message()});
+        continue;
+      }
+      if (assignment->node != node) {
+        inv.problems.push_back({"pod " + *key, "assignment names node " + assignment->node +
+                                                   " but the pod is bound to " + node});
+        continue;
+      }
+      Result<core::PodRequest> request = HeldRequest(pod, *key, *assignment);
+      if (!request.ok()) {
+        inv.problems.push_back({"pod " + *key, "tessera.io/assignment: " + request.status().message()});
+        continue;
+      }
+      const Json* at = Annotation(pod, core::kAssignedAtAnnotation);
+      candidates.push_back({at && at->is_string() ? at->get<std::string>() : std::string(),
+                            StringAt(pod, {"metadata", "creationTimestamp"}), *key, std::move(request).value(),
+                            std::move(assignment).value()});
+    }
+  }
+  // RFC 3339 times in UTC with whole seconds, as Kubernetes writes them, sort as text.
+  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+    return std::tie(a.assigned_at, a.created_at, a.key) < std::tie(b.assigned_at, b.created_at, b.key);
+  });
+  for (const Candidate& c : candidates) {
+    if (ledger.FindNode(c.assignment.node) == nullptr) {
+      inv.problems.push_back({"pod " + c.key, "placed on node " + c.assignment.node +
+                                                  ", which is not a GPU node this view knows"});
+      continue;
+    }
+    if (Status s = ledger.Assume(c.request, c.assignment); !s.ok()) {
+      inv.problems.push_back({"pod " + c.key, "its assignment does not fit: " + s.message()});
+      continue;
+    }
+    (void)ledger.Confirm(c.key);
+  }
+
+  for (const core::NodeState& state : ledger.nodes()) {
+    NodeView view;
+    view.name = state.info.name;
+    view.model_label = labels[view.name];
+    view.cpu_milli = state.info.cpu_milli;
+    view.cpu_used_milli = state.cpu_used_milli;
+    view.memory_mib = state.info.memory_mib;
+    view.memory_used_mib = state.mem_used_mib;
+    for (size_t i = 0; i < state.info.gpus.size(); ++i) {
+      view.gpus.push_back({state.info.gpus[i], state.gpus[i], {}, 0});
+    }
+    const std::vector<std::string> keys = ledger.PodsOn(view.name);
+    for (const std::string& key : keys) {
+      const core::Assignment* a = ledger.FindAssignment(key);
+      const size_t slash = key.find('/');
+      for (const auto& c : a->containers) {
+        for (const auto& g : c.gpus) {
+          if (g.index < 0 || static_cast<size_t>(g.index) >= view.gpus.size()) continue;
+          view.gpus[g.index].shares.push_back(
+              {key.substr(0, slash), key.substr(slash + 1), c.name, g.mem_mib, g.core_milli});
+        }
+      }
+    }
+    std::set<std::string> node_pods;
+    for (GpuView& gpu : view.gpus) {
+      std::sort(gpu.shares.begin(), gpu.shares.end(), [](const ShareView& a, const ShareView& b) {
+        return std::tie(a.ns, a.pod, a.container) < std::tie(b.ns, b.pod, b.container);
+      });
+      std::set<std::string> gpu_pods;
+      for (const auto& s : gpu.shares) {
+        gpu_pods.insert(s.ns + "/" + s.pod);
+        node_pods.insert(s.ns + "/" + s.pod);
+      }
+      gpu.pods = static_cast<int>(gpu_pods.size());
+      view.totals.Add(gpu);
+      inv.totals.Add(gpu);
+    }
+    view.totals.pods = static_cast<int>(node_pods.size());
+    inv.totals.pods += view.totals.pods;
+    inv.nodes.push_back(std::move(view));
+  }
+  std::sort(inv.nodes.begin(), inv.nodes.end(), [](const NodeView& a, const NodeView& b) { return a.name < b.name; });
+  std::sort(inv.pending.begin(), inv.pending.end());
+  std::stable_sort(inv.problems.begin(), inv.problems.end(),
+                   [](const Problem& a, const Problem& b) { return a.object < b.object; });
+  return inv;
+}
+
+}  // namespace tessera::kubectl
