@@ -64,6 +64,8 @@ class LaunchEstimate {
  public:
   static constexpr uint64_t kDefaultUs = 100;
   uint64_t Us() const { return have_ ? avg_us_ : kDefaultUs; }
+  // Whether any launch has been measured yet.
+  bool Known() const { return have_; }
   void Observe(uint64_t measured_us);
 
  private:
