@@ -2,8 +2,9 @@
 // (fake_control.h), each stream runs its work in order on a timeline, and
 // events, stream and context synchronization answer from that timeline. The
 // clock is virtual and deterministic: it moves only when a host thread waits
-// (synchronize, a launch into a full queue, the sleep control), plus 1 us of
-// host time per launch, so tests do not depend on the machine's load.
+// (synchronize, a launch into a full queue, the sleep control), plus host
+// time per launch (FAKE_CUDA_LAUNCH_HOST_NS, default 1000), so tests do not
+// depend on the machine's load.
 //
 // Streams of one device run concurrently with each other (their work
 // overlaps in time), except that the legacy default stream waits for every
@@ -21,7 +22,6 @@
 namespace fake {
 namespace {
 
-constexpr uint64_t kLaunchHostNs = 1000;
 constexpr size_t kQueueDepth = 64;
 
 struct Stream {
@@ -46,6 +46,7 @@ struct Interval {
 struct Timeline {
   uint64_t now_ns = 1'000'000'000;
   uint64_t default_kernel_ns;
+  uint64_t launch_host_ns;
   std::map<CUfunction, uint64_t> kernel_ns;
   Stream legacy[kMaxDevices];
   std::set<Stream*> streams;  // created, per-thread and legacy
@@ -57,6 +58,7 @@ struct Timeline {
 
   Timeline() {
     default_kernel_ns = EnvU("FAKE_CUDA_KERNEL_US", 10) * 1000;
+    launch_host_ns = EnvU("FAKE_CUDA_LAUNCH_HOST_NS", 1000);
     for (int d = 0; d < kMaxDevices; ++d) {
       legacy[d].dev = d;
       legacy[d].blocking = true;
@@ -176,7 +178,7 @@ CUresult StreamQuery(CUstream s, bool ptsz) {
 uint64_t EnqueueLocked(void* stream, uint64_t duration_ns) {
   Timeline& t = T();
   Stream* st = static_cast<Stream*>(stream);
-  t.now_ns += kLaunchHostNs;
+  t.now_ns += t.launch_host_ns;
   while (!st->unfinished.empty() && st->unfinished.front() <= t.now_ns) st->unfinished.pop_front();
   if (st->unfinished.size() >= kQueueDepth) {
     Advance(st->unfinished.front());
