@@ -4,6 +4,8 @@
 
 #include <deque>
 #include <memory>
+#include <thread>
+#include <vector>
 
 namespace tessera::cuda {
 namespace {
@@ -89,6 +91,25 @@ TEST(ComputeBucketTest, WindowBoundariesAreAligned) {
   EXPECT_EQ(b.NextAdmitUs(99'999, 0), 100'000u);  // the very next microsecond
   b.Refill(100'000);
   EXPECT_EQ(b.Balance(), 25'000);
+}
+
+// Processes of one container share the bucket: racing refills add each
+// window once, and charges from all of them add up.
+TEST(ComputeBucketTest, ConcurrentRefillsAddEachWindowOnce) {
+  auto s = Share(100'000);  // 10 ms per window
+  ComputeBucket(*s).Refill(0);
+  ComputeBucket(*s).Charge(1'010'000);  // 1 s of debt
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      ComputeBucket b(*s);
+      for (uint64_t w = 1; w <= 50; ++w) b.Refill(w * 100'000 + 7);
+    });
+  }
+  for (auto& t : threads) t.join();
+  // 50 windows, each added once by whichever thread got there first.
+  EXPECT_EQ(ComputeBucket(*s).Balance(), -1'000'000 + 50 * 10'000);
+  EXPECT_EQ(s->window_index.load(), 51u);
 }
 
 TEST(LaunchEstimateTest, StartsAtDefaultThenFollowsMeasurements) {
