@@ -61,7 +61,12 @@ LaunchGate::Event* LaunchGate::NewEvent(CUcontext ctx, CUstream stream) {
     TESSERA_REAL(cuEventDestroy_v2)(e);  // perhaps of a destroyed context: not reused
     return nullptr;
   }
-  return new (std::nothrow) Event{e, ctx, 1};
+  Event* ev = new (std::nothrow) Event{e, ctx, 1};
+  if (ev == nullptr) {
+    std::lock_guard<std::mutex> l(mu_);
+    free_[ctx].push_back(e);  // unmeasured: the launch is charged its estimate
+  }
+  return ev;
 }
 
 void LaunchGate::Settle(PerGpu& g, const void* fn, uint64_t estimate_us,
