@@ -1,5 +1,7 @@
 #include "cuda/config.h"
 
+#include "cuda/compute_gate.h"
+
 #include <charconv>
 #include <cstring>
 #include <string_view>
@@ -40,6 +42,28 @@ bool Config::AnyLimit() const {
   return false;
 }
 
+bool Config::AnyComputeLimit() const {
+  for (uint32_t p : core_ppm) {
+    if (p != 0 && p < kPpm) return true;
+  }
+  return false;
+}
+
+namespace {
+
+bool ReadShare(const std::function<const char*(const char*)>& env, const std::string& name,
+               uint32_t* ppm, std::vector<std::string>* problems) {
+  const char* v = env(name.c_str());
+  if (v == nullptr) return false;
+  if (!ParseSharePercent(v, ppm)) {
+    problems->push_back(name + "=\"" + v + "\" is not a percentage in [0, 100]; ignored");
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 Config ParseConfig(const std::function<const char*(const char*)>& env,
                    std::vector<std::string>* problems) {
   Config c;
@@ -62,6 +86,31 @@ Config ParseConfig(const std::function<const char*(const char*)>& env,
                           "\" is not count or ignore; counting managed memory");
     }
   }
+  uint32_t all_ppm = 0;
+  ReadShare(env, "TESSERA_GPU_CORE_PERCENT", &all_ppm, problems);
+  for (int i = 0; i < region::kMaxGpus; ++i) {
+    uint32_t p = all_ppm;
+    ReadShare(env, "TESSERA_GPU_CORE_PERCENT_" + std::to_string(i), &p, problems);
+    c.core_ppm[i] = p;
+  }
+  if (const char* v = env("TESSERA_GPU_CORE_POLICY")) {
+    if (std::strcmp(v, "hard") == 0 || std::strcmp(v, "share") == 0) {
+      c.core_hard = std::strcmp(v, "hard") == 0;
+    } else {
+      problems->push_back(std::string("TESSERA_GPU_CORE_POLICY=\"") + v +
+                          "\" is not share or hard; using share");
+    }
+  }
+  if (const char* v = env("TESSERA_GPU_CORE_WINDOW_MS")) {
+    uint64_t ms = 0;
+    if (ParseUint(v, &ms) && ms >= 10 && ms <= 1000) {
+      c.core_window_us = static_cast<uint32_t>(ms * 1000);
+    } else {
+      problems->push_back(std::string("TESSERA_GPU_CORE_WINDOW_MS=\"") + v +
+                          "\" is not 10-1000; using 100");
+    }
+  }
+  if (const char* v = env("TESSERA_TEST_CLOCK")) c.fake_clock = std::strcmp(v, "fake_cuda") == 0;
   if (const char* v = env("TESSERA_LOG_LEVEL")) {
     uint64_t level = 0;
     if (ParseUint(v, &level) && level <= 3) {

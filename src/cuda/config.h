@@ -28,8 +28,22 @@ struct Config {
   bool count_managed = true;
   // TESSERA_LOG_LEVEL: 0 error, 1 warning (default), 2 info, 3 debug.
   int log_level = 1;
+  // TESSERA_GPU_CORE_PERCENT_<i>, else TESSERA_GPU_CORE_PERCENT: compute
+  // share of device i in parts per million ("12.5" -> 125000). 0 or 100 %:
+  // no compute limit, launches pass through.
+  uint32_t core_ppm[region::kMaxGpus] = {};
+  // TESSERA_GPU_CORE_POLICY=share (default) | hard. Until the node agent's
+  // arbiter grants idle time, both cap the container at its share.
+  bool core_hard = false;
+  // TESSERA_GPU_CORE_WINDOW_MS: refill period of the compute bucket
+  // (default 100, 10-1000).
+  uint32_t core_window_us = 100'000;
+  // TESSERA_TEST_CLOCK=fake_cuda (tests only): the launch gate takes its
+  // clock from the fake driver's virtual one (tests/fake_cuda/fake_control.h).
+  bool fake_clock = false;
 
   bool AnyLimit() const;
+  bool AnyComputeLimit() const;
 };
 
 // Reads the TESSERA_* variables through `env` (nullptr = unset). A value that

@@ -61,5 +61,40 @@ TEST(ConfigTest, BadValuesAreReportedAndIgnored) {
   EXPECT_EQ(c.log_level, 1);
 }
 
+TEST(ConfigTest, ComputeSharesPolicyAndWindow) {
+  std::vector<std::string> problems;
+  Config c = Parse({}, &problems);
+  EXPECT_FALSE(c.AnyComputeLimit());
+  EXPECT_FALSE(c.core_hard);
+  EXPECT_EQ(c.core_window_us, 100'000u);
+  c = Parse({{"TESSERA_GPU_CORE_PERCENT", "50"},
+             {"TESSERA_GPU_CORE_PERCENT_1", "12.5"},
+             {"TESSERA_GPU_CORE_PERCENT_2", "100"},
+             {"TESSERA_GPU_CORE_POLICY", "hard"},
+             {"TESSERA_GPU_CORE_WINDOW_MS", "50"},
+             {"TESSERA_TEST_CLOCK", "fake_cuda"}},
+            &problems);
+  EXPECT_TRUE(problems.empty());
+  EXPECT_TRUE(c.AnyComputeLimit());
+  EXPECT_EQ(c.core_ppm[0], 500'000u);
+  EXPECT_EQ(c.core_ppm[1], 125'000u);
+  EXPECT_EQ(c.core_ppm[2], 1'000'000u);  // the whole GPU: no limit there
+  EXPECT_TRUE(c.core_hard);
+  EXPECT_EQ(c.core_window_us, 50'000u);
+  EXPECT_TRUE(c.fake_clock);
+}
+
+TEST(ConfigTest, BadComputeValuesAreReportedAndIgnored) {
+  std::vector<std::string> problems;
+  Config c = Parse({{"TESSERA_GPU_CORE_PERCENT_0", "150"},
+                    {"TESSERA_GPU_CORE_POLICY", "soft"},
+                    {"TESSERA_GPU_CORE_WINDOW_MS", "5"}},
+                   &problems);
+  EXPECT_EQ(problems.size(), 3u);
+  EXPECT_FALSE(c.AnyComputeLimit());
+  EXPECT_FALSE(c.core_hard);
+  EXPECT_EQ(c.core_window_us, 100'000u);
+}
+
 }  // namespace
 }  // namespace tessera::cuda

@@ -5,6 +5,7 @@
 
 #include "cuda/driver_table.h"
 #include "cuda/hooks.h"
+#include "cuda/launch_gate.h"
 #include "cuda/runtime.h"
 
 namespace tessera::cuda {
@@ -102,9 +103,15 @@ template <typename RealFree>
 }
 
 template <typename Real>
-[[gnu::cold, gnu::noinline]] CUresult GraphLaunch(CUgraphExec exec, CUstream stream, Real real) {
+[[gnu::cold, gnu::noinline]] CUresult GraphLaunch(CUgraphExec exec, CUstream stream, bool ptsz,
+                                                  Real real) {
   EnsureInit();
+  // The whole graph is one launch at the gate, costed by its measured time.
+  LaunchGate* gate = CurrentGate();
+  LaunchGate::Ticket t;
+  if (gate != nullptr) t = gate->Before(exec, stream, ptsz);
   CUresult r = real(exec, stream);
+  if (gate != nullptr) gate->After(t, r);
   if (Accountant* acct = CurrentAccountant(); acct != nullptr && r == CUDA_SUCCESS) {
     RefreshGraph(*acct, CurrentDevice());
   }
@@ -188,12 +195,12 @@ CUresult cuMemPoolDestroy(CUmemoryPool pool) noexcept {
 
 CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) noexcept {
   if (PassThrough()) [[likely]] return TESSERA_REAL(cuGraphLaunch)(exec, stream);
-  return GraphLaunch(exec, stream, TESSERA_LAZY(cuGraphLaunch));
+  return GraphLaunch(exec, stream, false, TESSERA_LAZY(cuGraphLaunch));
 }
 
 CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream) noexcept {
   if (PassThrough()) [[likely]] return TESSERA_REAL(cuGraphLaunch_ptsz)(exec, stream);
-  return GraphLaunch(exec, stream, TESSERA_LAZY(cuGraphLaunch_ptsz));
+  return GraphLaunch(exec, stream, true, TESSERA_LAZY(cuGraphLaunch_ptsz));
 }
 
 CUresult cuDeviceGraphMemTrim(CUdevice device) noexcept {

@@ -12,10 +12,12 @@
 #include <vector>
 
 #include "cuda/driver_table.h"
+#include "cuda/launch_gate.h"
 
 namespace tessera::cuda {
 
 constinit std::atomic<int> g_mode{kUninit};
+constinit std::atomic<int> g_launch_mode{kUninit};
 constinit int g_log_level = kLogWarn;
 
 namespace {
@@ -26,6 +28,8 @@ constinit std::atomic<DlsymFn> g_real_dlsym{nullptr};
 // constructor or destructor runs in the host process).
 alignas(Config) unsigned char g_config_storage[sizeof(Config)];
 alignas(Accountant) unsigned char g_acct_storage[sizeof(Accountant)];
+alignas(LaunchGate) unsigned char g_gate_storage[sizeof(LaunchGate)];
+constinit LaunchGate* g_gate = nullptr;
 constinit Config* g_config = nullptr;
 constinit Accountant* g_acct = nullptr;
 constinit region::Layout* g_layout = nullptr;
@@ -53,6 +57,7 @@ void* OpenLibrary(const char* soname) {
 }
 
 void OnExit() {
+  if (g_gate != nullptr) g_gate->Stop();
   // Only the process that registered the slot gives it back (a raw-clone
   // child that runs exit handlers must not free its parent's slot).
   if (g_acct != nullptr && g_slot_pid.load() == getpid()) {
@@ -60,8 +65,33 @@ void OnExit() {
   }
 }
 
-void PrepareFork() { pthread_mutex_lock(&g_proc_mu); }
-void AfterFork() { pthread_mutex_unlock(&g_proc_mu); }
+void PrepareFork() {
+  pthread_mutex_lock(&g_proc_mu);
+  if (g_gate != nullptr) g_gate->PrepareFork();
+}
+void ParentAfterFork() {
+  if (g_gate != nullptr) g_gate->ParentAfterFork();
+  pthread_mutex_unlock(&g_proc_mu);
+}
+void ChildAfterFork() {
+  if (g_gate != nullptr) g_gate->ChildAfterFork();
+  pthread_mutex_unlock(&g_proc_mu);
+}
+
+// The gate's clock: CLOCK_MONOTONIC, or the fake driver's virtual clock
+// under TESSERA_TEST_CLOCK=fake_cuda (tests only).
+GateClock ChooseClock(const Config& cfg, void* libcuda) {
+  if (!cfg.fake_clock) return MonotonicClock();
+  auto now = reinterpret_cast<uint64_t (*)()>(
+      libcuda != nullptr ? RealDlsym(libcuda, "tessera_fake_cuda_now_us") : nullptr);
+  auto sleep = reinterpret_cast<void (*)(uint64_t)>(
+      libcuda != nullptr ? RealDlsym(libcuda, "tessera_fake_cuda_sleep_until_us") : nullptr);
+  if (now == nullptr || sleep == nullptr) {
+    TESSERA_LOG(kLogWarn, "TESSERA_TEST_CLOCK=fake_cuda without the fake driver; real clock");
+    return MonotonicClock();
+  }
+  return GateClock{now, sleep};
+}
 
 // Takes the region: the node agent's directory, else an anonymous one. Limits
 // from the environment fill GPUs the region leaves unlimited.
@@ -76,7 +106,7 @@ region::Layout* AttachRegion(const Config& cfg) {
                   cfg.region_dir.c_str(), r.status().ToString().c_str());
     }
   }
-  if (layout == nullptr && cfg.AnyLimit()) {
+  if (layout == nullptr && (cfg.AnyLimit() || cfg.AnyComputeLimit())) {
     Result<region::Region> r = region::Region::CreateAnonymous();
     if (!r.ok()) {
       TESSERA_LOG(kLogError, "no region (%s); not enforcing", r.status().ToString().c_str());
@@ -94,6 +124,9 @@ region::Layout* AttachRegion(const Config& cfg) {
                   g, static_cast<unsigned long long>(have), static_cast<unsigned long long>(want));
     }
   }
+  for (int g = 0; g < region::kMaxGpus; ++g) {
+    ComputeBucket::Configure(layout->compute[g], cfg.core_ppm[g], cfg.core_window_us);
+  }
   return layout;
 }
 
@@ -104,17 +137,20 @@ void InitOnce() {
   g_log_level = g_config->log_level;
   for (const std::string& p : problems) TESSERA_LOG(kLogWarn, "%s", p.c_str());
 
-  int missing = ResolveDriver(OpenLibrary("libcuda.so.1"), &RealDlsym);
+  void* libcuda = OpenLibrary("libcuda.so.1");
+  int missing = ResolveDriver(libcuda, &RealDlsym);
   if (missing != 0) TESSERA_LOG(kLogDebug, "%d driver functions absent (stubs return NOT_FOUND)", missing);
 
   int mode = kPassThrough;
+  int launch_mode = kPassThrough;
   if (!g_config->disabled) {
     region::Layout* layout = AttachRegion(*g_config);
-    bool limited = false;
+    bool limited = false, compute_limited = false;
     for (int g = 0; layout != nullptr && g < region::kMaxGpus; ++g) {
       limited |= layout->gpus[g].limit_bytes.load() != 0;
+      compute_limited |= ComputeBucket(layout->compute[g]).Limited();
     }
-    if (limited) {
+    if (limited || compute_limited) {
       Result<int> slot = region::RegisterProcess(*layout, getpid());
       if (!slot.ok()) {
         TESSERA_LOG(kLogError, "%s; not enforcing", slot.status().ToString().c_str());
@@ -122,13 +158,19 @@ void InitOnce() {
         g_layout = layout;
         g_acct = new (g_acct_storage) Accountant(layout, *slot);
         g_slot_pid.store(getpid());
-        pthread_atfork(&PrepareFork, &AfterFork, &AfterFork);
+        if (compute_limited) {
+          g_gate = new (g_gate_storage) LaunchGate(layout, ChooseClock(*g_config, libcuda));
+          launch_mode = kEnforce;
+        }
+        pthread_atfork(&PrepareFork, &ParentAfterFork, &ChildAfterFork);
         std::atexit(&OnExit);
         mode = kEnforce;
       }
     }
   }
-  TESSERA_LOG(kLogInfo, "%s", mode == kEnforce ? "enforcing limits" : "pass-through");
+  TESSERA_LOG(kLogInfo, "%s%s", mode == kEnforce ? "enforcing limits" : "pass-through",
+              launch_mode == kEnforce ? ", launches gated" : "");
+  g_launch_mode.store(launch_mode, std::memory_order_release);
   g_mode.store(mode, std::memory_order_release);
 }
 
@@ -174,6 +216,10 @@ Accountant* CurrentAccountant() {
 }
 
 const Config& CurrentConfig() { return *g_config; }
+
+LaunchGate* CurrentGate() {
+  return g_launch_mode.load(std::memory_order_acquire) == kEnforce ? g_gate : nullptr;
+}
 
 int CurrentDevice() {
   CUdevice dev = -1;

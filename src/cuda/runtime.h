@@ -20,11 +20,20 @@ namespace tessera::cuda {
 enum Mode : int { kUninit = 0, kPassThrough = 1, kEnforce = 2 };
 
 extern std::atomic<int> g_mode;
+// The launch hooks' own mode (kUninit, kPassThrough, kEnforce): enforcing
+// only where some GPU has a compute limit, so a memory limit alone leaves
+// launches at one load and one branch.
+extern std::atomic<int> g_launch_mode;
 extern int g_log_level;
 
 // True once init has published pass-through mode: the real table is then
 // complete (release store in init, acquire load here).
 inline bool PassThrough() { return g_mode.load(std::memory_order_acquire) == kPassThrough; }
+
+// True once init has published that launches pass through.
+inline bool LaunchPassThrough() {
+  return g_launch_mode.load(std::memory_order_acquire) == kPassThrough;
+}
 
 // Runs init once (thread-safe, never recursive) and returns the mode.
 int EnsureInit();
@@ -35,6 +44,9 @@ bool EnsureNvml();
 // slot first when the pid changed (fork, raw clone).
 Accountant* CurrentAccountant();
 const Config& CurrentConfig();
+// The launch gate when some GPU has a compute limit, else nullptr.
+class LaunchGate;
+LaunchGate* CurrentGate();
 
 // The calling thread's current device ordinal, or -1 without a context.
 int CurrentDevice();

@@ -26,7 +26,7 @@
 namespace tessera::region {
 
 inline constexpr uint64_t kMagic = 0x4e4f494745525354ull;  // "TSREGION" little-endian
-inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kLayoutVersion = 2;  // 2: compute shares appended
 inline constexpr int kMaxGpus = 16;
 inline constexpr int kMaxProcs = 1024;
 inline constexpr const char* kFileName = "memory.region";
@@ -38,6 +38,20 @@ struct GpuShare {
   std::atomic<uint64_t> used_bytes;    // charged by all live processes
   std::atomic<uint64_t> peak_bytes;    // high-water mark of used_bytes
   std::atomic<uint64_t> oom_refusals;  // allocations refused at the limit
+};
+
+// Compute share of one GPU: a token bucket of GPU time in microseconds, one
+// for all processes of the container (src/cuda/compute_gate.h reads and
+// refills it). Today each process refills it from the static share; the
+// node agent's arbiter will write grants here instead.
+struct ComputeShare {
+  std::atomic<uint32_t> share_ppm;     // share of the GPU in parts per million; 0 = no limit
+  std::atomic<uint32_t> window_us;     // refill period
+  std::atomic<int64_t> balance_us;     // tokens; negative = debt carried to later windows
+  std::atomic<uint64_t> window_index;  // 1 + the last window refilled (clock / window_us); 0: none
+  std::atomic<uint64_t> used_us;       // GPU time measured, all processes
+  std::atomic<uint64_t> throttled_us;  // time launches waited at the gate, all processes
+  std::atomic<uint64_t> launches;      // launches through the gate
 };
 
 // One process of the container. pid == 0: free.
@@ -57,6 +71,7 @@ struct Layout {
   RobustMutex lock;        // guards slot claim and release, not the counters
   GpuShare gpus[kMaxGpus];
   ProcSlot procs[kMaxProcs];
+  ComputeShare compute[kMaxGpus];  // since version 2
 };
 
 // A mapping of a Layout. Move-only; unmaps on destruction unless Leak()ed.

@@ -6,7 +6,8 @@
 //   FAKE_CUDA_DEVICES (default 2), FAKE_CUDA_MEM_MIB (default 1024 per
 //   device), FAKE_CUDA_DRIVER_VERSION (default 12090).
 // Pools reserve in 2 MiB steps; arrays take whole 64 KiB pages; VMM handles
-// need 2 MiB multiples; pitch is the width rounded up to 512 bytes.
+// need 2 MiB multiples; pitch is the width rounded up to 512 bytes. Kernels,
+// graphs, streams and events run on a simulated clock (fake_launch.cc).
 #include "fake_cuda/fake_state.h"
 
 namespace fake {
@@ -147,15 +148,6 @@ CUresult cuMemFree_v2(CUdeviceptr p) {
   return CUDA_SUCCESS;
 }
 CUresult cuMemFree(CUdeviceptr_v1 p) { return cuMemFree_v2(p); }
-
-CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                        unsigned, CUstream, void**, void**) {
-  return CUDA_SUCCESS;
-}
-CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned a, unsigned b, unsigned c, unsigned d,
-                             unsigned e, unsigned g, unsigned h, CUstream s, void** p, void** x) {
-  return cuLaunchKernel(f, a, b, c, d, e, g, h, s, p, x);
-}
 
 // For the RTLD_NEXT test: the same symbol is defined in fake NVML, loaded
 // after this library. Asked from here, RTLD_NEXT must find NVML's.

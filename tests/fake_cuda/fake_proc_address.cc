@@ -8,8 +8,16 @@
 
 #include "fake_cuda/fake_state.h"
 
-extern "C" CUresult cuLaunchKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned,
-                                        unsigned, unsigned, unsigned, CUstream, void**, void**);
+extern "C" {
+CUresult cuLaunchKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, unsigned, CUstream, void**, void**);
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig*, CUfunction, void**, void**);
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned,
+                                        unsigned, unsigned, unsigned, CUstream, void**);
+CUresult cuEventRecord_ptsz(CUevent, CUstream);
+CUresult cuStreamSynchronize_ptsz(CUstream);
+CUresult cuStreamQuery_ptsz(CUstream);
+}
 
 namespace {
 
@@ -37,6 +45,13 @@ const Entry kTable[] = {
     E(cuGraphAddMemAllocNode), E(cuGraphInstantiateWithFlags), E(cuGraphExecDestroy),
     E(cuGraphLaunch), E(cuGraphLaunch_ptsz), E(cuDeviceGraphMemTrim),
     E(cuDeviceGetGraphMemAttribute), E(cuGetProcAddress), E(cuGetProcAddress_v2),
+    E(cuLaunchKernelEx), E(cuLaunchKernelEx_ptsz), E(cuLaunchCooperativeKernel),
+    E(cuLaunchCooperativeKernel_ptsz), E(cuLaunch), E(cuLaunchGrid), E(cuLaunchGridAsync),
+    E(cuCtxGetCurrent), E(cuCtxSynchronize), E(cuStreamCreate), E(cuStreamCreateWithPriority),
+    E(cuStreamDestroy_v2), E(cuStreamSynchronize), E(cuStreamSynchronize_ptsz), E(cuStreamQuery),
+    E(cuStreamQuery_ptsz), E(cuEventCreate), E(cuEventDestroy), E(cuEventDestroy_v2),
+    E(cuEventRecord), E(cuEventRecord_ptsz), E(cuEventQuery), E(cuEventSynchronize),
+    E(cuEventElapsedTime), E(cuEventElapsedTime_v2),
 };
 #undef E
 

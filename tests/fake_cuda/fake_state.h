@@ -63,5 +63,12 @@ extern thread_local int t_device;
 CUresult Take(int dev, uint64_t bytes);
 void Give(int dev, uint64_t bytes);
 uint64_t NewAddress(uint64_t bytes);
+uint64_t EnvU(const char* name, uint64_t def);
+
+// Simulated time (fake_launch.cc); callers hold S().mu. The stream a handle
+// names (nullptr: none; `ptsz`: NULL is the per-thread default stream), and
+// work of `duration_ns` queued on it; returns when it ends.
+void* ResolveStreamLocked(CUstream s, bool ptsz);
+uint64_t EnqueueLocked(void* stream, uint64_t duration_ns);
 
 }  // namespace fake

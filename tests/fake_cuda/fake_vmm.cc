@@ -1,4 +1,4 @@
-// Fake VMM handles, arrays and graph memory.
+// Fake VMM handles, arrays and graphs (memory nodes; a simulated duration).
 #include "fake_cuda/fake_state.h"
 
 using namespace fake;
@@ -41,7 +41,23 @@ CUresult DropArray(uint64_t key) {
 
 struct Graph {
   uint64_t bytes = 0;
+  uint64_t kernel_ns = 0;  // simulated duration of one launch
 };
+
+CUresult LaunchGraph(CUgraphExec exec, CUstream s, bool ptsz) {
+  std::lock_guard<std::mutex> l(S().mu);
+  if (exec == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  void* st = ResolveStreamLocked(s, ptsz);
+  if (st == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  const Graph* g = reinterpret_cast<Graph*>(exec);
+  uint64_t& have = S().graph_reserved[t_device];
+  if (g->bytes > have) {
+    if (CUresult r = Take(t_device, g->bytes - have); r != CUDA_SUCCESS) return r;
+    have = g->bytes;
+  }
+  EnqueueLocked(st, g->kernel_ns);
+  return CUDA_SUCCESS;
+}
 
 }  // namespace
 
@@ -178,17 +194,12 @@ CUresult cuGraphExecDestroy(CUgraphExec exec) {
   delete reinterpret_cast<Graph*>(exec);
   return CUDA_SUCCESS;
 }
-CUresult cuGraphLaunch(CUgraphExec exec, CUstream) {
+CUresult cuGraphLaunch(CUgraphExec exec, CUstream s) { return LaunchGraph(exec, s, false); }
+CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream s) { return LaunchGraph(exec, s, true); }
+void tessera_fake_cuda_set_graph_us(CUgraph g, uint64_t us) {
   std::lock_guard<std::mutex> l(S().mu);
-  uint64_t want = reinterpret_cast<Graph*>(exec)->bytes;
-  uint64_t& have = S().graph_reserved[t_device];
-  if (want > have) {
-    if (CUresult r = Take(t_device, want - have); r != CUDA_SUCCESS) return r;
-    have = want;
-  }
-  return CUDA_SUCCESS;
+  reinterpret_cast<Graph*>(g)->kernel_ns = us * 1000;
 }
-CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream s) { return cuGraphLaunch(exec, s); }
 CUresult cuDeviceGraphMemTrim(CUdevice dev) {
   std::lock_guard<std::mutex> l(S().mu);
   Give(dev, S().graph_reserved[dev]);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "fake_cuda/fake_control.h"
 #include "fake_cuda/test_util.h"
 
 extern "C" void* fakecuda_LookupNextMarker();
@@ -59,7 +60,7 @@ TEST_F(RoutingTest, ProcAddressReturnsTheHookWithTheDriversAbi) {
   EXPECT_NE(std::string(info.dli_fname).find("libtessera-cuda"), std::string::npos);
 
   // What we do not hook is the driver's own function.
-  ASSERT_EQ(cuGetProcAddress_v2("cuLaunchKernel", &p, 12000, 0, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cuGetProcAddress_v2("cuDriverGetVersion", &p, 12000, 0, nullptr), CUDA_SUCCESS);
   ASSERT_TRUE(dladdr(p, &info));
   EXPECT_EQ(std::string(info.dli_fname).find("libtessera-cuda"), std::string::npos);
 
@@ -80,6 +81,19 @@ TEST_F(RoutingTest, CallsThroughProcAddressAreLimited) {
   EXPECT_EQ(cuMemFree_v2(a), CUDA_SUCCESS);
 }
 
+TEST_F(RoutingTest, AMemoryLimitAloneLeavesLaunchesUngated) {
+  const CUfunction k = reinterpret_cast<CUfunction>(0x3000);
+  void* p = nullptr;
+  ASSERT_EQ(cuGetProcAddress_v2("cuLaunchKernel", &p, 12000, 0, nullptr), CUDA_SUCCESS);
+  auto launch = reinterpret_cast<decltype(&cuLaunchKernel)>(p);
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_EQ(launch(k, 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr), CUDA_SUCCESS);
+    ASSERT_EQ(cuLaunchKernel(k, 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr), CUDA_SUCCESS);
+  }
+  EXPECT_EQ(tessera_fake_cuda_events_recorded(), 0u);
+  EXPECT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+}
+
 TEST_F(RoutingTest, DlsymHandsOutHooksWhateverTheHandle) {
   void* hook = Hook("cuMemAlloc_v2");
   void* libcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
@@ -94,8 +108,8 @@ TEST_F(RoutingTest, DlsymHandsOutHooksWhateverTheHandle) {
   EXPECT_EQ(dlsym(nvml, "nvmlDeviceGetMemoryInfo_v2"), Hook("nvmlDeviceGetMemoryInfo_v2"));
   // Names we do not hook are the real dlsym's answer.
   Dl_info info{};
-  void* launch = dlsym(libcuda, "cuLaunchKernel");
-  ASSERT_TRUE(dladdr(launch, &info));
+  void* version = dlsym(libcuda, "cuDriverGetVersion");
+  ASSERT_TRUE(dladdr(version, &info));
   EXPECT_EQ(std::string(info.dli_fname).find("libtessera-cuda"), std::string::npos);
 }
 

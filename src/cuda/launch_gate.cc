@@ -1,0 +1,270 @@
+#include "cuda/launch_gate.h"
+
+#include <signal.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <new>
+
+#include "cuda/driver_table.h"
+#include "cuda/runtime.h"
+
+namespace tessera::cuda {
+
+// An event of the measurement chain, shared by the launch it ends, the
+// launch it starts, and its stream's chain. Guarded by LaunchGate::mu_.
+struct LaunchGate::Event {
+  CUevent e;
+  CUcontext ctx;
+  int refs;
+};
+
+namespace {
+
+// How often the helper polls, and the longest the gate sleeps while
+// measurements it waits for are outstanding.
+constexpr uint64_t kPollUs = 1000;
+
+uint64_t MonotonicNowUs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000 + static_cast<uint64_t>(ts.tv_nsec) / 1000;
+}
+
+void MonotonicSleepUntilUs(uint64_t us) {
+  timespec ts{static_cast<time_t>(us / 1'000'000), static_cast<long>(us % 1'000'000) * 1000};
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+  }
+}
+
+}  // namespace
+
+GateClock MonotonicClock() { return GateClock{&MonotonicNowUs, &MonotonicSleepUntilUs}; }
+
+LaunchGate::LaunchGate(region::Layout* layout, GateClock clock) : layout_(layout), clock_(clock) {}
+
+LaunchGate::Event* LaunchGate::NewEvent(CUcontext ctx, CUstream stream) {
+  CUevent e = nullptr;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    std::vector<CUevent>& free_list = free_[ctx];
+    if (!free_list.empty()) {
+      e = free_list.back();
+      free_list.pop_back();
+    }
+  }
+  if (e == nullptr && TESSERA_REAL(cuEventCreate)(&e, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
+    return nullptr;
+  }
+  if (TESSERA_REAL(cuEventRecord)(e, stream) != CUDA_SUCCESS) {
+    TESSERA_REAL(cuEventDestroy_v2)(e);  // perhaps of a destroyed context: not reused
+    return nullptr;
+  }
+  Event* ev = new (std::nothrow) Event{e, ctx, 1};
+  if (ev == nullptr) {
+    std::lock_guard<std::mutex> l(mu_);
+    free_[ctx].push_back(e);  // unmeasured: the launch is charged its estimate
+  }
+  return ev;
+}
+
+void LaunchGate::Settle(PerGpu& g, const void* fn, uint64_t estimate_us,
+                        const uint64_t* measured_us) {
+  g.inflight_us -= std::min(g.inflight_us, estimate_us);
+  auto it = g.functions.find(fn);
+  if (it == g.functions.end()) return;  // forgotten meanwhile
+  if (it->second.unmeasured > 0) --it->second.unmeasured;
+  if (measured_us != nullptr) it->second.estimate.Observe(*measured_us);
+}
+
+void LaunchGate::Unref(Event* e) {
+  if (e == nullptr || --e->refs > 0) return;
+  free_[e->ctx].push_back(e->e);
+  delete e;
+}
+
+LaunchGate::Ticket LaunchGate::Before(const void* fn, CUstream stream, bool ptsz) {
+  Ticket t;
+  const int gpu = CurrentDevice();
+  if (!ValidGpu(gpu)) return t;
+  ComputeBucket bucket(layout_->compute[gpu]);
+  if (!bucket.Limited()) return t;
+  StartHelper();
+  while (DrainOne(gpu)) {
+  }
+
+  const uint64_t t0 = clock_.now_us();
+  bool waited = false;
+  for (;;) {
+    const uint64_t now = clock_.now_us();
+    bucket.Refill(now);
+    uint64_t wake;
+    bool measuring;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      PerGpu& g = gpus_[gpu];
+      if (g.functions.size() >= kMaxFunctions && g.pending.empty()) g.functions.clear();
+      FnEstimate& f = g.functions[fn];
+      const bool unknown_in_flight = !f.estimate.Known() && f.unmeasured > 0;
+      if (!unknown_in_flight && bucket.Admits(g.inflight_us)) {
+        t.estimate_us = f.estimate.Known() ? f.estimate.Us() : g.estimate.Us();
+        t.fn = fn;
+        ++f.unmeasured;
+        g.inflight_us += t.estimate_us;
+        break;
+      }
+      // Another thread is settling a measurement this decision may need:
+      // wait for it (briefly, in real time), not for the gate's clock.
+      measuring = g.measuring > 0;
+      wake = bucket.NextAdmitUs(now, g.inflight_us);
+      if (!g.pending.empty()) wake = std::min(wake, now + kPollUs);
+    }
+    if (measuring) {
+      MonotonicSleepUntilUs(MonotonicNowUs() + 20);
+      continue;
+    }
+    waited = true;
+    clock_.sleep_until_us(wake);
+    while (DrainOne(gpu)) {
+    }
+  }
+  if (waited) layout_->compute[gpu].throttled_us.fetch_add(clock_.now_us() - t0);
+
+  t.gpu = gpu;
+  if (stream == nullptr) stream = ptsz ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
+  t.stream = stream;
+  t.key_thread = stream == CU_STREAM_PER_THREAD ? static_cast<uint64_t>(pthread_self()) : 0;
+  CUcontext ctx = nullptr;
+  TESSERA_REAL(cuCtxGetCurrent)(&ctx);
+  t.ctx = ctx;
+
+  // While the stream's last launch runs, and nothing ran elsewhere on this
+  // GPU since, its end is this launch's start.
+  Event* last = nullptr;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    PerGpu& g = gpus_[gpu];
+    if (g.last_end != nullptr && g.last_stream == StreamKey{ctx, stream, t.key_thread}) {
+      last = g.last_end;
+      ++last->refs;
+    }
+  }
+  if (last != nullptr && TESSERA_REAL(cuEventQuery)(last->e) == CUDA_ERROR_NOT_READY) {
+    t.start = last;
+    return t;
+  }
+  if (last != nullptr) {
+    std::lock_guard<std::mutex> l(mu_);
+    Unref(last);
+  }
+  t.start = NewEvent(ctx, stream);
+  return t;
+}
+
+void LaunchGate::After(Ticket& t, CUresult r) {
+  if (t.gpu < 0) return;
+  Event* end = r == CUDA_SUCCESS && t.start != nullptr ? NewEvent(t.ctx, t.stream) : nullptr;
+  std::lock_guard<std::mutex> l(mu_);
+  PerGpu& g = gpus_[t.gpu];
+  if (end == nullptr) {
+    // Refused: nothing ran. Unmeasurable: charged by its estimate.
+    if (r == CUDA_SUCCESS) ComputeBucket(layout_->compute[t.gpu]).Charge(t.estimate_us);
+    Settle(g, t.fn, t.estimate_us, nullptr);
+    Unref(t.start);
+    return;
+  }
+  ++end->refs;  // the chain
+  Unref(g.last_end);
+  g.last_end = end;
+  g.last_stream = StreamKey{t.ctx, t.stream, t.key_thread};
+  g.pending.push_back(Pending{t.start, end, t.fn, t.estimate_us});
+  layout_->compute[t.gpu].launches.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool LaunchGate::DrainOne(int gpu) {
+  Pending p;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (gpus_[gpu].pending.empty()) return false;
+    p = gpus_[gpu].pending.front();
+    gpus_[gpu].pending.pop_front();
+    ++gpus_[gpu].measuring;
+  }
+  const CUresult q = TESSERA_REAL(cuEventQuery)(p.end->e);
+  if (q == CUDA_ERROR_NOT_READY) {
+    std::lock_guard<std::mutex> l(mu_);
+    gpus_[gpu].pending.push_front(p);
+    --gpus_[gpu].measuring;
+    return false;
+  }
+  uint64_t us = p.estimate_us;  // an event error (context gone): the estimate
+  float ms = 0;
+  if (q == CUDA_SUCCESS &&
+      TESSERA_REAL(cuEventElapsedTime)(&ms, p.start->e, p.end->e) == CUDA_SUCCESS && ms >= 0) {
+    us = static_cast<uint64_t>(static_cast<double>(ms) * 1000.0 + 0.5);
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  PerGpu& g = gpus_[gpu];
+  --g.measuring;
+  ComputeBucket(layout_->compute[gpu]).Charge(us);
+  g.estimate.Observe(us);
+  Settle(g, p.fn, p.estimate_us, &us);
+  Unref(p.start);
+  Unref(p.end);
+  return true;
+}
+
+void LaunchGate::Drain() {
+  for (int gpu = 0; gpu < region::kMaxGpus; ++gpu) {
+    while (DrainOne(gpu)) {
+    }
+  }
+}
+
+void LaunchGate::StartHelper() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (helper_started_) return;
+    helper_started_ = true;
+  }
+  // Detached, with every signal blocked: the application's handlers never
+  // run on it, and exit never waits for it.
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_t tid;
+  if (pthread_create(&tid, &attr, &LaunchGate::HelperMain, this) != 0) {
+    TESSERA_LOG(kLogWarn, "no helper thread: launches are measured at the gate only");
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  pthread_attr_destroy(&attr);
+}
+
+void* LaunchGate::HelperMain(void* self) {
+  auto* gate = static_cast<LaunchGate*>(self);
+  while (!gate->stop_.load(std::memory_order_acquire)) {
+    gate->Drain();
+    MonotonicSleepUntilUs(MonotonicNowUs() + kPollUs);
+  }
+  return nullptr;
+}
+
+void LaunchGate::Stop() { stop_.store(true, std::memory_order_release); }
+
+void LaunchGate::PrepareFork() { mu_.lock(); }
+void LaunchGate::ParentAfterFork() { mu_.unlock(); }
+void LaunchGate::ChildAfterFork() {
+  mu_.unlock();
+  std::lock_guard<std::mutex> l(mu_);
+  // The parent's events belong to contexts the child cannot use: dropped
+  // (not destroyed), and the child starts with nothing in flight.
+  for (PerGpu& g : gpus_) g = PerGpu();
+  free_.clear();
+  helper_started_ = false;
+}
+
+}  // namespace tessera::cuda

@@ -1,0 +1,136 @@
+// The compute gate of libtessera-cuda.so: holds launches while the GPU's
+// bucket (compute_gate.h) is in debt and measures the GPU time each launch
+// really took with a pair of events, which a helper thread (and the gate
+// itself, before it decides) polls with cuEventQuery / cuEventElapsedTime.
+// The application's streams are never synchronized. A launch is one unit
+// whatever it holds: a kernel, a cooperative kernel or a whole graph.
+//
+// Measurement chain: the end event of a launch is the start of the next one
+// when both are on the same stream, nothing was launched elsewhere on the
+// GPU in between, and that end has not yet completed (the stream is busy).
+// Otherwise a fresh start event is recorded just before the launch, so idle
+// time and other streams' work are never charged to it. Launches on
+// different streams that run concurrently are each charged in full
+// (conservative).
+//
+// Estimates are kept per function (kernel or graph): until one launch of a
+// function has been measured, its next launch waits for that measurement, so
+// a long kernel seen for the first time cannot be queued many times over on
+// a guess.
+//
+// Thread-safety: all methods are thread-safe; mu_ is never held across a
+// driver call. One instance per process, owned by the runtime.
+//
+//   LaunchGate::Ticket t = gate.Before(stream, /*ptsz=*/false);
+//   CUresult r = real_launch(...);
+//   gate.After(t, r);
+#pragma once
+
+#include <pthread.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <unordered_map>
+#include <mutex>
+#include <vector>
+
+#include "cuda/compute_gate.h"
+#include "cuda/cuda_api.h"
+#include "region/region.h"
+
+namespace tessera::cuda {
+
+// Where the gate reads time and sleeps: CLOCK_MONOTONIC, or a test's clock.
+struct GateClock {
+  uint64_t (*now_us)();
+  void (*sleep_until_us)(uint64_t);
+};
+GateClock MonotonicClock();
+
+class LaunchGate {
+ public:
+  struct Event;
+  // What Before() admitted; After() completes it. gpu < 0: not gated.
+  struct Ticket {
+    int gpu = -1;
+    CUstream stream = nullptr;
+    CUcontext ctx = nullptr;
+    uint64_t key_thread = 0;
+    Event* start = nullptr;
+    const void* fn = nullptr;
+    uint64_t estimate_us = 0;
+  };
+
+  // `layout` outlives the gate.
+  LaunchGate(region::Layout* layout, GateClock clock);
+
+  // Blocks (sleeping) while the current device's bucket does not admit a
+  // launch of `fn` (a CUfunction or CUgraphExec), then records the launch's
+  // start event on `stream` (`ptsz`: a NULL stream is the per-thread
+  // default stream).
+  Ticket Before(const void* fn, CUstream stream, bool ptsz);
+  // After the driver accepted (or refused, `r`) the launch: records its end
+  // event and queues it for measurement.
+  void After(Ticket& t, CUresult r);
+  // Charges every queued launch whose events have completed. Never blocks.
+  void Drain();
+
+  // Fork handlers (pthread_atfork, through the runtime): the child has no
+  // helper thread, and its parent's events and contexts are not its own.
+  void PrepareFork();
+  void ParentAfterFork();
+  void ChildAfterFork();
+  // At exit: the helper stops at its next wake-up; exit never waits for it.
+  void Stop();
+
+ private:
+  struct Pending {
+    Event* start;
+    Event* end;
+    const void* fn;
+    uint64_t estimate_us;
+  };
+  struct FnEstimate {
+    LaunchEstimate estimate;
+    uint32_t unmeasured = 0;  // launches admitted, not yet measured
+  };
+  static constexpr size_t kMaxFunctions = 1 << 16;  // beyond: forget and relearn
+  struct StreamKey {
+    CUcontext ctx;  // the legacy and per-thread handles name one stream per context
+    CUstream stream;
+    uint64_t thread;  // the per-thread default stream is one per thread
+    bool operator==(const StreamKey& o) const {
+      return ctx == o.ctx && stream == o.stream && thread == o.thread;
+    }
+  };
+  struct PerGpu {
+    uint64_t inflight_us = 0;  // estimates of admitted, unmeasured launches
+    LaunchEstimate estimate;  // any function: for functions not yet measured
+    std::unordered_map<const void*, FnEstimate> functions;
+    std::deque<Pending> pending;
+    int measuring = 0;            // entries taken off `pending` by a drainer, not yet settled
+    StreamKey last_stream{};      // the stream of the last launch admitted here
+    Event* last_end = nullptr;    // its end event (one reference)
+  };
+
+  Event* NewEvent(CUcontext ctx, CUstream stream);  // recorded, 1 reference
+  void Unref(Event* e);                              // requires mu_
+  // A launch left the in-flight set: measured (`measured_us`) or not.
+  void Settle(PerGpu& g, const void* fn, uint64_t estimate_us,
+              const uint64_t* measured_us);  // requires mu_
+  bool DrainOne(int gpu);
+  void StartHelper();
+  static void* HelperMain(void* self);
+
+  region::Layout* const layout_;
+  const GateClock clock_;
+  std::mutex mu_;
+  PerGpu gpus_[region::kMaxGpus];                      // guarded by mu_
+  std::map<CUcontext, std::vector<CUevent>> free_;     // guarded by mu_
+  bool helper_started_ = false;                        // guarded by mu_
+  std::atomic<bool> stop_{false};
+};
+
+}  // namespace tessera::cuda

@@ -1,0 +1,37 @@
+// Test controls of the fake driver's simulated GPU time (fake_launch.cc),
+// exported by libcuda.so.1 next to the CUDA API. Times are on the fake's
+// virtual clock, in microseconds; it starts at 1 s and moves only when a
+// caller waits: a synchronize, a launch into a full stream queue, a
+// tessera_fake_cuda_sleep_until_us, or tessera_fake_cuda_advance_us.
+//
+//   tessera_fake_cuda_set_kernel_us(fn, 1000);   // fn runs for 1 ms
+//   cuLaunchKernel(fn, ...);
+//   uint64_t busy = tessera_fake_cuda_busy_us(0, t0, t1);
+#pragma once
+
+#include <cstdint>
+
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+
+extern "C" {
+// Duration of every launch of `fn` (default FAKE_CUDA_KERNEL_US, else 10 us).
+void tessera_fake_cuda_set_kernel_us(CUfunction fn, uint64_t us);
+// Duration of one launch of a graph instantiated from `graph` afterwards.
+void tessera_fake_cuda_set_graph_us(CUgraph graph, uint64_t us);
+// The virtual clock.
+uint64_t tessera_fake_cuda_now_us();
+// Moves the clock to `us` if it is behind (a host thread sleeping).
+void tessera_fake_cuda_sleep_until_us(uint64_t us);
+// Moves the clock forward by `us` (host work between calls).
+void tessera_fake_cuda_advance_us(uint64_t us);
+// Kernel time executed on `dev` within [from_us, to_us): the sum over
+// launches (kernels and graphs) of their overlap with the interval.
+uint64_t tessera_fake_cuda_busy_us(int dev, uint64_t from_us, uint64_t to_us);
+// Launches the driver accepted on `dev`, of every kind / of cooperative
+// kernels only; the grid (x*y*z blocks) of the last cooperative one.
+uint64_t tessera_fake_cuda_launches(int dev);
+uint64_t tessera_fake_cuda_cooperative_launches(int dev, uint64_t* last_grid_blocks);
+// Events recorded (cuEventRecord) in this process, on any stream.
+uint64_t tessera_fake_cuda_events_recorded();
+}
