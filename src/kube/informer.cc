@@ -100,6 +100,11 @@ std::vector<nlohmann::json> Informer::List() const {
   return out;
 }
 
+void Informer::ForEach(const std::function<void(const std::string& key, const nlohmann::json& obj)>& fn) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [key, obj] : store_) fn(key, obj);
+}
+
 std::string Informer::ResourceVersion() const {
   std::lock_guard<std::mutex> lock(mu_);
   return resource_version_;

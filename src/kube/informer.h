@@ -93,6 +93,10 @@ class Informer {
   static std::string KeyOf(const nlohmann::json& obj);
   std::optional<nlohmann::json> Get(const std::string& key) const;
   std::vector<nlohmann::json> List() const;
+  // Calls `fn` with every stored object and its key, in key order, holding
+  // the store's lock: one consistent moment, without copying the objects.
+  // `fn` must be quick and must not call this informer.
+  void ForEach(const std::function<void(const std::string& key, const nlohmann::json& obj)>& fn) const;
   // The resourceVersion the next watch would start from.
   std::string ResourceVersion() const;
   // Waits up to `timeout` until the store reflects every write up to

@@ -29,10 +29,6 @@ Allocator::Allocator(kube::Client client, std::string node, MountPaths paths, st
 
 Status Allocator::Start() { return pods_.Start(); }
 
-Result<Allocator::Pending> Allocator::ReadPending(bool fresh) {
-  TESSERA_ASSIGN_OR_RETURN(NodePods::Snapshot snap, pods_.Read(fresh));
-  return Pending{PendingPodsFromList(snap.items, node_), snap.listed};
-}
 
 Result<ContainerEnv> Allocator::Allocate(const std::vector<std::string>& device_ids,
                                          const std::vector<core::GpuInfo>& gpus, std::vector<PodRef>* named) {
@@ -49,17 +45,17 @@ Result<ContainerEnv> Allocator::Allocate(const std::vector<std::string>& device_
   std::sort(sorted_ids.begin(), sorted_ids.end());
   std::optional<ContainerRef> steered;
   if (steered_ && sorted_ids == steered_ids_) steered = steered_;
-  TESSERA_ASSIGN_OR_RETURN(Pending read, ReadPending(false));
+  TESSERA_ASSIGN_OR_RETURN(NodePods::Snapshot read, pods_.Read(false));
   std::vector<size_t> candidates;
-  Result<Identified> identified = IdentifyContainer(slot_gpus, read.pods, steered, &candidates);
+  Result<Identified> identified = IdentifyContainer(slot_gpus, read.pending, steered, &candidates);
   if (!identified.ok() && !read.listed) {
     // The cache may lag behind a pod bound a moment ago: decide on a LIST.
     log_->debug("Allocate [{}]: no single match in the pod cache; listing: {}", JoinUuids(device_ids),
                 identified.status().message());
-    TESSERA_ASSIGN_OR_RETURN(read, ReadPending(true));
-    identified = IdentifyContainer(slot_gpus, read.pods, steered, &candidates);
+    TESSERA_ASSIGN_OR_RETURN(read, pods_.Read(true));
+    identified = IdentifyContainer(slot_gpus, read.pending, steered, &candidates);
   }
-  const std::vector<PendingPod>& pending = read.pods;
+  const std::vector<PendingPod>& pending = read.pending;
   if (!identified.ok()) {
     for (size_t i : candidates) concerned.push_back({pending[i].ns, pending[i].name, pending[i].uid});
     return identified.status();
@@ -126,14 +122,14 @@ Result<std::vector<std::string>> Allocator::Prefer(const std::vector<std::string
     TESSERA_ASSIGN_OR_RETURN(std::string uuid, SlotGpu(id));
     available_gpus.push_back(std::move(uuid));
   }
-  TESSERA_ASSIGN_OR_RETURN(Pending read, ReadPending(false));
-  std::optional<Identified> next = NextToSteer(read.pods, size, available_gpus);
+  TESSERA_ASSIGN_OR_RETURN(NodePods::Snapshot read, pods_.Read(false));
+  std::optional<Identified> next = NextToSteer(read.pending, size, available_gpus);
   if (!next && !read.listed) {
     // The cache may lag behind a pod bound a moment ago: decide on a LIST.
-    TESSERA_ASSIGN_OR_RETURN(read, ReadPending(true));
-    next = NextToSteer(read.pods, size, available_gpus);
+    TESSERA_ASSIGN_OR_RETURN(read, pods_.Read(true));
+    next = NextToSteer(read.pending, size, available_gpus);
   }
-  const std::vector<PendingPod>& pending = read.pods;
+  const std::vector<PendingPod>& pending = read.pending;
   if (!next) {
     log_->info("GetPreferredAllocation of {} slot(s): no pending container of that size fits the {} available "
                "slots; no preference", size, available.size());

@@ -62,11 +62,6 @@ class Allocator {
                                           const std::vector<std::string>& must_include, size_t size);
 
  private:
-  struct Pending {
-    std::vector<PendingPod> pods;
-    bool listed = false;  // read by a LIST, not from the watch cache
-  };
-  Result<Pending> ReadPending(bool fresh);
   Status MarkAllocated(const PendingPod& pod, const std::string& container);
 
   kube::Client client_;

@@ -5,6 +5,13 @@
 namespace tessera::node {
 namespace {
 
+std::string ResourceVersionOf(const nlohmann::json& obj) {
+  auto meta = obj.find("metadata");
+  if (meta == obj.end() || !meta->is_object()) return "";
+  auto rv = meta->find("resourceVersion");
+  return rv != meta->end() && rv->is_string() ? rv->get<std::string>() : "";
+}
+
 // A resourceVersion Read can wait for (a decimal etcd revision).
 bool Comparable(const std::string& rv) { return !rv.empty() && kube::ResourceVersionAtLeast(rv, rv); }
 
@@ -30,7 +37,7 @@ Result<NodePods::Snapshot> NodePods::List() {
   TESSERA_ASSIGN_OR_RETURN(nlohmann::json pods, client_.List(kube::PodsPath(""), "", "spec.nodeName=" + node_));
   Snapshot snap;
   snap.listed = true;
-  if (auto it = pods.find("items"); it != pods.end() && it->is_array()) snap.items = std::move(*it);
+  if (auto it = pods.find("items"); it != pods.end()) snap.pending = PendingPodsFromList(*it, node_);
   return snap;
 }
 
@@ -55,9 +62,20 @@ Result<NodePods::Snapshot> NodePods::Read(bool fresh) {
   return FromCache();
 }
 
-NodePods::Snapshot NodePods::FromCache() const {
+NodePods::Snapshot NodePods::FromCache() {
   Snapshot snap;
-  for (auto& pod : informer_.List()) snap.items.push_back(std::move(pod));
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, Parsed> seen;
+  informer_.ForEach([&](const std::string& key, const nlohmann::json& obj) {
+    const std::string rv = ResourceVersionOf(obj);
+    auto it = parsed_.find(key);
+    Parsed p = it != parsed_.end() && !rv.empty() && it->second.rv == rv ? std::move(it->second)
+                                                                         : Parsed{rv, PendingPodFrom(obj, node_)};
+    if (p.pod) snap.pending.push_back(*p.pod);
+    seen.emplace(key, std::move(p));
+  });
+  parsed_ = std::move(seen);  // pods gone from the cache are forgotten
+  SortOldestFirst(snap.pending);
   return snap;
 }
 

@@ -1,12 +1,13 @@
-// This node's pods for the Allocate handshake: a watch-fed cache (a
+// This node's pending pods for the Allocate handshake: a watch-fed cache (a
 // kube::Informer on spec.nodeName=<node>) read instead of LISTing the API
 // server on every GetPreferredAllocation and Allocate, with a LIST whenever
-// the cache cannot vouch for what it holds. Thread-safe.
+// the cache cannot vouch for what it holds. Each pod is parsed
+// (PendingPodFrom) once per resourceVersion. Thread-safe.
 //
-//   NodePods pods(client, "node-1");
+//   NodePods pods(client, "node-1", log);
 //   TESSERA_RETURN_IF_ERROR(pods.Start());
 //   TESSERA_ASSIGN_OR_RETURN(NodePods::Snapshot snap, pods.Read(/*fresh=*/false));
-//   ... PATCH one of snap.items ...; pods.NoteWrite(patched["metadata"]["resourceVersion"]);
+//   ... PATCH one of snap.pending ...; pods.NoteWrite(patched["metadata"]["resourceVersion"]);
 //
 // What the cache promises: Read(false) answers from it only once the first
 // list has been applied and only when it reflects every write announced with
@@ -19,14 +20,17 @@
 #include <spdlog/logger.h>
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
-#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "kube/client.h"
 #include "kube/informer.h"
+#include "node/identify.h"
 
 namespace tessera::node {
 
@@ -39,10 +43,10 @@ struct NodePodsOptions {
 
 class NodePods {
  public:
-  // The pods read, and where from.
+  // The pending pods read, and where from.
   struct Snapshot {
-    nlohmann::json items = nlohmann::json::array();  // v1 Pod objects bound to the node
-    bool listed = false;                             // true: a LIST now; false: the watch cache
+    std::vector<PendingPod> pending;  // as PendingPodsFromList gives them: oldest first
+    bool listed = false;              // true: a LIST now; false: the watch cache
   };
 
   // Does no I/O until Start() or a Read.
@@ -55,8 +59,8 @@ class NodePods {
   // already started. The watch ends when the object is destroyed.
   Status Start();
 
-  // This node's pods: from the cache when `fresh` is false and the cache can
-  // vouch for them (above), else from a LIST. Errors are the LIST's.
+  // This node's pending pods: from the cache when `fresh` is false and the
+  // cache can vouch for them (above), else from a LIST. Errors are the LIST's.
   Result<Snapshot> Read(bool fresh);
 
   // Announces a write of ours to one of the node's pods that answered with
@@ -67,8 +71,14 @@ class NodePods {
   void NoteWrite(const std::string& resource_version);
 
  private:
+  // A cached pod's pending view, valid while its resourceVersion stays `rv`.
+  struct Parsed {
+    std::string rv;
+    std::optional<PendingPod> pod;  // nullopt: not pending (allocated, finished, ...)
+  };
+
   Result<Snapshot> List();
-  Snapshot FromCache() const;
+  Snapshot FromCache();
 
   kube::Client client_;
   const std::string node_;
@@ -76,7 +86,8 @@ class NodePods {
   const NodePodsOptions options_;
   kube::Informer informer_;
   std::mutex mu_;
-  std::string last_write_;  // GUARDED_BY(mu_): the newest version noted; "" none yet; "unknown" LIST
+  std::string last_write_;               // GUARDED_BY(mu_): newest version noted; "" none; "unknown": LIST
+  std::map<std::string, Parsed> parsed_;  // GUARDED_BY(mu_): by namespace/name, the pods last read from the cache
 };
 
 }  // namespace tessera::node
