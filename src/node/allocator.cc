@@ -8,17 +8,6 @@
 #include "node/slots.h"
 
 namespace tessera::node {
-namespace {
-
-std::string ResourceVersionOf(const nlohmann::json& obj) {
-  auto meta = obj.find("metadata");
-  if (meta == obj.end() || !meta->is_object()) return "";
-  auto rv = meta->find("resourceVersion");
-  return rv != meta->end() && rv->is_string() ? rv->get<std::string>() : "";
-}
-
-}  // namespace
-
 Allocator::Allocator(kube::Client client, std::string node, MountPaths paths, std::shared_ptr<spdlog::logger> log,
                      NodePodsOptions pods)
     : client_(client),
@@ -28,7 +17,6 @@ Allocator::Allocator(kube::Client client, std::string node, MountPaths paths, st
       pods_(std::move(client), node_, log_, pods) {}
 
 Status Allocator::Start() { return pods_.Start(); }
-
 
 Result<ContainerEnv> Allocator::Allocate(const std::vector<std::string>& device_ids,
                                          const std::vector<core::GpuInfo>& gpus, std::vector<PodRef>* named) {
@@ -88,7 +76,7 @@ Status Allocator::MarkAllocated(const PendingPod& pod, const std::string& contai
     auto patched = client_.Patch(path, kube::PatchType::kMerge, patch);
     if (patched.ok()) {
       // The next identification must see this pod allocated: the cache waits for this version.
-      pods_.NoteWrite(ResourceVersionOf(*patched));
+      pods_.NoteWrite(*patched);
       return Status::Ok();
     }
     if (patched.status().code() != StatusCode::kFailedPrecondition) {

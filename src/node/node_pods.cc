@@ -79,7 +79,8 @@ NodePods::Snapshot NodePods::FromCache() {
   return snap;
 }
 
-void NodePods::NoteWrite(const std::string& resource_version) {
+void NodePods::NoteWrite(const nlohmann::json& written) {
+  const std::string resource_version = ResourceVersionOf(written);
   std::lock_guard<std::mutex> lock(mu_);
   if (!Comparable(resource_version)) {
     // Nothing to wait for: LIST until a later, comparable write (which orders after this one) replaces it.

@@ -7,7 +7,7 @@
 //   NodePods pods(client, "node-1", log);
 //   TESSERA_RETURN_IF_ERROR(pods.Start());
 //   TESSERA_ASSIGN_OR_RETURN(NodePods::Snapshot snap, pods.Read(/*fresh=*/false));
-//   ... PATCH one of snap.pending ...; pods.NoteWrite(patched["metadata"]["resourceVersion"]);
+//   ... PATCH one of snap.pending ...; pods.NoteWrite(patched_pod);
 //
 // What the cache promises: Read(false) answers from it only once the first
 // list has been applied and only when it reflects every write announced with
@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -63,12 +64,13 @@ class NodePods {
   // cache can vouch for them (above), else from a LIST. Errors are the LIST's.
   Result<Snapshot> Read(bool fresh);
 
-  // Announces a write of ours to one of the node's pods that answered with
-  // `resource_version`: later Read(false) calls answer from the cache only
-  // once it holds that write. An older version than one already noted
-  // changes nothing; an empty or non-decimal one (which cannot be waited
-  // for) makes Read LIST until a later write is noted.
-  void NoteWrite(const std::string& resource_version);
+  // Announces a write of ours to one of the node's pods; `written` is the
+  // object the API server answered with. Later Read(false) calls answer from
+  // the cache only once it holds that write (its resourceVersion). A version
+  // older than one already noted changes nothing; a missing or non-decimal
+  // one (which cannot be waited for) makes Read LIST until a later write is
+  // noted.
+  void NoteWrite(const nlohmann::json& written);
 
  private:
   // A cached pod's pending view, valid while its resourceVersion stays `rv`.
