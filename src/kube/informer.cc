@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "kube/backoff.h"
 
 namespace tessera::kube {
@@ -32,6 +34,18 @@ StoreDelta DiffStore(const std::map<std::string, nlohmann::json>& store, const s
     }
   }
   return delta;
+}
+
+bool ResourceVersionAtLeast(const std::string& have, const std::string& want) {
+  if (want.empty()) return true;
+  // Decimal digits only, no leading zeros beyond "0", at most 20 digits (uint64).
+  auto decimal = [](const std::string& s) {
+    return !s.empty() && s.size() <= 20 && (s.size() == 1 || s[0] != '0') &&
+           std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if (!decimal(have) || !decimal(want)) return false;
+  // Equal-length decimal strings compare as numbers; a longer one is larger.
+  return have.size() != want.size() ? have.size() > want.size() : have >= want;
 }
 
 Informer::Informer(Client client, std::string path, InformerOptions options)
@@ -86,9 +100,20 @@ std::vector<nlohmann::json> Informer::List() const {
   return out;
 }
 
+void Informer::ForEach(const std::function<void(const std::string& key, const nlohmann::json& obj)>& fn) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [key, obj] : store_) fn(key, obj);
+}
+
 std::string Informer::ResourceVersion() const {
   std::lock_guard<std::mutex> lock(mu_);
   return resource_version_;
+}
+
+bool Informer::WaitForResourceVersion(const std::string& rv, std::chrono::milliseconds timeout) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, timeout, [&] { return stop_.load() || ResourceVersionAtLeast(resource_version_, rv); }) &&
+         !stop_.load();
 }
 
 void Informer::SleepFor(std::chrono::milliseconds d) {
@@ -177,8 +202,11 @@ bool Informer::Apply(const WatchEvent& event) {
   const nlohmann::json& obj = event.object;
   const std::string rv = MetaString(obj, "resourceVersion");
   if (event.type == "BOOKMARK") {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!rv.empty()) resource_version_ = rv;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!rv.empty()) resource_version_ = rv;
+    }
+    cv_.notify_all();
     return true;
   }
   const std::string key = KeyOf(obj);
@@ -198,6 +226,7 @@ bool Informer::Apply(const WatchEvent& event) {
     if (!deleted) store_[key] = obj;
     if (!rv.empty()) resource_version_ = rv;
   }
+  cv_.notify_all();
   for (const auto& h : handlers_) {
     if (deleted) {
       if (h.on_delete) h.on_delete(obj);

@@ -61,6 +61,13 @@ struct StoreDelta {
 };
 StoreDelta DiffStore(const std::map<std::string, nlohmann::json>& store, const std::vector<nlohmann::json>& items);
 
+// True when resourceVersion `have` is at least `want`: both read as the
+// decimal etcd revisions the API server hands out, which grow with every
+// write. An empty `want` is always reached; an empty or non-decimal `have`
+// (or a non-decimal `want`) never is, so a caller that cannot tell falls back
+// to reading the API server. Pure; unit-tested.
+bool ResourceVersionAtLeast(const std::string& have, const std::string& want);
+
 class Informer {
  public:
   // `path` is the collection ("/api/v1/pods", "/api/v1/namespaces/ns/configmaps").
@@ -86,8 +93,17 @@ class Informer {
   static std::string KeyOf(const nlohmann::json& obj);
   std::optional<nlohmann::json> Get(const std::string& key) const;
   std::vector<nlohmann::json> List() const;
+  // Calls `fn` with every stored object and its key, in key order, holding
+  // the store's lock: one consistent moment, without copying the objects.
+  // `fn` must be quick and must not call this informer.
+  void ForEach(const std::function<void(const std::string& key, const nlohmann::json& obj)>& fn) const;
   // The resourceVersion the next watch would start from.
   std::string ResourceVersion() const;
+  // Waits up to `timeout` until the store reflects every write up to
+  // resourceVersion `rv` (ResourceVersionAtLeast(ResourceVersion(), rv)): a
+  // watch event, BOOKMARK or relist at `rv` or later has been applied. False
+  // on timeout, on Stop(), or when the versions cannot be compared.
+  bool WaitForResourceVersion(const std::string& rv, std::chrono::milliseconds timeout) const;
   // Full lists done so far: 1 after sync, +1 per relist after a 410.
   int ListCount() const { return lists_.load(); }
 
@@ -103,7 +119,7 @@ class Informer {
   std::vector<EventHandlers> handlers_;  // fixed at Start()
 
   mutable std::mutex mu_;
-  mutable std::condition_variable cv_;                 // sync and stop wake-ups
+  mutable std::condition_variable cv_;                 // sync, stop and new-resourceVersion wake-ups
   std::map<std::string, nlohmann::json> store_;        // GUARDED_BY(mu_)
   std::string resource_version_;                       // GUARDED_BY(mu_)
   std::atomic<bool> stop_{false};

@@ -51,5 +51,36 @@ TEST(InformerTest, AddHandlersAfterStartOrTwiceStartedFails) {
   EXPECT_FALSE(informer.AddHandlers({}).ok());
 }
 
+TEST(InformerTest, ResourceVersionAtLeastComparesDecimalRevisions) {
+  EXPECT_TRUE(ResourceVersionAtLeast("10", "9"));
+  EXPECT_TRUE(ResourceVersionAtLeast("10", "10"));
+  EXPECT_FALSE(ResourceVersionAtLeast("9", "10"));  // numeric, not lexicographic
+  EXPECT_TRUE(ResourceVersionAtLeast("18446744073709551615", "18446744073709551614"));
+  EXPECT_TRUE(ResourceVersionAtLeast("0", "0"));
+}
+
+TEST(InformerTest, ResourceVersionAtLeastEmptyWantIsReachedUnreadableNeverIs) {
+  EXPECT_TRUE(ResourceVersionAtLeast("", ""));
+  EXPECT_TRUE(ResourceVersionAtLeast("7", ""));
+  EXPECT_FALSE(ResourceVersionAtLeast("", "7"));
+  EXPECT_FALSE(ResourceVersionAtLeast("abc", "7"));
+  EXPECT_FALSE(ResourceVersionAtLeast("7", "abc"));
+  EXPECT_FALSE(ResourceVersionAtLeast("-8", "7"));
+  EXPECT_FALSE(ResourceVersionAtLeast("08", "7"));  // not how the API server writes one
+  EXPECT_FALSE(ResourceVersionAtLeast("123456789012345678901", "7"));  // beyond uint64
+}
+
+TEST(InformerTest, WaitForResourceVersionTimesOutUntilReached) {
+  ClientConfig config;
+  config.server = "https://127.0.0.1:1";
+  Informer informer(Client(config), "/api/v1/pods");  // never started: its version stays ""
+  EXPECT_TRUE(informer.WaitForResourceVersion("", std::chrono::milliseconds(0)));
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(informer.WaitForResourceVersion("5", std::chrono::milliseconds(50)));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(50));
+  informer.Stop();
+  EXPECT_FALSE(informer.WaitForResourceVersion("", std::chrono::milliseconds(0)));  // stopped
+}
+
 }  // namespace
 }  // namespace tessera::kube

@@ -252,6 +252,8 @@ Status NodeAgent::Run(const std::atomic<bool>& stop) {
     s.metrics_server = std::make_unique<MetricsServer>([&s] { return s.registry.Render(); }, s.log);
     TESSERA_RETURN_IF_ERROR(s.metrics_server->Start(address).status());
   }
+  // The watch of this node's pods syncs in the background; Allocate LISTs until it has.
+  TESSERA_RETURN_IF_ERROR(s.allocator.Start());
   TESSERA_RETURN_IF_ERROR(s.Serve());
   // Reconciliation runs on its own thread so a slow API server or kubelet
   // never delays re-registration; it ends with Run, however Run returns.

@@ -8,14 +8,15 @@
 #include "node/slots.h"
 
 namespace tessera::node {
+Allocator::Allocator(kube::Client client, std::string node, MountPaths paths, std::shared_ptr<spdlog::logger> log,
+                     NodePodsOptions pods)
+    : client_(client),
+      node_(std::move(node)),
+      paths_(std::move(paths)),
+      log_(std::move(log)),
+      pods_(std::move(client), node_, log_, pods) {}
 
-Allocator::Allocator(kube::Client client, std::string node, MountPaths paths, std::shared_ptr<spdlog::logger> log)
-    : client_(std::move(client)), node_(std::move(node)), paths_(std::move(paths)), log_(std::move(log)) {}
-
-Result<std::vector<PendingPod>> Allocator::ListPending() {
-  TESSERA_ASSIGN_OR_RETURN(nlohmann::json pods, client_.List(kube::PodsPath(""), "", "spec.nodeName=" + node_));
-  return PendingPodsFromList(pods["items"], node_);
-}
+Status Allocator::Start() { return pods_.Start(); }
 
 Result<ContainerEnv> Allocator::Allocate(const std::vector<std::string>& device_ids,
                                          const std::vector<core::GpuInfo>& gpus, std::vector<PodRef>* named) {
@@ -28,13 +29,21 @@ Result<ContainerEnv> Allocator::Allocate(const std::vector<std::string>& device_
     TESSERA_ASSIGN_OR_RETURN(std::string uuid, SlotGpu(id));
     slot_gpus.push_back(std::move(uuid));
   }
-  TESSERA_ASSIGN_OR_RETURN(std::vector<PendingPod> pending, ListPending());
   std::vector<std::string> sorted_ids = device_ids;
   std::sort(sorted_ids.begin(), sorted_ids.end());
   std::optional<ContainerRef> steered;
   if (steered_ && sorted_ids == steered_ids_) steered = steered_;
+  TESSERA_ASSIGN_OR_RETURN(NodePods::Snapshot read, pods_.Read(false));
   std::vector<size_t> candidates;
-  Result<Identified> identified = IdentifyContainer(slot_gpus, pending, steered, &candidates);
+  Result<Identified> identified = IdentifyContainer(slot_gpus, read.pending, steered, &candidates);
+  if (!identified.ok() && !read.listed) {
+    // The cache may lag behind a pod bound a moment ago: decide on a LIST.
+    log_->debug("Allocate [{}]: no single match in the pod cache; listing: {}", JoinUuids(device_ids),
+                identified.status().message());
+    TESSERA_ASSIGN_OR_RETURN(read, pods_.Read(true));
+    identified = IdentifyContainer(slot_gpus, read.pending, steered, &candidates);
+  }
+  const std::vector<PendingPod>& pending = read.pending;
   if (!identified.ok()) {
     for (size_t i : candidates) concerned.push_back({pending[i].ns, pending[i].name, pending[i].uid});
     return identified.status();
@@ -49,8 +58,9 @@ Result<ContainerEnv> Allocator::Allocate(const std::vector<std::string>& device_
   TESSERA_RETURN_IF_ERROR(MarkAllocated(pod, container.name));
   concerned.clear();
   steered_.reset();
-  log_->info("Allocate [{}]: {} container {} (the one match among {} pending pod(s)); NVIDIA_VISIBLE_DEVICES={}",
-             JoinUuids(device_ids), pod.Key(), container.name, pending.size(), env.envs["NVIDIA_VISIBLE_DEVICES"]);
+  log_->info("Allocate [{}]: {} container {} (the one match among {} pending pod(s), {}); NVIDIA_VISIBLE_DEVICES={}",
+             JoinUuids(device_ids), pod.Key(), container.name, pending.size(),
+             read.listed ? "listed" : "from the watch cache", env.envs["NVIDIA_VISIBLE_DEVICES"]);
   return env;
 }
 
@@ -64,7 +74,11 @@ Status Allocator::MarkAllocated(const PendingPod& pod, const std::string& contai
     for (const auto& c : done) value += (value.empty() ? "" : ",") + c;
     nlohmann::json patch = {{"metadata", {{"resourceVersion", rv}, {"annotations", {{kAllocatedAnnotation, value}}}}}};
     auto patched = client_.Patch(path, kube::PatchType::kMerge, patch);
-    if (patched.ok()) return Status::Ok();
+    if (patched.ok()) {
+      // The next identification must see this pod allocated: the cache waits for this version.
+      pods_.NoteWrite(*patched);
+      return Status::Ok();
+    }
     if (patched.status().code() != StatusCode::kFailedPrecondition) {
       return patched.status().WithContext("marking " + pod.Key() + " allocated");
     }
@@ -96,8 +110,14 @@ Result<std::vector<std::string>> Allocator::Prefer(const std::vector<std::string
     TESSERA_ASSIGN_OR_RETURN(std::string uuid, SlotGpu(id));
     available_gpus.push_back(std::move(uuid));
   }
-  TESSERA_ASSIGN_OR_RETURN(std::vector<PendingPod> pending, ListPending());
-  std::optional<Identified> next = NextToSteer(pending, size, available_gpus);
+  TESSERA_ASSIGN_OR_RETURN(NodePods::Snapshot read, pods_.Read(false));
+  std::optional<Identified> next = NextToSteer(read.pending, size, available_gpus);
+  if (!next && !read.listed) {
+    // The cache may lag behind a pod bound a moment ago: decide on a LIST.
+    TESSERA_ASSIGN_OR_RETURN(read, pods_.Read(true));
+    next = NextToSteer(read.pending, size, available_gpus);
+  }
+  const std::vector<PendingPod>& pending = read.pending;
   if (!next) {
     log_->info("GetPreferredAllocation of {} slot(s): no pending container of that size fits the {} available "
                "slots; no preference", size, available.size());

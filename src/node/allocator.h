@@ -1,9 +1,12 @@
 // The Allocate handshake against the API server: reads the pods pending on
-// this node, identifies the container an Allocate (or a preferred-allocation
-// request) is for, builds its env and marks the pod allocated with an
-// optimistic-concurrency PATCH. Thread-safe: calls are serialised inside.
+// this node (from a watch cache of the node's pods, NodePods, with a LIST
+// before any failure), identifies the container an Allocate (or a
+// preferred-allocation request) is for, builds its env and marks the pod
+// allocated with an optimistic-concurrency PATCH. Thread-safe: calls are
+// serialised inside.
 //
 //   Allocator allocator(client, "node-1", paths, log);
+//   TESSERA_RETURN_IF_ERROR(allocator.Start());
 //   TESSERA_ASSIGN_OR_RETURN(ContainerEnv env, allocator.Allocate({"GPU-a-0"}, gpus));
 #pragma once
 
@@ -20,12 +23,19 @@
 #include "kube/client.h"
 #include "node/container_env.h"
 #include "node/identify.h"
+#include "node/node_pods.h"
 
 namespace tessera::node {
 
 class Allocator {
  public:
-  Allocator(kube::Client client, std::string node, MountPaths paths, std::shared_ptr<spdlog::logger> log);
+  Allocator(kube::Client client, std::string node, MountPaths paths, std::shared_ptr<spdlog::logger> log,
+            NodePodsOptions pods = {});
+
+  // Starts the watch of this node's pods. Until it has synced, and whenever
+  // it cannot vouch for its copy, calls LIST the pods instead. Fails only when
+  // already started.
+  Status Start();
 
   // Identifies the container `device_ids` are for, builds its env, creates its
   // region directory and adds it to the pod's tessera.io/allocated annotation
@@ -35,25 +45,30 @@ class Allocator {
   // `named` (when given) receives the pods it concerns: the candidates
   // IdentifyContainer names, or the identified pod when a later step failed;
   // empty when it concerns none (bad device IDs, the pod list unreadable).
+  // It identifies on the watch cache, which reflects every allocation this
+  // Allocator marked; when that finds no single container it LISTs the pods
+  // and identifies again, so a pod bound a moment ago is found and a refusal
+  // never rests on the cache alone.
   Result<ContainerEnv> Allocate(const std::vector<std::string>& device_ids, const std::vector<core::GpuInfo>& gpus,
                                 std::vector<PodRef>* named = nullptr);
 
   // The device IDs to prefer among `available` for a container of `size`
   // slots: one per GPU of the oldest pending container that fits (the first
   // available slot of each GPU), `must_include` kept. Empty when no pending
-  // container fits (the kubelet then chooses). Remembers the choice for
+  // container fits (the kubelet then chooses); "no container fits" is
+  // decided on a LIST, as Allocate's refusals are. Remembers the choice for
   // Allocate's tie-break.
   Result<std::vector<std::string>> Prefer(const std::vector<std::string>& available,
                                           const std::vector<std::string>& must_include, size_t size);
 
  private:
-  Result<std::vector<PendingPod>> ListPending();
   Status MarkAllocated(const PendingPod& pod, const std::string& container);
 
   kube::Client client_;
   const std::string node_;
   const MountPaths paths_;
   std::shared_ptr<spdlog::logger> log_;
+  NodePods pods_;
   std::mutex mu_;  // one handshake at a time
   std::optional<ContainerRef> steered_;        // GUARDED_BY(mu_)
   std::vector<std::string> steered_ids_;       // GUARDED_BY(mu_), sorted

@@ -56,56 +56,64 @@ std::string JoinUuids(const std::vector<std::string>& uuids) {
   return out;
 }
 
-std::vector<PendingPod> PendingPodsFromList(const nlohmann::json& items, const std::string& node) {
-  std::vector<PendingPod> pending;
-  if (!items.is_array()) return pending;
+std::optional<PendingPod> PendingPodFrom(const nlohmann::json& pod, const std::string& node) {
   const std::string assignment_key(core::kAssignmentAnnotation);
-  for (const auto& pod : items) {
-    const nlohmann::json& meta = pod.value("metadata", nlohmann::json::object());
-    const nlohmann::json& spec = pod.value("spec", nlohmann::json::object());
-    const nlohmann::json annotations = meta.value("annotations", nlohmann::json::object());
-    if (Str(spec, "nodeName") != node || !annotations.contains(assignment_key)) continue;
-    if (meta.contains("deletionTimestamp")) continue;
-    const std::string phase = Str(pod.value("status", nlohmann::json::object()), "phase");
-    if (phase == "Succeeded" || phase == "Failed") continue;
+  const nlohmann::json& meta = pod.value("metadata", nlohmann::json::object());
+  const nlohmann::json& spec = pod.value("spec", nlohmann::json::object());
+  const nlohmann::json annotations = meta.value("annotations", nlohmann::json::object());
+  if (Str(spec, "nodeName") != node || !annotations.contains(assignment_key)) return std::nullopt;
+  if (meta.contains("deletionTimestamp")) return std::nullopt;
+  const std::string phase = Str(pod.value("status", nlohmann::json::object()), "phase");
+  if (phase == "Succeeded" || phase == "Failed") return std::nullopt;
 
-    PendingPod p;
-    p.ns = Str(meta, "namespace");
-    p.name = Str(meta, "name");
-    p.uid = Str(meta, "uid");
-    p.resource_version = Str(meta, "resourceVersion");
-    p.created_at = Str(meta, "creationTimestamp");
-    p.assigned_at = Str(annotations, std::string(core::kAssignedAtAnnotation).c_str());
-    p.allocated = Split(Str(annotations, kAllocatedAnnotation));
-    const std::set<std::string> done(p.allocated.begin(), p.allocated.end());
+  PendingPod p;
+  p.ns = Str(meta, "namespace");
+  p.name = Str(meta, "name");
+  p.uid = Str(meta, "uid");
+  p.resource_version = Str(meta, "resourceVersion");
+  p.created_at = Str(meta, "creationTimestamp");
+  p.assigned_at = Str(annotations, std::string(core::kAssignedAtAnnotation).c_str());
+  p.allocated = Split(Str(annotations, kAllocatedAnnotation));
+  const std::set<std::string> done(p.allocated.begin(), p.allocated.end());
 
-    const nlohmann::json& raw = annotations[assignment_key];
-    Result<core::Assignment> assignment = raw.is_string()
-                                              ? core::DecodeAssignment(raw.get<std::string>())
-                                              : Result<core::Assignment>(InvalidArgument("not a string"));
-    if (!assignment.ok()) {
-      p.assignment_error = "assignment annotation unreadable: " + assignment.status().message();
-    } else if (assignment->node != node) {
-      p.assignment_error = "assignment names node " + assignment->node + ", not " + node;
-    } else {
-      std::map<std::string, const core::ContainerAssignment*> by_name;
-      for (const auto& c : assignment->containers) by_name[c.name] = &c;
-      std::vector<std::string> order = SpecOrder(spec);
-      for (const auto& c : assignment->containers) {
-        if (std::find(order.begin(), order.end(), c.name) == order.end()) order.push_back(c.name);
-      }
-      for (const auto& name : order) {
-        auto it = by_name.find(name);
-        if (it == by_name.end() || it->second->gpus.empty() || done.count(name)) continue;
-        p.containers.push_back({name, it->second->gpus});
-      }
-      if (p.containers.empty()) continue;  // fully allocated
+  const nlohmann::json& raw = annotations[assignment_key];
+  Result<core::Assignment> assignment = raw.is_string()
+                                            ? core::DecodeAssignment(raw.get<std::string>())
+                                            : Result<core::Assignment>(InvalidArgument("not a string"));
+  if (!assignment.ok()) {
+    p.assignment_error = "assignment annotation unreadable: " + assignment.status().message();
+  } else if (assignment->node != node) {
+    p.assignment_error = "assignment names node " + assignment->node + ", not " + node;
+  } else {
+    std::map<std::string, const core::ContainerAssignment*> by_name;
+    for (const auto& c : assignment->containers) by_name[c.name] = &c;
+    std::vector<std::string> order = SpecOrder(spec);
+    for (const auto& c : assignment->containers) {
+      if (std::find(order.begin(), order.end(), c.name) == order.end()) order.push_back(c.name);
     }
-    pending.push_back(std::move(p));
+    for (const auto& name : order) {
+      auto it = by_name.find(name);
+      if (it == by_name.end() || it->second->gpus.empty() || done.count(name)) continue;
+      p.containers.push_back({name, it->second->gpus});
+    }
+    if (p.containers.empty()) return std::nullopt;  // fully allocated
   }
+  return p;
+}
+
+void SortOldestFirst(std::vector<PendingPod>& pending) {
   std::sort(pending.begin(), pending.end(), [](const PendingPod& a, const PendingPod& b) {
     return std::tie(a.assigned_at, a.created_at, a.ns, a.name) < std::tie(b.assigned_at, b.created_at, b.ns, b.name);
   });
+}
+
+std::vector<PendingPod> PendingPodsFromList(const nlohmann::json& items, const std::string& node) {
+  std::vector<PendingPod> pending;
+  if (!items.is_array()) return pending;
+  for (const auto& pod : items) {
+    if (auto p = PendingPodFrom(pod, node)) pending.push_back(std::move(*p));
+  }
+  SortOldestFirst(pending);
   return pending;
 }
 

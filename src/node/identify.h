@@ -47,6 +47,12 @@ struct PendingPod {
 // namespace/name.
 std::vector<PendingPod> PendingPodsFromList(const nlohmann::json& items, const std::string& node);
 
+// One pod of that list: the pending view of `pod` (a v1 Pod), or nullopt when
+// PendingPodsFromList would leave it out.
+std::optional<PendingPod> PendingPodFrom(const nlohmann::json& pod, const std::string& node);
+// Sorts as PendingPodsFromList does: oldest first.
+void SortOldestFirst(std::vector<PendingPod>& pending);
+
 // A pod's next container, by position in a PendingPod list.
 struct Identified {
   size_t pod = 0;

@@ -48,6 +48,36 @@ TEST(PendingPodsTest, SortedOldestFirstAndFiltered) {
   EXPECT_EQ(pending[0].resource_version, "7");
 }
 
+TEST(PendingPodsTest, PendingPodFromGivesOnePodsViewOrNothing) {
+  auto p = PendingPodFrom(Pod("p", "t", {{"first", {"GPU-a"}}, {"second", {"GPU-b"}}}, "first"), "n1");
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->Key(), "ns/p");
+  ASSERT_EQ(p->containers.size(), 1u);
+  EXPECT_EQ(p->containers[0].name, "second");
+  EXPECT_FALSE(PendingPodFrom(Pod("done", "t", {{"main", {"GPU-a"}}}, "main"), "n1").has_value());
+  EXPECT_FALSE(PendingPodFrom(Pod("p", "t", {{"main", {"GPU-a"}}}), "n2").has_value());  // bound elsewhere
+  json deleting = Pod("p", "t", {{"main", {"GPU-a"}}});
+  deleting["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:05Z";
+  EXPECT_FALSE(PendingPodFrom(deleting, "n1").has_value());
+}
+
+TEST(PendingPodsTest, SortOldestFirstByAssignedAtThenCreationThenName) {
+  auto make = [](const std::string& name, const std::string& assigned_at, const std::string& created_at) {
+    PendingPod p;
+    p.ns = "ns";
+    p.name = name;
+    p.assigned_at = assigned_at;
+    p.created_at = created_at;
+    return p;
+  };
+  std::vector<PendingPod> pods = {make("b", "2024-01-01T00:00:02Z", "c1"), make("z", "2024-01-01T00:00:01Z", "c9"),
+                                  make("a", "2024-01-01T00:00:02Z", "c1"), make("y", "2024-01-01T00:00:02Z", "c0")};
+  SortOldestFirst(pods);
+  std::vector<std::string> order;
+  for (const auto& p : pods) order.push_back(p.name);
+  EXPECT_EQ(order, (std::vector<std::string>{"z", "y", "a", "b"}));
+}
+
 TEST(PendingPodsTest, ContainersFollowSpecOrderAndSkipAllocated) {
   json pod = Pod("p", "t", {{"first", {"GPU-a"}}, {"second", {"GPU-b"}}, {"third", {"GPU-c"}}}, "first");
   auto pending = PendingPodsFromList(json::array({pod}), "n1");

@@ -1,0 +1,93 @@
+#include "node/node_pods.h"
+
+#include "kube/paths.h"
+
+namespace tessera::node {
+namespace {
+
+std::string ResourceVersionOf(const nlohmann::json& obj) {
+  auto meta = obj.find("metadata");
+  if (meta == obj.end() || !meta->is_object()) return "";
+  auto rv = meta->find("resourceVersion");
+  return rv != meta->end() && rv->is_string() ? rv->get<std::string>() : "";
+}
+
+// A resourceVersion Read can wait for (a decimal etcd revision).
+bool Comparable(const std::string& rv) { return !rv.empty() && kube::ResourceVersionAtLeast(rv, rv); }
+
+kube::InformerOptions OnNode(const std::string& node) {
+  kube::InformerOptions options;
+  options.field_selector = "spec.nodeName=" + node;
+  return options;
+}
+
+}  // namespace
+
+NodePods::NodePods(kube::Client client, std::string node, std::shared_ptr<spdlog::logger> log,
+                   NodePodsOptions options)
+    : client_(client),
+      node_(std::move(node)),
+      log_(std::move(log)),
+      options_(options),
+      informer_(std::move(client), kube::PodsPath(""), OnNode(node_)) {}
+
+Status NodePods::Start() { return informer_.Start(); }
+
+Result<NodePods::Snapshot> NodePods::List() {
+  TESSERA_ASSIGN_OR_RETURN(nlohmann::json pods, client_.List(kube::PodsPath(""), "", "spec.nodeName=" + node_));
+  Snapshot snap;
+  snap.listed = true;
+  if (auto it = pods.find("items"); it != pods.end()) snap.pending = PendingPodsFromList(*it, node_);
+  return snap;
+}
+
+Result<NodePods::Snapshot> NodePods::Read(bool fresh) {
+  if (fresh || !informer_.HasSynced()) return List();
+  std::string want;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    want = last_write_;
+  }
+  if (want.empty()) return FromCache();  // no write of ours yet
+  if (!Comparable(want)) {
+    log_->debug("our last write to a pod of node {} has no comparable resourceVersion; listing", node_);
+    return List();
+  }
+  if (!informer_.WaitForResourceVersion(want, options_.write_wait)) {
+    log_->warn("the pod cache of node {} has not caught up with our write at resourceVersion {} within {} ms "
+               "(it is at {}); listing instead", node_, want, options_.write_wait.count(),
+               informer_.ResourceVersion());
+    return List();
+  }
+  return FromCache();
+}
+
+NodePods::Snapshot NodePods::FromCache() {
+  Snapshot snap;
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, Parsed> seen;
+  informer_.ForEach([&](const std::string& key, const nlohmann::json& obj) {
+    const std::string rv = ResourceVersionOf(obj);
+    auto it = parsed_.find(key);
+    Parsed p = it != parsed_.end() && !rv.empty() && it->second.rv == rv ? std::move(it->second)
+                                                                         : Parsed{rv, PendingPodFrom(obj, node_)};
+    if (p.pod) snap.pending.push_back(*p.pod);
+    seen.emplace(key, std::move(p));
+  });
+  parsed_ = std::move(seen);  // pods gone from the cache are forgotten
+  SortOldestFirst(snap.pending);
+  return snap;
+}
+
+void NodePods::NoteWrite(const nlohmann::json& written) {
+  const std::string resource_version = ResourceVersionOf(written);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!Comparable(resource_version)) {
+    // Nothing to wait for: LIST until a later, comparable write (which orders after this one) replaces it.
+    last_write_ = "unknown";
+  } else if (!Comparable(last_write_) || !kube::ResourceVersionAtLeast(last_write_, resource_version)) {
+    last_write_ = resource_version;
+  }
+}
+
+}  // namespace tessera::node

@@ -1,0 +1,95 @@
+// This node's pending pods for the Allocate handshake: a watch-fed cache (a
+// kube::Informer on spec.nodeName=<node>) read instead of LISTing the API
+// server on every GetPreferredAllocation and Allocate, with a LIST whenever
+// the cache cannot vouch for what it holds. Each pod is parsed
+// (PendingPodFrom) once per resourceVersion. Thread-safe.
+//
+//   NodePods pods(client, "node-1", log);
+//   TESSERA_RETURN_IF_ERROR(pods.Start());
+//   TESSERA_ASSIGN_OR_RETURN(NodePods::Snapshot snap, pods.Read(/*fresh=*/false));
+//   ... PATCH one of snap.pending ...; pods.NoteWrite(patched_pod);
+//
+// What the cache promises: Read(false) answers from it only once the first
+// list has been applied and only when it reflects every write announced with
+// NoteWrite (it waits up to write_wait for the watch to deliver the last one;
+// otherwise it LISTs). It may still lag behind writes made by others (a pod
+// bound a moment ago, a deletion): callers must not decide a failure on it
+// alone, and Read(true) always LISTs.
+#pragma once
+
+#include <spdlog/logger.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "kube/client.h"
+#include "kube/informer.h"
+#include "node/identify.h"
+
+namespace tessera::node {
+
+struct NodePodsOptions {
+  // How long Read(false) waits for the cache to reflect the last NoteWrite
+  // before it LISTs instead. Default 500 ms: the watch usually delivers a
+  // write within milliseconds.
+  std::chrono::milliseconds write_wait{500};
+};
+
+class NodePods {
+ public:
+  // The pending pods read, and where from.
+  struct Snapshot {
+    std::vector<PendingPod> pending;  // as PendingPodsFromList gives them: oldest first
+    bool listed = false;              // true: a LIST now; false: the watch cache
+  };
+
+  // Does no I/O until Start() or a Read.
+  NodePods(kube::Client client, std::string node, std::shared_ptr<spdlog::logger> log, NodePodsOptions options = {});
+  NodePods(const NodePods&) = delete;
+  NodePods& operator=(const NodePods&) = delete;
+
+  // Starts the watch (list, then watch, on its own thread; it retries on its
+  // own). Until its first list is applied every Read LISTs. Fails only when
+  // already started. The watch ends when the object is destroyed.
+  Status Start();
+
+  // This node's pending pods: from the cache when `fresh` is false and the
+  // cache can vouch for them (above), else from a LIST. Errors are the LIST's.
+  Result<Snapshot> Read(bool fresh);
+
+  // Announces a write of ours to one of the node's pods; `written` is the
+  // object the API server answered with. Later Read(false) calls answer from
+  // the cache only once it holds that write (its resourceVersion). A version
+  // older than one already noted changes nothing; a missing or non-decimal
+  // one (which cannot be waited for) makes Read LIST until a later write is
+  // noted.
+  void NoteWrite(const nlohmann::json& written);
+
+ private:
+  // A cached pod's pending view, valid while its resourceVersion stays `rv`.
+  struct Parsed {
+    std::string rv;
+    std::optional<PendingPod> pod;  // nullopt: not pending (allocated, finished, ...)
+  };
+
+  Result<Snapshot> List();
+  Snapshot FromCache();
+
+  kube::Client client_;
+  const std::string node_;
+  std::shared_ptr<spdlog::logger> log_;
+  const NodePodsOptions options_;
+  kube::Informer informer_;
+  std::mutex mu_;
+  std::string last_write_;               // GUARDED_BY(mu_): newest version noted; "" none; "unknown": LIST
+  std::map<std::string, Parsed> parsed_;  // GUARDED_BY(mu_): by namespace/name, the pods last read from the cache
+};
+
+}  // namespace tessera::node
