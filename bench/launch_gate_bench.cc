@@ -111,7 +111,7 @@ int main(int argc, char** argv) {
   const std::string lib = TESSERA_CUDA_LIB;
   auto none = RunChild("LD_PRELOAD=", args);
   auto pass = RunChild("LD_PRELOAD=" + lib, args);
-  auto gated = RunChild("LD_PRELOAD=" + lib + " TESSERA_GPU_CORE_PERCENT_0=50", args);
+  auto gated = RunChild("LD_PRELOAD=" + lib + " TESSERA_GPU_CORE_POLICY=hard TESSERA_GPU_CORE_PERCENT_0=50", args);
   if (none.empty() || pass.empty() || gated.empty()) {
     std::fprintf(stderr, "a benchmark run failed\n");
     return 1;

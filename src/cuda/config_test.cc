@@ -84,6 +84,17 @@ TEST(ConfigTest, ComputeSharesPolicyAndWindow) {
   EXPECT_TRUE(c.fake_clock);
 }
 
+TEST(ConfigTest, AShareIsNotEnforcedUntilTheArbiterExists) {
+  std::vector<std::string> problems;
+  // What the node agent sets today: a percentage, no policy (share).
+  Config c = Parse({{"TESSERA_GPU_CORE_PERCENT_0", "30"}}, &problems);
+  EXPECT_TRUE(problems.empty());
+  EXPECT_FALSE(c.AnyComputeLimit());
+  EXPECT_EQ(c.core_ppm[0], 0u);
+  c = Parse({{"TESSERA_GPU_CORE_PERCENT_0", "30"}, {"TESSERA_GPU_CORE_POLICY", "share"}}, &problems);
+  EXPECT_FALSE(c.AnyComputeLimit());
+}
+
 TEST(ConfigTest, BadComputeValuesAreReportedAndIgnored) {
   std::vector<std::string> problems;
   Config c = Parse({{"TESSERA_GPU_CORE_PERCENT_0", "150"},
