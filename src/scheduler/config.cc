@@ -59,7 +59,7 @@ Result<SchedulerConfig> ParseConfig(const std::string& yaml_text, const std::str
   if (!root.IsMap()) return InvalidArgument(where + "expected a mapping at the top level");
   TESSERA_RETURN_IF_ERROR(UnknownKeys(
       root, {"listenAddress", "port", "tls", "kubeconfig", "policy", "resourceNames", "assumeTTLSeconds",
-             "leaderElection", "logLevel", "seed", "apiQPS", "apiBurst"},
+             "admissionWaitMillis", "leaderElection", "logLevel", "seed", "apiQPS", "apiBurst"},
       where));
   TESSERA_RETURN_IF_ERROR(Read(root, "listenAddress", config.listen_address, where));
   TESSERA_RETURN_IF_ERROR(Read(root, "port", config.port, where));
@@ -72,6 +72,9 @@ Result<SchedulerConfig> ParseConfig(const std::string& yaml_text, const std::str
   int64_t ttl = config.assume_ttl.count();
   TESSERA_RETURN_IF_ERROR(Read(root, "assumeTTLSeconds", ttl, where));
   config.assume_ttl = std::chrono::seconds(ttl);
+  int64_t wait_ms = config.admission_wait.count();
+  TESSERA_RETURN_IF_ERROR(Read(root, "admissionWaitMillis", wait_ms, where));
+  config.admission_wait = std::chrono::milliseconds(wait_ms);
   if (const YAML::Node tls = root["tls"]) {
     if (!tls.IsMap()) return InvalidArgument(where + "tls: expected a mapping with certFile and keyFile");
     TESSERA_RETURN_IF_ERROR(UnknownKeys(tls, {"certFile", "keyFile"}, where + "tls: "));
@@ -133,6 +136,10 @@ Status ValidateConfig(const SchedulerConfig& config) {
   }
   if (config.assume_ttl.count() <= 0) {
     return InvalidArgument("assumeTTLSeconds: must be positive, got " + std::to_string(config.assume_ttl.count()));
+  }
+  if (config.admission_wait.count() < 0 || config.admission_wait.count() > 600'000) {
+    return InvalidArgument("admissionWaitMillis: must be in 0..600000, got " +
+                           std::to_string(config.admission_wait.count()));
   }
   static constexpr const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
   bool level_ok = false;

@@ -29,6 +29,9 @@ struct SchedulerConfig {
   std::string policy = "tessera";
   core::ResourceNames resources;
   std::chrono::seconds assume_ttl{60};
+  // How long a bind waits for its node (one with a node agent) to admit the
+  // pod bound there before; below kube-scheduler's extender httpTimeout.
+  std::chrono::milliseconds admission_wait{4000};
   LeaderElectionConfig leader_election;
   std::string log_level = "info";
   uint64_t seed = 1;

@@ -23,6 +23,7 @@ kubeconfig: /kc
 policy: fgd
 resourceNames: {gpu: example.com/gpu, gpuMem: example.com/mem, gpuCore: example.com/core}
 assumeTTLSeconds: 30
+admissionWaitMillis: 2500
 leaderElection: {enabled: false, namespace: tessera, name: ext, identity: me}
 logLevel: debug
 seed: 7
@@ -37,6 +38,7 @@ apiBurst: 800
   EXPECT_EQ(config->policy, "fgd");
   EXPECT_EQ(config->resources.core, "example.com/core");
   EXPECT_EQ(config->assume_ttl.count(), 30);
+  EXPECT_EQ(config->admission_wait.count(), 2500);
   EXPECT_FALSE(config->leader_election.enabled);
   EXPECT_EQ(config->leader_election.identity, "me");
   EXPECT_EQ(config->seed, 7u);
@@ -62,6 +64,7 @@ TEST(ConfigTest, RejectsMistakesWithTheFieldName) {
   ExpectError("resourceNames: {gpuMem: kubernetes.io/gpu-mem}", "not an extended resource name");
   ExpectError("resourceNames: {gpuMem: tessera.io/gpu}", "must differ");
   ExpectError("assumeTTLSeconds: 0", "positive");
+  ExpectError("admissionWaitMillis: -1", "0..600000");
   ExpectError("logLevel: loud", "logLevel");
   ExpectError("apiQPS: 0", "apiQPS");
   ExpectError("leaderElection: {name: \"\"}", "leaderElection");

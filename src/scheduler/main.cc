@@ -95,7 +95,10 @@ int Run(const SchedulerConfig& config) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  ClusterState state(ClusterStateOptions{.resources = config.resources, .assume_ttl = config.assume_ttl, .logger = {}});
+  ClusterState state(ClusterStateOptions{.resources = config.resources,
+                                         .assume_ttl = config.assume_ttl,
+                                         .admission_wait = config.admission_wait,
+                                         .logger = {}});
   kube::Informer nodes(client, "/api/v1/nodes");
   kube::Informer pods(client, "/api/v1/pods");
   (void)nodes.AddHandlers({
@@ -245,6 +248,10 @@ int main(int argc, char** argv) {
   auto* o_lease_name = app.add_option("--lease-name", flags.leader_election.name, "name of the Lease");
   auto* o_identity = app.add_option("--identity", flags.leader_election.identity, "this replica's identity (default hostname_pid)");
   auto* o_ttl = app.add_option("--assume-ttl-seconds", assume_ttl, "release an unconfirmed bind after this long");
+  int64_t admission_wait_ms = 0;
+  auto* o_wait = app.add_option("--admission-wait-ms", admission_wait_ms,
+                                "how long a bind waits for its node to admit the pod bound there before "
+                                "(nodes with tessera-node; keep below kube-scheduler's extender httpTimeout)");
   auto* o_seed = app.add_option("--seed", flags.seed, "seed for random tie-breaks");
   auto* o_qps = app.add_option("--kube-api-qps", flags.api_qps, "requests per second to the API server");
   auto* o_burst = app.add_option("--kube-api-burst", flags.api_burst, "burst of requests to the API server");
@@ -273,6 +280,7 @@ int main(int argc, char** argv) {
   if (o_lease_name->count()) config.leader_election.name = flags.leader_election.name;
   if (o_identity->count()) config.leader_election.identity = flags.leader_election.identity;
   if (o_ttl->count()) config.assume_ttl = std::chrono::seconds(assume_ttl);
+  if (o_wait->count()) config.admission_wait = std::chrono::milliseconds(admission_wait_ms);
   if (o_seed->count()) config.seed = flags.seed;
   if (o_qps->count()) config.api_qps = flags.api_qps;
   if (o_burst->count()) config.api_burst = flags.api_burst;
