@@ -7,14 +7,10 @@
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <benchmark/benchmark.h>
 #include <cuda.h>
-#include <unistd.h>
 
-#include <array>
-#include <cstdio>
-#include <cstdlib>
-#include <map>
-#include <nlohmann/json.hpp>
 #include <string>
+
+#include "bench/child_runs.h"
 
 namespace {
 
@@ -66,52 +62,15 @@ void BM_MemGetInfo(benchmark::State& state) {
 }
 BENCHMARK(BM_MemGetInfo);
 
-// name -> ns per iteration, from one child run's JSON.
-std::map<std::string, double> RunChild(const std::string& env, const std::string& args) {
-  char self[4096];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  self[n < 0 ? 0 : n] = '\0';
-  std::string cmd = "env TESSERA_BENCH_CHILD=1 " + env + " " + self +
-                    " --benchmark_format=json " + args;
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  while (p != nullptr && fgets(buf.data(), buf.size(), p) != nullptr) out += buf.data();
-  if (p != nullptr) pclose(p);
-  std::map<std::string, double> ns;
-  auto j = nlohmann::json::parse(out, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return ns;
-  for (const auto& b : j["benchmarks"]) ns[b["name"]] = b["real_time"].get<double>();
-  return ns;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (std::getenv("TESSERA_BENCH_CHILD") != nullptr) {
-    benchmark::Initialize(&argc, argv);
-    benchmark::RunSpecifiedBenchmarks();
-    benchmark::Shutdown();
-    return 0;
-  }
-  std::string args;
-  for (int i = 1; i < argc; ++i) args += std::string(" ") + argv[i];
+  if (tessera::bench::RunBenchmarksIfChild(&argc, argv)) return 0;
   const std::string lib = TESSERA_CUDA_LIB;
-  auto none = RunChild("LD_PRELOAD=", args);
-  auto pass = RunChild("LD_PRELOAD=" + lib, args);
-  auto limit = RunChild("LD_PRELOAD=" + lib + " TESSERA_GPU_MEM_LIMIT_MIB_0=1024", args);
-  if (none.empty() || pass.empty() || limit.empty()) {
-    std::fprintf(stderr, "a benchmark run failed\n");
-    return 1;
-  }
-  std::printf("%-20s %12s %12s %12s %10s %10s\n", "benchmark", "no lib ns", "no limit ns",
-              "limit ns", "no limit/x", "limit/x");
-  const bool aggregates = none.count("BM_AllocFree_median") != 0;
-  for (const auto& [name, base] : none) {
-    // With --benchmark_repetitions, medians only: this machine is shared.
-    if (aggregates && name.find("_median") == std::string::npos) continue;
-    std::printf("%-20s %12.1f %12.1f %12.1f %9.2fx %9.2fx\n", name.c_str(), base, pass[name],
-                limit[name], pass[name] / base, limit[name] / base);
-  }
-  return 0;
+  const bool ok = tessera::bench::PrintRatios({
+      {"no lib", tessera::bench::RunChild("LD_PRELOAD=", argc, argv)},
+      {"no limit", tessera::bench::RunChild("LD_PRELOAD=" + lib, argc, argv)},
+      {"limit", tessera::bench::RunChild("LD_PRELOAD=" + lib + " TESSERA_GPU_MEM_LIMIT_MIB_0=1024", argc, argv)},
+  });
+  return ok ? 0 : 1;
 }

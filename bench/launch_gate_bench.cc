@@ -10,14 +10,10 @@
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <benchmark/benchmark.h>
 #include <cuda.h>
-#include <unistd.h>
 
-#include <array>
-#include <cstdio>
-#include <cstdlib>
-#include <map>
-#include <nlohmann/json.hpp>
 #include <string>
+
+#include "bench/child_runs.h"
 
 namespace {
 
@@ -78,52 +74,18 @@ void BM_GraphLaunch(benchmark::State& state) {
 }
 BENCHMARK(BM_GraphLaunch);
 
-// name -> ns per iteration, from one child run's JSON.
-std::map<std::string, double> RunChild(const std::string& env, const std::string& args) {
-  char self[4096];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  self[n < 0 ? 0 : n] = '\0';
-  std::string cmd = "env TESSERA_BENCH_CHILD=1 FAKE_CUDA_KERNEL_US=0 FAKE_CUDA_LAUNCH_HOST_NS=0 " + env + " " + self +
-                    " --benchmark_format=json " + args;
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  while (p != nullptr && fgets(buf.data(), buf.size(), p) != nullptr) out += buf.data();
-  if (p != nullptr) pclose(p);
-  std::map<std::string, double> ns;
-  auto j = nlohmann::json::parse(out, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return ns;
-  for (const auto& b : j["benchmarks"]) ns[b["name"]] = b["real_time"].get<double>();
-  return ns;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (std::getenv("TESSERA_BENCH_CHILD") != nullptr) {
-    benchmark::Initialize(&argc, argv);
-    benchmark::RunSpecifiedBenchmarks();
-    benchmark::Shutdown();
-    return 0;
-  }
-  std::string args;
-  for (int i = 1; i < argc; ++i) args += std::string(" ") + argv[i];
+  if (tessera::bench::RunBenchmarksIfChild(&argc, argv)) return 0;
   const std::string lib = TESSERA_CUDA_LIB;
-  auto none = RunChild("LD_PRELOAD=", args);
-  auto pass = RunChild("LD_PRELOAD=" + lib, args);
-  auto gated = RunChild("LD_PRELOAD=" + lib + " TESSERA_GPU_CORE_POLICY=hard TESSERA_GPU_CORE_PERCENT_0=50", args);
-  if (none.empty() || pass.empty() || gated.empty()) {
-    std::fprintf(stderr, "a benchmark run failed\n");
-    return 1;
-  }
-  std::printf("%-30s %10s %12s %10s %11s %9s\n", "benchmark", "no lib ns", "no limit ns",
-              "share ns", "no limit/x", "share/x");
-  const bool aggregates = none.count("BM_LaunchKernel_median") != 0;
-  for (const auto& [name, base] : none) {
-    // With --benchmark_repetitions, medians only: this machine is shared.
-    if (aggregates && name.find("_median") == std::string::npos) continue;
-    std::printf("%-30s %10.1f %12.1f %10.1f %10.2fx %8.2fx\n", name.c_str(), base, pass[name],
-                gated[name], pass[name] / base, gated[name] / base);
-  }
-  return 0;
+  const std::string fake = "FAKE_CUDA_KERNEL_US=0 FAKE_CUDA_LAUNCH_HOST_NS=0 ";
+  const bool ok = tessera::bench::PrintRatios({
+      {"no lib", tessera::bench::RunChild(fake + "LD_PRELOAD=", argc, argv)},
+      {"no limit", tessera::bench::RunChild(fake + "LD_PRELOAD=" + lib, argc, argv)},
+      {"share", tessera::bench::RunChild(
+                    fake + "LD_PRELOAD=" + lib + " TESSERA_GPU_CORE_POLICY=hard TESSERA_GPU_CORE_PERCENT_0=50", argc,
+                    argv)},
+  });
+  return ok ? 0 : 1;
 }

@@ -74,6 +74,14 @@ Result<PodRequest> PodRequestFromJson(const nlohmann::json& pod, const ResourceN
 // extender). False for anything that is not a Pod object.
 bool WantsGpu(const nlohmann::json& pod, const ResourceNames& names);
 
+// The request the ledger holds for a bound pod with `assignment`: key, CPU and
+// memory from its spec, and per container the GPU shares exactly as the
+// assignment grants them (so they always match, whatever the resource names
+// or model annotations say). The scheduler and kubectl-tessera book pods with
+// it. INVALID_ARGUMENT when a container's shares differ between its GPUs
+// (other than whole GPUs of different sizes).
+Result<PodRequest> HeldRequest(const nlohmann::json& pod, const std::string& key, const Assignment& assignment);
+
 // A Node object's name, status.allocatable cpu and memory, and its GPUs from
 // the tessera.io/gpu-inventory annotation (core codec), ordered by index.
 // NOT_FOUND "not a GPU node (no tessera.io/gpu-inventory annotation)" when

@@ -256,5 +256,22 @@ TEST(PodSpecTest, NodeErrors) {
   }
 }
 
+TEST(HeldRequestTest, SharesComeFromTheAssignment) {
+  Json pod = Pod({{"train", {{"cpu", "2"}, {"memory", "1Gi"}}}, {"side", Json::object()}});
+  Assignment a{"n1",
+               {{"train", {{0, "GPU-a", 81920, kCoreMilliPerGpu}, {1, "GPU-b", 40960, kCoreMilliPerGpu}}},
+                {"side", {{0, "GPU-a", 2048, 150}}}}};
+  auto req = HeldRequest(pod, "team/p1", a);
+  ASSERT_TRUE(req.ok()) << req.status().ToString();
+  EXPECT_EQ(req->key, "team/p1");
+  ASSERT_EQ(req->containers.size(), 2u);
+  EXPECT_EQ(req->containers[0].gpu_count, 2);
+  EXPECT_EQ(req->containers[0].mem_mib_per_gpu, 0);  // whole GPUs of different sizes: all of each
+  EXPECT_EQ(req->containers[1].mem_mib_per_gpu, 2048);
+  EXPECT_EQ(req->containers[1].core_milli_per_gpu, 150);
+  a.containers[0].gpus[1].core_milli = 500;
+  EXPECT_EQ(HeldRequest(pod, "team/p1", a).status().code(), StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace tessera::core

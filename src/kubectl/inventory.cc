@@ -14,37 +14,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-// The request the ledger holds for a bound pod, as tessera-scheduler builds
-// it (cluster_state.cc, HeldRequest): CPU and memory from the spec, the GPU
-// shares exactly as the assignment grants them.
-Result<core::PodRequest> HeldRequest(const Json& pod, const std::string& key, const core::Assignment& a) {
-  core::PodRequest req;
-  req.key = key;
-  if (auto host = core::PodHostResources(pod); host.ok()) {
-    req.cpu_milli = host->cpu_milli;
-    req.memory_mib = host->memory_mib;
-  }
-  for (const auto& ca : a.containers) {
-    core::ContainerRequest c;
-    c.name = ca.name;
-    c.gpu_count = static_cast<int>(ca.gpus.size());
-    if (!ca.gpus.empty()) {
-      c.mem_mib_per_gpu = ca.gpus[0].mem_mib;
-      c.core_milli_per_gpu = ca.gpus[0].core_milli;
-      for (const auto& g : ca.gpus) {
-        if (g.core_milli != c.core_milli_per_gpu)
-          return InvalidArgument("container \"" + ca.name + "\" has unequal shares on its GPUs");
-        if (g.mem_mib == c.mem_mib_per_gpu) continue;
-        // Whole GPUs hold all of their memory, which differs between GPU sizes.
-        if (c.core_milli_per_gpu != core::kCoreMilliPerGpu)
-          return InvalidArgument("container \"" + ca.name + "\" has unequal shares on its GPUs");
-        c.mem_mib_per_gpu = 0;
-      }
-    }
-    req.containers.push_back(std::move(c));
-  }
-  return req;
-}
 
 struct Candidate {
   std::string assigned_at, created_at, key;
@@ -124,7 +93,7 @@ Inventory BuildInventory(const Json& nodes, const Json& pods, const core::Resour
                                                    " but the pod is bound to " + node});
         continue;
       }
-      Result<core::PodRequest> request = HeldRequest(pod, *key, *assignment);
+      Result<core::PodRequest> request = core::HeldRequest(pod, *key, *assignment);
       if (!request.ok()) {
         inv.problems.push_back({"pod " + *key, "tessera.io/assignment: " + request.status().message()});
         continue;

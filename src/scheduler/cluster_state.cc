@@ -66,38 +66,6 @@ bool IsAdmitted(const core::Assignment& assignment, const std::string& phase, co
   return true;
 }
 
-// The request the ledger holds for a bound pod: CPU and memory from its spec,
-// the GPU shares exactly as its assignment grants them (so they always
-// match, whatever the resource names or model annotations say).
-Result<core::PodRequest> HeldRequest(const Json& pod, const std::string& key, const core::Assignment& a) {
-  core::PodRequest req;
-  req.key = key;
-  if (auto host = core::PodHostResources(pod); host.ok()) {
-    req.cpu_milli = host->cpu_milli;
-    req.memory_mib = host->memory_mib;
-  }
-  for (const auto& ca : a.containers) {
-    core::ContainerRequest c;
-    c.name = ca.name;
-    c.gpu_count = static_cast<int>(ca.gpus.size());
-    if (!ca.gpus.empty()) {
-      c.mem_mib_per_gpu = ca.gpus[0].mem_mib;
-      c.core_milli_per_gpu = ca.gpus[0].core_milli;
-      for (const auto& g : ca.gpus) {
-        if (g.core_milli != c.core_milli_per_gpu)
-          return InvalidArgument("container \"" + ca.name + "\" has unequal shares on its GPUs");
-        if (g.mem_mib == c.mem_mib_per_gpu) continue;
-        // Whole GPUs hold all of their memory (core ShareMemMiB), which
-        // differs between GPUs of different sizes.
-        if (c.core_milli_per_gpu != core::kCoreMilliPerGpu)
-          return InvalidArgument("container \"" + ca.name + "\" has unequal shares on its GPUs");
-        c.mem_mib_per_gpu = 0;
-      }
-    }
-    req.containers.push_back(std::move(c));
-  }
-  return req;
-}
 
 }  // namespace
 
@@ -300,7 +268,7 @@ void ClusterState::UpsertPod(const Json& pod) {
   }
   Result<core::Assignment> assignment = core::DecodeAssignment(text);
   Result<core::PodRequest> request =
-      assignment.ok() ? HeldRequest(pod, key, *assignment) : Result<core::PodRequest>(assignment.status());
+      assignment.ok() ? core::HeldRequest(pod, key, *assignment) : Result<core::PodRequest>(assignment.status());
   if (request.ok() && assignment->node != node) {
     request = InvalidArgument("assignment names node " + assignment->node + " but the pod is bound to " + node);
   }

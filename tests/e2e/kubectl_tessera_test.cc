@@ -15,6 +15,7 @@
 #include "core/codec.h"
 #include "scheduler/cluster_state.h"
 #include "tests/support/cluster_env.h"
+#include "tests/support/extender_suite.h"
 #include "tests/support/sim_nodes.h"
 
 namespace tessera::testing {
@@ -42,38 +43,14 @@ Output Shell(const std::string& command, bool merge_stderr = false) {
 
 std::string Quote(const std::string& s) { return "'" + s + "'"; }
 
-class KubectlTesseraTest : public ::testing::Test {
+class KubectlTesseraTest : public ExtenderSuite {
  protected:
-  static void SetUpTestSuite() {
-    auto env = ClusterEnv::FromEnvironment();
-    ASSERT_TRUE(env.ok()) << env.status().ToString();
-    env_ = new ClusterEnv(env.value());
-    auto extender = env_->StartExtender({"--identity", "e2e-kubectl"});
-    ASSERT_TRUE(extender.ok()) << extender.status().ToString();
-    extender_ = new ChildProcess(std::move(extender).value());
-  }
-  static void TearDownTestSuite() {
-    delete extender_;
-    extender_ = nullptr;
-    delete env_;
-    env_ = nullptr;
-  }
-
-  void SetUp() override {
-    ASSERT_NE(env_, nullptr);
-    auto client = env_->MakeClient();
-    ASSERT_TRUE(client.ok()) << client.status().ToString();
-    client_.emplace(std::move(client).value());
-    // Names and label values: lower case, at most 63 characters; one namespace per test.
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    group_ = "e2e-kt-" + std::string(info->name()).substr(0, 16) + "-" + std::to_string(::getpid());
-    for (auto& c : group_) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    ns_ = group_;
-    ASSERT_TRUE(CreateNamespace(*client_, ns_).ok());
-  }
+  static void SetUpTestSuite() { StartExtender("e2e-kubectl"); }
+  static void TearDownTestSuite() { StopExtender(); }
+  void SetUp() override { OpenNamespace("e2e-kt", 16); }
   void TearDown() override {
     if (!client_) return;
-    (void)DeleteNamespace(*client_, ns_);
+    CloseNamespace();
     (void)DeleteSimNodes(*client_, nodes_);
   }
 
@@ -96,15 +73,8 @@ class KubectlTesseraTest : public ::testing::Test {
 
   std::string Plugin() const { return Quote(env_->bin_dir + "/kubectl-tessera") + " --kubeconfig " + Quote(env_->kubeconfig); }
 
-  static ClusterEnv* env_;
-  static ChildProcess* extender_;
-  std::optional<kube::Client> client_;
-  std::string group_, ns_;
   std::vector<SimNode> nodes_;
 };
-
-ClusterEnv* KubectlTesseraTest::env_ = nullptr;
-ChildProcess* KubectlTesseraTest::extender_ = nullptr;
 
 // Per "node/index": memUsedMiB, coreUsedMilli, sharers, memMiB.
 using GpuTotals = std::map<std::string, std::array<int64_t, 4>>;

@@ -17,6 +17,7 @@
 #include "node/slots.h"
 #include "tests/kubelet_sim/node_farm.h"
 #include "tests/support/cluster_env.h"
+#include "tests/support/extender_suite.h"
 #include "tests/support/sim_nodes.h"
 
 namespace tessera::testing {
@@ -86,37 +87,14 @@ std::vector<std::string> Mismatches(const json& pod) {
   return problems;
 }
 
-class NodePathTest : public ::testing::Test {
+class NodePathTest : public ExtenderSuite {
  protected:
-  static void SetUpTestSuite() {
-    auto env = ClusterEnv::FromEnvironment();
-    ASSERT_TRUE(env.ok()) << env.status().ToString();
-    env_ = new ClusterEnv(env.value());
-    auto extender = env_->StartExtender({"--identity", "e2e-node-path"});
-    ASSERT_TRUE(extender.ok()) << extender.status().ToString();
-    extender_ = new ChildProcess(std::move(extender).value());
-  }
-  static void TearDownTestSuite() {
-    delete extender_;
-    extender_ = nullptr;
-    delete env_;
-    env_ = nullptr;
-  }
-
-  void SetUp() override {
-    ASSERT_NE(env_, nullptr);
-    auto client = env_->MakeClient();
-    ASSERT_TRUE(client.ok()) << client.status().ToString();
-    client_.emplace(std::move(client).value());
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    group_ = "np-" + std::string(info->name()).substr(0, 24) + "-" + std::to_string(::getpid());
-    for (auto& c : group_) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    ns_ = group_;
-    ASSERT_TRUE(CreateNamespace(*client_, ns_).ok());
-  }
+  static void SetUpTestSuite() { StartExtender("e2e-node-path"); }
+  static void TearDownTestSuite() { StopExtender(); }
+  void SetUp() override { OpenNamespace("np", 24); }
   void TearDown() override {
     if (!client_) return;
-    (void)DeleteNamespace(*client_, ns_);
+    CloseNamespace();
     if (farm_) {
       std::vector<SimNode> nodes;
       for (size_t i = 0; i < farm_->size(); ++i) nodes.push_back(farm_->node(i));
@@ -192,15 +170,8 @@ class NodePathTest : public ::testing::Test {
     return a.ok() ? a.value() : core::Assignment{};
   }
 
-  static ClusterEnv* env_;
-  static ChildProcess* extender_;
-  std::optional<kube::Client> client_;
-  std::string group_, ns_;
   std::unique_ptr<NodeFarm> farm_;
 };
-
-ClusterEnv* NodePathTest::env_ = nullptr;
-ChildProcess* NodePathTest::extender_ = nullptr;
 
 // Two same-size pods for different GPUs of one node, submitted together. The
 // extender binds the second only once the node admitted the first (one pod

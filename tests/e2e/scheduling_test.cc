@@ -13,6 +13,7 @@
 #include "core/codec.h"
 #include "core/random.h"
 #include "tests/support/cluster_env.h"
+#include "tests/support/extender_suite.h"
 #include "tests/support/http_probe.h"
 #include "tests/support/sim_nodes.h"
 
@@ -21,38 +22,14 @@ namespace {
 
 using std::chrono::seconds;
 
-class SchedulingTest : public ::testing::Test {
+class SchedulingTest : public ExtenderSuite {
  protected:
-  static void SetUpTestSuite() {
-    auto env = ClusterEnv::FromEnvironment();
-    ASSERT_TRUE(env.ok()) << env.status().ToString();
-    env_ = new ClusterEnv(env.value());
-    auto extender = env_->StartExtender({"--identity", "e2e-extender"});
-    ASSERT_TRUE(extender.ok()) << extender.status().ToString();
-    extender_ = new ChildProcess(std::move(extender).value());
-  }
-  static void TearDownTestSuite() {
-    delete extender_;
-    extender_ = nullptr;
-    delete env_;
-    env_ = nullptr;
-  }
-
-  void SetUp() override {
-    ASSERT_NE(env_, nullptr);
-    auto client = env_->MakeClient();
-    ASSERT_TRUE(client.ok()) << client.status().ToString();
-    client_.emplace(std::move(client).value());
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    // Names and label values: lower case, at most 63 characters.
-    group_ = "e2e-" + std::string(info->name()).substr(0, 24) + "-" + std::to_string(::getpid());
-    for (auto& c : group_) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    ns_ = group_;
-    ASSERT_TRUE(CreateNamespace(*client_, ns_).ok());
-  }
+  static void SetUpTestSuite() { StartExtender("e2e-extender"); }
+  static void TearDownTestSuite() { StopExtender(); }
+  void SetUp() override { OpenNamespace("e2e", 24); }
   void TearDown() override {
     if (!client_) return;
-    (void)DeleteNamespace(*client_, ns_);
+    CloseNamespace();
     (void)DeleteSimNodes(*client_, nodes_);
   }
 
@@ -90,15 +67,8 @@ class SchedulingTest : public ::testing::Test {
     return events.empty() ? "" : events.back();
   }
 
-  static ClusterEnv* env_;
-  static ChildProcess* extender_;
-  std::optional<kube::Client> client_;
-  std::string group_, ns_;
   std::vector<SimNode> nodes_;
 };
-
-ClusterEnv* SchedulingTest::env_ = nullptr;
-ChildProcess* SchedulingTest::extender_ = nullptr;
 
 TEST_F(SchedulingTest, MixedRequestsArePlacedWithoutOvercommit) {
   AddNodes(3, 2, "A100", 40960);
