@@ -326,19 +326,31 @@ void ClusterState::DeletePod(const Json& pod) {
   Release(*key);
 }
 
+Status ClusterState::WaitForAdmission(std::string_view node, std::string_view pod_key, Clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    auto a = awaiting_.find(node);
+    if (a == awaiting_.end() || (a->second.size() == 1 && a->second.count(pod_key))) return Status::Ok();
+    if (admitted_.wait_until(lock, deadline) == std::cv_status::timeout) {
+      a = awaiting_.find(node);
+      if (a == awaiting_.end()) return Status::Ok();
+      return Status(StatusCode::kUnavailable,
+                    "node " + std::string(node) + " has not admitted pod " + *a->second.begin() +
+                        " yet; tessera-scheduler binds one pod at a time to a node with a node agent, so that "
+                        "Allocate cannot mix pods up (waited " + std::to_string(options_.admission_wait.count()) +
+                        " ms)");
+    }
+  }
+}
+
 Result<core::Assignment> ClusterState::AssumeOnNode(const core::PodRequest& pod, std::string_view uid,
                                                     std::string_view node, const PickFn& pick,
                                                     Clock::time_point now) {
-  std::unique_lock<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   // One pod awaiting admission per node with an agent (see the header).
-  const auto give_up = Clock::now() + options_.admission_wait;
-  for (auto a = awaiting_.find(node); a != awaiting_.end(); a = awaiting_.find(node)) {
-    if (a->second.count(pod.key)) break;  // itself (AlreadyExists below)
-    if (admitted_.wait_until(lock, give_up) == std::cv_status::timeout && awaiting_.count(node)) {
-      return Status(StatusCode::kUnavailable, "node " + std::string(node) + " has not admitted pod " + *awaiting_.find(node)->second.begin() +
-                         " yet (waited " + std::to_string(options_.admission_wait.count()) +
-                         " ms); binding one pod at a time there keeps the node agent from mixing pods up");
-    }
+  if (auto a = awaiting_.find(node); a != awaiting_.end() && !a->second.count(pod.key)) {
+    return Status(StatusCode::kUnavailable,
+                  "node " + std::string(node) + " has not admitted pod " + *a->second.begin() + " yet");
   }
   if (auto it = pods_.find(pod.key); it != pods_.end())
     return AlreadyExists("pod " + pod.key + " already has a share on node " + it->second.assignment.node);

@@ -151,11 +151,18 @@ class ClusterState {
   void UpsertPod(const nlohmann::json& pod);
   void DeletePod(const nlohmann::json& pod);
 
+  // Blocks until no pod other than `pod_key` awaits admission on `node` (see
+  // the header), or `deadline`: UNAVAILABLE naming the pod still awaited.
+  // Call it before taking locks of your own; AssumeOnNode only checks.
+  Status WaitForAdmission(std::string_view node, std::string_view pod_key, Clock::time_point deadline);
+  std::chrono::milliseconds admission_wait() const { return options_.admission_wait; }
+
   // Picks GPUs for `pod` on `node` with `pick` and books them as assumed, in
-  // one step under the mutex. Errors (nothing booked): ALREADY_EXISTS if the
-  // pod already holds or waits for a share; NOT_FOUND / FAILED_PRECONDITION
-  // when the node is unknown / not a GPU node; what `pick` returns;
-  // RESOURCE_EXHAUSTED or INVALID_ARGUMENT from the ledger.
+  // one step under the mutex. Errors (nothing booked): UNAVAILABLE while
+  // another pod awaits admission on the node (WaitForAdmission, then retry);
+  // ALREADY_EXISTS if the pod already holds or waits for a share; NOT_FOUND /
+  // FAILED_PRECONDITION when the node is unknown / not a GPU node; what `pick`
+  // returns; RESOURCE_EXHAUSTED or INVALID_ARGUMENT from the ledger.
   using PickFn = std::function<Result<core::Assignment>(const core::NodeState& node)>;
   Result<core::Assignment> AssumeOnNode(const core::PodRequest& pod, std::string_view uid,
                                         std::string_view node, const PickFn& pick, Clock::time_point now);
@@ -241,7 +248,7 @@ class ClusterState {
   const ClusterStateOptions options_;
   std::shared_ptr<spdlog::logger> log_;
 
-  std::map<std::string, std::set<std::string>, std::less<>> awaiting_;  // node -> pods awaiting admission there
+  std::map<std::string, std::set<std::string, std::less<>>, std::less<>> awaiting_;  // node -> pods awaiting admission there
   std::condition_variable admitted_;  // notified when a pod stops awaiting admission
   std::atomic<uint64_t> freed_{0};
   mutable std::mutex mu_;

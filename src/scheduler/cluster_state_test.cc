@@ -264,10 +264,14 @@ TEST(ClusterStateTest, NodesWithAnAgentAdmitOneBoundPodAtATime) {
   };
   auto a = state.AssumeOnNode(request("a"), "uid-ns-a", "n1", on(0), {});
   ASSERT_TRUE(a.ok()) << a.status().ToString();
-  // a is bound but not admitted: the next bind to n1 waits, then gives up naming a.
+  // a is bound but not admitted: a bind to n1 is refused, and waiting gives up naming a.
   auto b = state.AssumeOnNode(request("b"), "uid-ns-b", "n1", on(1), {});
   ASSERT_EQ(b.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(b.status().message().find("has not admitted pod ns/a"), std::string::npos) << b.status().message();
+  Status wait = state.WaitForAdmission("n1", "ns/b", Clock::now() + o.admission_wait);
+  ASSERT_EQ(wait.code(), StatusCode::kUnavailable);
+  EXPECT_NE(wait.message().find("has not admitted pod ns/a"), std::string::npos) << wait.message();
+  EXPECT_TRUE(state.WaitForAdmission("plain", "ns/b", Clock::now()).ok());
   EXPECT_TRUE(state.AssumeOnNode(request("c"), "uid-ns-c", "plain", on(0), {}).ok());
   EXPECT_TRUE(state.AssumeOnNode(request("d"), "uid-ns-d", "plain", on(0), {}).ok());
 
@@ -279,6 +283,7 @@ TEST(ClusterStateTest, NodesWithAnAgentAdmitOneBoundPodAtATime) {
     pod["metadata"]["annotations"][std::string(core::kAllocatedAnnotation)] = "main";
     state.UpsertPod(pod);
   });
+  EXPECT_TRUE(state.WaitForAdmission("n1", "ns/b", Clock::now() + std::chrono::seconds(10)).ok());
   auto b2 = state.AssumeOnNode(request("b"), "uid-ns-b", "n1", on(1), {});
   admit.join();
   EXPECT_TRUE(b2.ok()) << b2.status().ToString();
