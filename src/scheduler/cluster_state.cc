@@ -66,7 +66,6 @@ bool IsAdmitted(const core::Assignment& assignment, const std::string& phase, co
   return true;
 }
 
-
 }  // namespace
 
 int64_t GpuSummary::core_free_milli() const { return core::kCoreMilliPerGpu - core_used_milli; }
