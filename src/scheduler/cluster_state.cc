@@ -325,16 +325,27 @@ void ClusterState::DeletePod(const Json& pod) {
   Release(*key);
 }
 
-Status ClusterState::WaitForAdmission(std::string_view node, std::string_view pod_key, Clock::time_point deadline) {
+Status ClusterState::ClaimAdmissionTurn(std::string_view pod_key, Clock::time_point deadline) {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    auto a = awaiting_.find(node);
-    if (a == awaiting_.end() || (a->second.size() == 1 && a->second.count(pod_key))) return Status::Ok();
+    auto it = pods_.find(pod_key);
+    if (it == pods_.end() || !it->second.unposted) {
+      return NotFound("pod " + std::string(pod_key) + " is not assumed by this extender");
+    }
+    PodRecord& rec = it->second;
+    auto a = awaiting_.find(rec.assignment.node);
+    if (a == awaiting_.end()) {
+      rec.unposted = false;
+      SyncAwaiting(std::string(pod_key), rec);
+      return Status::Ok();
+    }
     if (admitted_.wait_until(lock, deadline) == std::cv_status::timeout) {
-      a = awaiting_.find(node);
-      if (a == awaiting_.end()) return Status::Ok();
+      auto now_it = pods_.find(pod_key);
+      auto still = now_it == pods_.end() ? awaiting_.end() : awaiting_.find(now_it->second.assignment.node);
+      if (now_it != pods_.end() && still == awaiting_.end()) continue;  // freed just now: take it
       return Status(StatusCode::kUnavailable,
-                    "node " + std::string(node) + " has not admitted pod " + *a->second.begin() +
+                    "node " + (now_it == pods_.end() ? std::string("?") : now_it->second.assignment.node) +
+                        " has not admitted pod " + (still == awaiting_.end() ? std::string("?") : *still->second.begin()) +
                         " yet; tessera-scheduler binds one pod at a time to a node with a node agent, so that "
                         "Allocate cannot mix pods up (waited " + std::to_string(options_.admission_wait.count()) +
                         " ms)");
@@ -346,11 +357,6 @@ Result<core::Assignment> ClusterState::AssumeOnNode(const core::PodRequest& pod,
                                                     std::string_view node, const PickFn& pick,
                                                     Clock::time_point now) {
   std::lock_guard<std::mutex> lock(mu_);
-  // One pod awaiting admission per node with an agent (see the header).
-  if (auto a = awaiting_.find(node); a != awaiting_.end() && !a->second.count(pod.key)) {
-    return Status(StatusCode::kUnavailable,
-                  "node " + std::string(node) + " has not admitted pod " + *a->second.begin() + " yet");
-  }
   if (auto it = pods_.find(pod.key); it != pods_.end())
     return AlreadyExists("pod " + pod.key + " already has a share on node " + it->second.assignment.node);
   const core::NodeState* state = ledger_.FindNode(node);
@@ -368,10 +374,9 @@ Result<core::Assignment> ClusterState::AssumeOnNode(const core::PodRequest& pod,
   rec.place = Place::kHeld;
   rec.assumed = true;
   rec.assumed_at = now;
+  rec.unposted = true;  // awaits its admission turn (ClaimAdmissionTurn)
   assumed_.emplace(now, pod.key);
-  PodRecord& held = pods_.emplace(pod.key, std::move(rec)).first->second;
-  NoteNewHold(held);
-  SyncAwaiting(pod.key, held);
+  NoteNewHold(pods_.emplace(pod.key, std::move(rec)).first->second);
   return assignment;
 }
 
@@ -507,7 +512,8 @@ void ClusterState::SetWaitingReason(const std::string& node, const std::string& 
 // assumptions, each group in key order (the order a fresh list delivers).
 void ClusterState::SyncAwaiting(const std::string& key, PodRecord& rec) {
   auto n = nodes_.find(rec.assignment.node);
-  const bool want = rec.place == Place::kHeld && !rec.admitted && n != nodes_.end() && n->second.has_agent;
+  const bool want =
+      rec.place == Place::kHeld && !rec.admitted && !rec.unposted && n != nodes_.end() && n->second.has_agent;
   if (want == rec.awaiting) return;
   if (!want) {
     ClearAwaiting(key, rec);

@@ -151,16 +151,17 @@ class ClusterState {
   void UpsertPod(const nlohmann::json& pod);
   void DeletePod(const nlohmann::json& pod);
 
-  // Blocks until no pod other than `pod_key` awaits admission on `node` (see
-  // the header), or `deadline`: UNAVAILABLE naming the pod still awaited.
-  // Call it before taking locks of your own; AssumeOnNode only checks.
-  Status WaitForAdmission(std::string_view node, std::string_view pod_key, Clock::time_point deadline);
+  // For a pod assumed by AssumeOnNode, before its Binding is sent: blocks
+  // until no other pod awaits admission on its node (see the header), then
+  // marks this one awaiting, so binds to one node go out one admission at a
+  // time while the ledger already holds every share. UNAVAILABLE naming the
+  // pod still awaited at `deadline`; NOT_FOUND if `pod_key` is not assumed.
+  // Call it without locks of your own.
+  Status ClaimAdmissionTurn(std::string_view pod_key, Clock::time_point deadline);
   std::chrono::milliseconds admission_wait() const { return options_.admission_wait; }
 
   // Picks GPUs for `pod` on `node` with `pick` and books them as assumed, in
-  // one step under the mutex. Errors (nothing booked): UNAVAILABLE while
-  // another pod awaits admission on the node (WaitForAdmission, then retry);
-  // ALREADY_EXISTS if the pod already holds or waits for a share; NOT_FOUND /
+  // one step under the mutex. Errors (nothing booked): ALREADY_EXISTS if the pod already holds or waits for a share; NOT_FOUND /
   // FAILED_PRECONDITION when the node is unknown / not a GPU node; what `pick`
   // returns; RESOURCE_EXHAUSTED or INVALID_ARGUMENT from the ledger.
   using PickFn = std::function<Result<core::Assignment>(const core::NodeState& node)>;
@@ -214,6 +215,7 @@ class ClusterState {
     bool counted = false;         // reported by NewHoldsSince already
     bool admitted = false;        // its node's agent allocated every GPU container, or it runs
     bool awaiting = false;        // listed in awaiting_ (SyncAwaiting)
+    bool unposted = false;        // assumed here, its Binding not sent yet (ClaimAdmissionTurn)
   };
   struct NodeEntry {
     std::string fingerprint;      // inventory + allocatable as last seen

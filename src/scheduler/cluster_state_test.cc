@@ -262,20 +262,23 @@ TEST(ClusterStateTest, NodesWithAnAgentAdmitOneBoundPodAtATime) {
   auto on = [](int gpu) {
     return [gpu](const core::NodeState& n) -> Result<core::Assignment> { return Share(n.info.name, gpu, 4096, 250); };
   };
+  auto soon = [&] { return Clock::now() + o.admission_wait; };
   auto a = state.AssumeOnNode(request("a"), "uid-ns-a", "n1", on(0), {});
   ASSERT_TRUE(a.ok()) << a.status().ToString();
-  // a is bound but not admitted: a bind to n1 is refused, and waiting gives up naming a.
+  ASSERT_TRUE(state.ClaimAdmissionTurn("ns/a", soon()).ok());
+  // a is bound but not admitted: b's share is held at once, but its Binding must wait.
   auto b = state.AssumeOnNode(request("b"), "uid-ns-b", "n1", on(1), {});
-  ASSERT_EQ(b.status().code(), StatusCode::kUnavailable);
-  EXPECT_NE(b.status().message().find("has not admitted pod ns/a"), std::string::npos) << b.status().message();
-  Status wait = state.WaitForAdmission("n1", "ns/b", Clock::now() + o.admission_wait);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  Status wait = state.ClaimAdmissionTurn("ns/b", soon());
   ASSERT_EQ(wait.code(), StatusCode::kUnavailable);
   EXPECT_NE(wait.message().find("has not admitted pod ns/a"), std::string::npos) << wait.message();
-  EXPECT_TRUE(state.WaitForAdmission("plain", "ns/b", Clock::now()).ok());
-  EXPECT_TRUE(state.AssumeOnNode(request("c"), "uid-ns-c", "plain", on(0), {}).ok());
-  EXPECT_TRUE(state.AssumeOnNode(request("d"), "uid-ns-d", "plain", on(0), {}).ok());
+  for (const char* p : {"c", "d"}) {
+    ASSERT_TRUE(state.AssumeOnNode(request(p), std::string("uid-ns-") + p, "plain", on(0), {}).ok());
+    EXPECT_TRUE(state.ClaimAdmissionTurn(std::string("ns/") + p, soon()).ok());
+  }
+  EXPECT_EQ(state.ClaimAdmissionTurn("ns/nobody", soon()).code(), StatusCode::kNotFound);
 
-  // The watch shows a bound, then allocated by the agent: a waiting bind goes ahead at once.
+  // The watch shows a bound, then allocated by the agent: b's turn comes at once.
   json pod = BoundPodJson(PodJson("ns", "a", {{"main", 1, 4096, 25}}), *a);
   state.UpsertPod(pod);
   std::thread admit([&] {
@@ -283,13 +286,14 @@ TEST(ClusterStateTest, NodesWithAnAgentAdmitOneBoundPodAtATime) {
     pod["metadata"]["annotations"][std::string(core::kAllocatedAnnotation)] = "main";
     state.UpsertPod(pod);
   });
-  EXPECT_TRUE(state.WaitForAdmission("n1", "ns/b", Clock::now() + std::chrono::seconds(10)).ok());
-  auto b2 = state.AssumeOnNode(request("b"), "uid-ns-b", "n1", on(1), {});
+  EXPECT_TRUE(state.ClaimAdmissionTurn("ns/b", Clock::now() + std::chrono::seconds(10)).ok());
   admit.join();
-  EXPECT_TRUE(b2.ok()) << b2.status().ToString();
   // A pod that ends stops blocking too.
-  state.DeletePod(BoundPodJson(PodJson("ns", "b", {{"main", 1, 4096, 25}}), *b2));
-  EXPECT_TRUE(state.AssumeOnNode(request("e"), "uid-ns-e", "n1", on(1), {}).ok());
+  auto e = state.AssumeOnNode(request("e"), "uid-ns-e", "n1", on(1), {});
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(state.ClaimAdmissionTurn("ns/e", soon()).code(), StatusCode::kUnavailable);
+  state.DeletePod(BoundPodJson(PodJson("ns", "b", {{"main", 1, 4096, 25}}), *b));
+  EXPECT_TRUE(state.ClaimAdmissionTurn("ns/e", soon()).ok());
 }
 
 TEST(ClusterStateTest, AssumeChecksTheNodeAndThePick) {

@@ -236,13 +236,7 @@ HttpReply Extender::Bind(std::string_view body) {
   if (!req.ok()) return fail(req.status().message(), Decision::kError);
 
   Result<core::Assignment> assignment = InvalidArgument("not placed");
-  // Wait for the node's turn (another pod bound there awaiting admission)
-  // before taking the policy lock, so other nodes' binds go on meanwhile.
-  const auto give_up = std::chrono::steady_clock::now() + state_.admission_wait();
-  for (bool again = true; again;) {
-    if (Status turn = state_.WaitForAdmission(args->node, key, give_up); !turn.ok()) {
-      return fail(turn.message(), Decision::kConflict);
-    }
+  {
     std::lock_guard<std::mutex> lock(policy_mu_);
     auto pick = [&](const core::NodeState& node) -> Result<core::Assignment> {
       const core::FitFailure why = core::FitsNode(*req, node);
@@ -252,15 +246,19 @@ HttpReply Extender::Bind(std::string_view body) {
       return core::MakeAssignment(*req, node, placer_->Score(*req, node).pick);
     };
     assignment = state_.AssumeOnNode(*req, args->pod_uid, args->node, pick, now);
-    // Another bind took the node's turn between the wait and the lock: wait again.
-    again = !assignment.ok() && assignment.status().code() == StatusCode::kUnavailable &&
-            std::chrono::steady_clock::now() < give_up;
   }
   if (!assignment.ok()) return fail(assignment.status().message(), Decision::kConflict);
   Result<std::string> text = core::EncodeAssignment(*assignment);
   if (!text.ok()) {
     (void)state_.ForgetAssumed(key);
     return fail(text.status().message(), Decision::kError);
+  }
+  // The share is held (filters see it); the Binding waits for the node's
+  // admission turn, without the policy lock, so other binds go on meanwhile.
+  if (Status turn = state_.ClaimAdmissionTurn(key, std::chrono::steady_clock::now() + state_.admission_wait());
+      !turn.ok()) {
+    (void)state_.ForgetAssumed(key);
+    return fail(turn.message(), Decision::kConflict);
   }
   const auto wall = options_.wall_now ? options_.wall_now() : std::chrono::system_clock::now();
   const std::map<std::string, std::string> annotations = {
