@@ -50,6 +50,11 @@ std::string Describe(const PendingPod& pod) {
 
 }  // namespace
 
+std::vector<std::string> AllocatedContainers(const nlohmann::json& pod) {
+  const nlohmann::json& meta = pod.value("metadata", nlohmann::json::object());
+  return Split(Str(meta.value("annotations", nlohmann::json::object()), kAllocatedAnnotation));
+}
+
 std::string JoinUuids(const std::vector<std::string>& uuids) {
   std::string out;
   for (const auto& u : uuids) out += (out.empty() ? "" : ", ") + u;
@@ -73,7 +78,7 @@ std::optional<PendingPod> PendingPodFrom(const nlohmann::json& pod, const std::s
   p.resource_version = Str(meta, "resourceVersion");
   p.created_at = Str(meta, "creationTimestamp");
   p.assigned_at = Str(annotations, std::string(core::kAssignedAtAnnotation).c_str());
-  p.allocated = Split(Str(annotations, kAllocatedAnnotation));
+  p.allocated = AllocatedContainers(pod);
   const std::set<std::string> done(p.allocated.begin(), p.allocated.end());
 
   const nlohmann::json& raw = annotations[assignment_key];

@@ -43,6 +43,16 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--metrics-bind-address", config.metrics_bind_address, "host:port of /metrics; empty disables it")
       ->capture_default_str();
+  int usage_interval_ms = static_cast<int>(config.usage_interval.count());
+  int usage_annotation_ms = static_cast<int>(config.usage_annotation_interval.count());
+  app.add_option("--usage-interval-ms", usage_interval_ms,
+                 "period of the read of the containers' regions (GPU and container metrics, OOM Events); 0 "
+                 "disables it")
+      ->capture_default_str();
+  app.add_option("--usage-annotation-interval-ms", usage_annotation_ms,
+                 "least time between two writes of a pod's tessera.io/usage annotation (written only when the "
+                 "usage moved); 0 disables the annotation")
+      ->capture_default_str();
   int reply_delay_ms = 0;
   app.add_option("--testing-allocate-reply-delay-ms", reply_delay_ms,
                  "tests only: hold each Allocate answer this long after marking the pod")
@@ -51,6 +61,8 @@ int main(int argc, char** argv) {
   config.resync = std::chrono::milliseconds(resync_ms);
   config.reconcile_interval = std::chrono::milliseconds(reconcile_interval_ms);
   config.testing_allocate_reply_delay = std::chrono::milliseconds(reply_delay_ms);
+  config.usage_interval = std::chrono::milliseconds(usage_interval_ms);
+  config.usage_annotation_interval = std::chrono::milliseconds(usage_annotation_ms);
 
   spdlog::set_level(spdlog::level::from_str(config.log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");

@@ -105,6 +105,17 @@ Result<Region> Region::OpenDir(const std::string& dir) {
   return Region(*mapped);
 }
 
+Result<Region> Region::OpenExisting(const std::string& dir) {
+  const std::string path = dir + "/" + kFileName;
+  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT) return NotFound("no region at " + path);
+  if (fd < 0) return Status(Internal(Errno("open " + path)));
+  Result<Layout*> mapped = MapFd(fd, path);
+  close(fd);
+  if (!mapped.ok()) return mapped.status();
+  return Region(*mapped);
+}
+
 Result<Region> Region::CreateAnonymous() {
   void* p = mmap(nullptr, sizeof(Layout), PROT_READ | PROT_WRITE,
                  MAP_SHARED | MAP_ANONYMOUS, -1, 0);

@@ -82,6 +82,10 @@ class Region {
   // a reader never sees a half-built region. Fails (and maps nothing) when
   // the file exists with another magic, version or size.
   static Result<Region> OpenDir(const std::string& dir);
+  // Maps `dir`/kFileName only when it exists (NOT_FOUND otherwise), checked
+  // as OpenDir checks it. For readers outside the container (tessera-node),
+  // which must not create a region a process would then find half-set.
+  static Result<Region> OpenExisting(const std::string& dir);
   // A fresh region in anonymous shared memory: shared with forked children
   // only. For processes started without a region directory.
   static Result<Region> CreateAnonymous();

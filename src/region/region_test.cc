@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -47,6 +48,20 @@ TEST(RegionTest, CreatesOnceAndReopensTheSameState) {
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   EXPECT_EQ(b->layout()->gpus[0].limit_bytes.load(), 7 * kMiB);
   EXPECT_NE(a->layout(), b->layout());  // two mappings, one file
+}
+
+TEST(RegionTest, OpenExistingNeverCreates) {
+  TempDir dir;
+  Result<Region> none = Region::OpenExisting(dir.path());
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), StatusCode::kNotFound);
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/" + kFileName));
+  Result<Region> made = Region::OpenDir(dir.path());
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  made->layout()->gpus[1].used_bytes = 3 * kMiB;
+  Result<Region> seen = Region::OpenExisting(dir.path());
+  ASSERT_TRUE(seen.ok()) << seen.status().ToString();
+  EXPECT_EQ(seen->layout()->gpus[1].used_bytes.load(), 3 * kMiB);
 }
 
 TEST(RegionTest, RejectsWrongSizeMagicAndVersion) {
