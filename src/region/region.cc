@@ -241,11 +241,11 @@ int ReapDeadProcesses(Layout& layout) {
   return n;
 }
 
-bool Charge(Layout& layout, int slot, int gpu, uint64_t bytes) {
+bool Charge(Layout& layout, int slot, int gpu, uint64_t bytes, Refusal refusal) {
   GpuShare& share = layout.gpus[gpu];
   const uint64_t limit = share.limit_bytes.load(std::memory_order_relaxed);
   if (!TryCharge(share.used_bytes, limit, bytes)) {
-    share.oom_refusals.fetch_add(1, std::memory_order_relaxed);
+    if (refusal == Refusal::kCounted) share.oom_refusals.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
   RaisePeak(share.peak_bytes, share.used_bytes.load(std::memory_order_relaxed));

@@ -122,9 +122,14 @@ void ReleaseProcess(Layout& layout, int slot);
 // Releases the slots of processes that no longer exist. Returns how many.
 int ReapDeadProcesses(Layout& layout);
 
+// Whether a refusal is counted in GpuShare::oom_refusals: once per
+// allocation the application sees fail, so a caller that will try again
+// (after reaping dead processes) passes kUncounted first.
+enum class Refusal { kCounted, kUncounted };
+
 // Admission for `slot` on `gpu`: charges the container's counter against its
 // limit (one CAS), then the slot. False (nothing charged) over the limit.
-bool Charge(Layout& layout, int slot, int gpu, uint64_t bytes);
+bool Charge(Layout& layout, int slot, int gpu, uint64_t bytes, Refusal refusal = Refusal::kCounted);
 // Charges even past the limit (memory the driver already handed out).
 void ForceCharge(Layout& layout, int slot, int gpu, uint64_t bytes);
 // Gives back bytes charged by `slot`; saturates at 0.

@@ -50,6 +50,20 @@ TEST(RegionTest, CreatesOnceAndReopensTheSameState) {
   EXPECT_NE(a->layout(), b->layout());  // two mappings, one file
 }
 
+TEST(RegionTest, OnlyCountedRefusalsAreCounted) {
+  Result<Region> r = Region::CreateAnonymous();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  Layout& l = *r->layout();
+  l.gpus[0].limit_bytes = kMiB;
+  Result<int> slot = RegisterProcess(l, getpid());
+  ASSERT_TRUE(slot.ok());
+  EXPECT_FALSE(Charge(l, *slot, 0, 2 * kMiB, Refusal::kUncounted));
+  EXPECT_EQ(l.gpus[0].oom_refusals.load(), 0u);
+  EXPECT_FALSE(Charge(l, *slot, 0, 2 * kMiB));
+  EXPECT_EQ(l.gpus[0].oom_refusals.load(), 1u);
+  EXPECT_EQ(l.gpus[0].used_bytes.load(), 0u);
+}
+
 TEST(RegionTest, OpenExistingNeverCreates) {
   TempDir dir;
   Result<Region> none = Region::OpenExisting(dir.path());
