@@ -346,7 +346,7 @@ NodeAgent::~NodeAgent() {
 
 Status NodeAgent::Run(const std::atomic<bool>& stop) {
   Impl& s = *impl_;
-  TESSERA_ASSIGN_OR_RETURN(s.node_metrics, NodeMetrics::Register(s.registry));
+  TESSERA_ASSIGN_OR_RETURN(s.node_metrics, NodeMetrics::Register(s.registry, s.config.node_name));
   TESSERA_RETURN_IF_ERROR(RegisterUsageMetrics(s.registry, s.config.node_name, s.usage_store));
   TESSERA_ASSIGN_OR_RETURN(std::vector<core::GpuInfo> first, s.source->Read());
   for (auto& g : first) g.max_sharers = s.config.slots_per_gpu;
