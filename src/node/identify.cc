@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "core/codec.h"
+#include "core/podspec.h"
 
 namespace tessera::node {
 namespace {
@@ -78,6 +79,9 @@ std::optional<PendingPod> PendingPodFrom(const nlohmann::json& pod, const std::s
   p.resource_version = Str(meta, "resourceVersion");
   p.created_at = Str(meta, "creationTimestamp");
   p.assigned_at = Str(annotations, std::string(core::kAssignedAtAnnotation).c_str());
+  const std::string isolation = Str(annotations, std::string(core::kIsolationAnnotation).c_str());
+  if (isolation == core::IsolationName(core::Isolation::kMps)) p.isolation = core::Isolation::kMps;
+  if (isolation == core::IsolationName(core::Isolation::kNone)) p.isolation = core::Isolation::kNone;
   p.allocated = AllocatedContainers(pod);
   const std::set<std::string> done(p.allocated.begin(), p.allocated.end());
 

@@ -38,6 +38,7 @@ struct PendingPod {
   std::string assigned_at;   // tessera.io/assigned-at; "" when missing
   std::string created_at;    // metadata.creationTimestamp
   std::string assignment_error;  // non-empty: the annotation is unreadable or names another node
+  core::Isolation isolation = core::Isolation::kHook;  // tessera.io/isolation (the extender checked it)
   std::vector<PendingContainer> containers;  // not yet allocated, in the kubelet's order
   std::vector<std::string> allocated;        // already answered
   std::string Key() const { return ns + "/" + name; }
