@@ -7,6 +7,7 @@
 //   TESSERA_ASSIGN_OR_RETURN(Identified who, IdentifyContainer(slot_gpus, pending, steered));
 #pragma once
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -40,6 +41,10 @@ struct PendingPod {
   std::string assignment_error;  // non-empty: the annotation is unreadable or names another node
   std::vector<PendingContainer> containers;  // not yet allocated, in the kubelet's order
   std::vector<std::string> allocated;        // already answered
+  // Every container's spec object (containers and init containers) by name,
+  // for what the environment takes from the pod's own requests (the
+  // gpushare front end's GiB).
+  std::map<std::string, nlohmann::json> specs;
   std::string Key() const { return ns + "/" + name; }
 };
 
