@@ -265,7 +265,10 @@ Result<ContainerRequest> HamiGpus(const ContainerSpec& c, const std::string& whe
     if (p > 100)
       return InvalidArgument(where + ": " + names.mem_percent + ": " + std::to_string(p) +
                              " is over 100 (percent of one GPU's memory)");
-    if (p != 100 && p != 0)
+    if (p == 0)
+      return InvalidArgument(where + ": " + names.mem_percent + ": 0 asks for no memory; write 100 for the " +
+                             "whole memory, or " + names.mem + " in MiB");
+    if (p != 100)
       return InvalidArgument(where + ": " + names.mem_percent + ": " + std::to_string(p) +
                              " % is not supported (Tessera sizes memory shares in MiB, so a percent would "
                              "depend on the GPU chosen); write " + names.mem + " in MiB instead, or 100 for "

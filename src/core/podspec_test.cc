@@ -291,6 +291,7 @@ TEST(FrontEndTest, MistakesNameTheContainerAndResources) {
       {{{"nvidia.com/gpumem-percentage", "50"}}, {"nvidia.com/gpumem-percentage: 50 % is not supported",
                                                    "nvidia.com/gpumem in MiB"}},
       {{{"nvidia.com/gpumem-percentage", "100"}, {"nvidia.com/gpucores", "30"}}, {"whole memory"}},
+      {{{"nvidia.com/gpumem-percentage", "0"}}, {"nvidia.com/gpumem-percentage: 0 asks for no memory"}},
       {{{"nvidia.com/gpu", "0"}, {"nvidia.com/gpumem", "100"}}, {"container \"worker\"", "0 GPUs"}},
       {{{"nvidia.com/gpu", "2"}, {"nvidia.com/gpucores", "30"}}, {"container \"worker\"", "whole"}},
       {{{"nvidia.com/gpu", "x"}}, {"nvidia.com/gpu", "whole number of GPUs"}},
