@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 #include <thread>
 
 #include "node/device_plugin.h"
@@ -169,12 +170,11 @@ grpc::Status GpushareService::GetPreferredAllocation(grpc::ServerContext*,
     // One stand-in slot per GPU with enough free units: the Allocator steers
     // to the GPU of the next pending one-GPU container among them.
     std::vector<std::string> gpu_slots;
+    std::set<std::string> seen;
     for (const auto& id : available) {
       auto gpu = SlotGpu(id);
-      if (!gpu.ok()) continue;
-      const std::string slot = SlotId(*gpu, 0);
-      if (std::find(gpu_slots.begin(), gpu_slots.end(), slot) != gpu_slots.end()) continue;
-      if (!UnitsOn(*gpu, available, must, size).empty()) gpu_slots.push_back(slot);
+      if (!gpu.ok() || !seen.insert(*gpu).second) continue;
+      if (!UnitsOn(*gpu, available, must, size).empty()) gpu_slots.push_back(SlotId(*gpu, 0));
     }
     auto chosen = allocator_.Prefer(gpu_slots, {}, 1);
     if (!chosen.ok()) {
