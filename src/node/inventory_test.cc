@@ -63,6 +63,11 @@ class ScriptedSource final : public GpuSource {
  public:
   Result<std::vector<core::GpuInfo>> Read() override { return next; }
   std::string Describe() const override { return "scripted"; }
+  Result<std::vector<GpuLoad>> ReadLoad() override {
+    GpuLoad load;
+    load.memory_used_bytes = 42;
+    return std::vector<GpuLoad>{load};
+  }
   Result<std::vector<core::GpuInfo>> next = std::vector<core::GpuInfo>{};
 };
 
@@ -78,6 +83,10 @@ TEST(SharedGpuSourceTest, KeepsTheLastGoodRead) {
   inner->next = Result<std::vector<core::GpuInfo>>(InvalidArgument("NVML went away"));
   EXPECT_FALSE(shared.Read().ok());
   EXPECT_EQ(shared.Latest(), gpus);
+  // The load measurement passes through too (NVML's, on real nodes).
+  auto load = shared.ReadLoad();
+  ASSERT_TRUE(load.ok()) << load.status().ToString();
+  EXPECT_EQ(load->at(0).memory_used_bytes, 42u);
 }
 
 }  // namespace
