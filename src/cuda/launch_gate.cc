@@ -88,8 +88,14 @@ LaunchGate::Ticket LaunchGate::Before(const void* fn, CUstream stream, bool ptsz
   Ticket t;
   const int gpu = CurrentDevice();
   if (!ValidGpu(gpu)) return t;
-  ComputeBucket bucket(layout_->compute[gpu]);
+  ComputeBucket bucket(layout_->compute[gpu], &layout_->arbiter);
   if (!bucket.Limited()) return t;
+  if (bucket.PassThrough()) {
+    // `share` with no arbiter yet: not gated, but counted, so an arbiter
+    // that starts sees who is active.
+    layout_->compute[gpu].launches.fetch_add(1, std::memory_order_relaxed);
+    return t;
+  }
   StartHelper();
   while (DrainOne(gpu)) {
   }
@@ -124,12 +130,16 @@ LaunchGate::Ticket LaunchGate::Before(const void* fn, CUstream stream, bool ptsz
       MonotonicSleepUntilUs(MonotonicNowUs() + 20);
       continue;
     }
+    if (!waited) layout_->compute[gpu].waiting.fetch_add(1, std::memory_order_relaxed);
     waited = true;
     clock_.sleep_until_us(wake);
     while (DrainOne(gpu)) {
     }
   }
-  if (waited) layout_->compute[gpu].throttled_us.fetch_add(clock_.now_us() - t0);
+  if (waited) {
+    layout_->compute[gpu].throttled_us.fetch_add(clock_.now_us() - t0);
+    layout_->compute[gpu].waiting.fetch_sub(1, std::memory_order_relaxed);
+  }
 
   t.gpu = gpu;
   if (stream == nullptr) stream = ptsz ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
