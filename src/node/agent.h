@@ -21,6 +21,7 @@
 
 #include "core/status.h"
 #include "kube/client.h"
+#include "node/arbiter_loop.h"
 #include "node/container_env.h"
 #include "node/inventory.h"
 
@@ -44,6 +45,7 @@ struct NodeConfig {
   std::chrono::milliseconds reconcile_interval{10000};                                // time between passes
   std::string metrics_bind_address = ":9410";                                         // /metrics; "" disables
   std::chrono::milliseconds testing_allocate_reply_delay{0};        // fault injection for restart tests
+  ArbiterConfig arbiter;                                            // the per-GPU compute arbiter
 };
 
 // OK, or INVALID_ARGUMENT saying which setting to fix.

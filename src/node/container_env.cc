@@ -42,6 +42,7 @@ Result<ContainerEnv> BuildContainerEnv(const PendingPod& pod, const PendingConta
   out.envs["TESSERA_POD"] = pod.Key();
   out.envs["TESSERA_CONTAINER"] = container.name;
   out.envs["TESSERA_REGION_DIR"] = kRegionContainerPath;
+  if (pod.core_hard) out.envs["TESSERA_GPU_CORE_POLICY"] = "hard";
 
   out.region_host_dir = paths.region_root_host + "/" + pod.uid + "/" + container.name;
   out.mounts = {{kLibraryContainerPath, paths.library_host, true},

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "core/codec.h"
+#include "core/podspec.h"
 
 namespace tessera::node {
 namespace {
@@ -74,6 +75,11 @@ std::optional<PendingPod> PendingPodFrom(const nlohmann::json& pod, const std::s
   p.created_at = Str(meta, "creationTimestamp");
   p.assigned_at = Str(annotations, std::string(core::kAssignedAtAnnotation).c_str());
   p.allocated = Split(Str(annotations, kAllocatedAnnotation));
+  const std::string priority = Str(annotations, std::string(core::kPriorityAnnotation).c_str());
+  p.priority = priority == "high" ? core::Priority::kHigh
+               : priority == "low" ? core::Priority::kLow
+                                   : core::Priority::kNormal;
+  p.core_hard = Str(annotations, kCorePolicyAnnotation) == "hard";
   const std::set<std::string> done(p.allocated.begin(), p.allocated.end());
 
   const nlohmann::json& raw = annotations[assignment_key];
