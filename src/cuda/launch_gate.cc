@@ -113,8 +113,15 @@ LaunchGate::Ticket LaunchGate::Before(const void* fn, CUstream stream, bool ptsz
       if (g.functions.size() >= kMaxFunctions && g.pending.empty()) g.functions.clear();
       FnEstimate& f = g.functions[fn];
       const bool unknown_in_flight = !f.estimate.Known() && f.unmeasured > 0;
-      if (!unknown_in_flight && bucket.Admits(g.inflight_us)) {
-        t.estimate_us = f.estimate.Known() ? f.estimate.Us() : g.estimate.Us();
+      // Below a higher priority on this GPU, little is queued at a time, so
+      // a hold reaches the GPU soon (one launch always passes).
+      const uint64_t cap = bucket.ArbiterAlive(now)
+                               ? layout_->compute[gpu].inflight_cap_us.load(std::memory_order_relaxed)
+                               : 0;
+      const uint64_t next_us = f.estimate.Known() ? f.estimate.Us() : g.estimate.Us();
+      const bool under_cap = cap == 0 || g.inflight_us == 0 || g.inflight_us + next_us <= cap;
+      if (!unknown_in_flight && under_cap && bucket.Admits(g.inflight_us)) {
+        t.estimate_us = next_us;
         t.fn = fn;
         ++f.unmeasured;
         g.inflight_us += t.estimate_us;

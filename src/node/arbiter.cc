@@ -6,6 +6,13 @@ namespace tessera::node {
 
 std::vector<Grant> ComputeGrants(const std::vector<GrantEntry>& entries, const GrantOptions& options) {
   std::vector<Grant> out(entries.size());
+  bool any = false;
+  core::Priority highest = core::Priority::kLow;
+  for (const GrantEntry& e : entries) {
+    if (!any || e.priority > highest) highest = e.priority;
+    any = true;
+  }
+  for (size_t i = 0; i < entries.size(); ++i) out[i].preemptible = entries[i].priority < highest;
   // Shares as they can be honoured: scaled down when they sum above the GPU.
   uint64_t total = 0;
   for (const GrantEntry& e : entries) total += std::min(e.share_ppm, kGrantPpm);

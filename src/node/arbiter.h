@@ -53,6 +53,9 @@ struct GrantEntry {
 struct Grant {
   uint32_t ppm = 0;   // the rate it may use
   bool held = false;  // held back for a higher-priority container
+  // A container of higher priority shares the GPU (active or not): the gate
+  // keeps little work queued, so a hold takes effect on the GPU quickly.
+  bool preemptible = false;
 };
 
 // The grants for `entries`, in their order. Pure.

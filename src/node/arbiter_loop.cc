@@ -118,6 +118,8 @@ void ArbiterLoop::Step() {
       region::ComputeShare& cs = refs[k].t->region->layout()->compute[refs[k].slot];
       cs.priority.store(static_cast<uint32_t>(e[k].priority), std::memory_order_relaxed);
       cs.held.store(grants[k].held ? 1 : 0, std::memory_order_relaxed);
+      cs.inflight_cap_us.store(grants[k].preemptible ? options_.preemptible_inflight_us : 0,
+                               std::memory_order_relaxed);
       cs.grant_ppm.store(grants[k].ppm, std::memory_order_release);
       ArbiterStats s;
       s.key = refs[k].t->spec.key;

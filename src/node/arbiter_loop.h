@@ -62,6 +62,10 @@ struct ArbiterLoopOptions {
   uint64_t lease_us = 300'000;
   // A container with no launch and nothing waiting for this long is idle.
   uint64_t idle_after_us = 50'000;
+  // What a preemptible container's gate may keep queued on the GPU (per
+  // process; at least one launch always passes): bounds how long a hold
+  // takes to reach the GPU. 0: no bound.
+  uint32_t preemptible_inflight_us = 2000;
   // How often the Source is asked again (0: every pass).
   uint64_t source_refresh_us = 1'000'000;
   GrantOptions grants;

@@ -86,6 +86,18 @@ TEST(ArbiterTest, AnActiveHighPriorityContainerHoldsTheLowerOnes) {
   EXPECT_TRUE(g[2].held);
 }
 
+TEST(ArbiterTest, ContainersBelowTheHighestPresentPriorityArePreemptible) {
+  auto g = ComputeGrants({E(300'000, false, Priority::kHigh), E(400'000, true, Priority::kNormal),
+                          E(300'000, true, Priority::kLow)},
+                         {});
+  EXPECT_FALSE(g[0].preemptible);
+  EXPECT_TRUE(g[1].preemptible);  // the high one is idle, but present
+  EXPECT_FALSE(g[1].held);
+  EXPECT_TRUE(g[2].preemptible);
+  g = ComputeGrants({E(300'000, true), E(700'000, true)}, {});
+  EXPECT_FALSE(g[0].preemptible || g[1].preemptible);
+}
+
 TEST(ArbiterTest, TheHoldIsReleasedWhenTheHighContainerGoesIdle) {
   std::vector<GrantEntry> e = {E(500'000, true, Priority::kHigh), E(500'000, true, Priority::kLow)};
   EXPECT_TRUE(ComputeGrants(e, {})[1].held);

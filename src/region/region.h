@@ -65,6 +65,8 @@ struct ComputeShare {
   std::atomic<uint32_t> grant_ppm;     // the rate to refill at while the arbiter is alive
   std::atomic<uint32_t> priority;      // 0 low, 1 normal, 2 high (what the arbiter applied)
   std::atomic<uint32_t> held;          // 1: held back for a higher-priority container
+  std::atomic<uint32_t> inflight_cap_us;  // >0: admitted, unmeasured work per process at most
+                                          // this (a higher priority shares the GPU); 0: none
 };
 
 // The node arbiter's liveness, one per container. The arbiter writes

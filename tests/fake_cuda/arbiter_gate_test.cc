@@ -230,12 +230,13 @@ TEST_F(ArbiterGateTest, HighPriorityHoldsLowWithinAMillisecondAndReleases) {
   ASSERT_NE(hold_written_us_, 0u);
   std::printf("  hold written %.1f ms after B became active\n", (hold_written_us_ - t_b) / 1e3);
   EXPECT_LE(hold_written_us_ - t_b, kArbiterEveryUs + kTickUs);
-  // From 1 ms after the arbiter wrote the hold, nothing passed A's gate
-  // until B went idle: A's launches that count were all admitted before.
-  const uint64_t last_before_release = tessera_fake_cuda_busy_us(0, hold_written_us_ + 100'000, t_b + 500'000);
-  EXPECT_EQ(last_before_release, 0u) << "A ran while held (after its queued work drained)";
-  std::printf("  A's work already queued at the hold ran %.1f ms more\n",
-              tessera_fake_cuda_busy_us(0, hold_written_us_, hold_written_us_ + 100'000) / 1e3);
+  // A is preemptible (B, of higher priority, shares the GPU): it keeps at
+  // most 2 ms queued, so its work stops on the GPU within that of the hold.
+  const uint64_t drained = tessera_fake_cuda_busy_us(0, hold_written_us_, hold_written_us_ + 100'000);
+  std::printf("  A's work already queued at the hold ran %.1f ms more\n", drained / 1e3);
+  EXPECT_LE(drained, 3000u);
+  EXPECT_EQ(tessera_fake_cuda_busy_us(0, hold_written_us_ + 3000, t_b + 500'000), 0u)
+      << "A ran while held";
   // A resumed once B went idle (idle_after 50 ms + a pass) and the debt of
   // its work that ran after the hold was paid: the GPU is A's again.
   const double after =
