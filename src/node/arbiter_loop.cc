@@ -63,6 +63,8 @@ void ArbiterLoop::Refresh(uint64_t now) {
     t.spec = std::move(c);
     t.last_launches.resize(n, 0);
     t.last_active_us.resize(n, 0);
+    t.held_us.resize(n, 0);
+    t.held.resize(n, false);
     if (t.region == nullptr && std::filesystem::exists(t.spec.region_dir + "/" + region::kFileName)) {
       // Never creates: the file exists. A region of another layout is skipped.
       if (auto r = region::Region::OpenDir(t.spec.region_dir); r.ok()) {
@@ -80,6 +82,8 @@ void ArbiterLoop::Refresh(uint64_t now) {
 
 void ArbiterLoop::Step() {
   const uint64_t now = options_.now_us();
+  const uint64_t since_last = last_pass_us_ != 0 && now > last_pass_us_ ? now - last_pass_us_ : 0;
+  last_pass_us_ = now;
   Refresh(now);
 
   // Demand, and the entries of each physical GPU.
@@ -117,6 +121,9 @@ void ArbiterLoop::Step() {
     for (size_t k = 0; k < refs.size(); ++k) {
       region::ComputeShare& cs = refs[k].t->region->layout()->compute[refs[k].slot];
       cs.priority.store(static_cast<uint32_t>(e[k].priority), std::memory_order_relaxed);
+      Tracked& t = *refs[k].t;
+      if (t.held[refs[k].slot]) t.held_us[refs[k].slot] += since_last;  // held since the last pass
+      t.held[refs[k].slot] = grants[k].held;
       cs.held.store(grants[k].held ? 1 : 0, std::memory_order_relaxed);
       cs.inflight_cap_us.store(grants[k].preemptible ? options_.preemptible_inflight_us : 0,
                                std::memory_order_relaxed);
@@ -132,6 +139,7 @@ void ArbiterLoop::Step() {
       s.used_us = cs.used_us.load(std::memory_order_relaxed);
       s.throttled_us = cs.throttled_us.load(std::memory_order_relaxed);
       s.launches = cs.launches.load(std::memory_order_relaxed);
+      s.held_us = t.held_us[refs[k].slot];
       stats.push_back(std::move(s));
     }
   }

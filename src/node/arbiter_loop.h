@@ -84,7 +84,8 @@ struct ArbiterStats {
   bool active = false;
   bool held = false;
   uint64_t used_us = 0;       // GPU time the gate measured, all processes
-  uint64_t throttled_us = 0;  // time launches waited at the gate (held or over the grant)
+  uint64_t throttled_us = 0;  // time launches waited at the gate (held, over the grant, queue cap)
+  uint64_t held_us = 0;       // time this arbiter has held it (from pass to pass)
   uint64_t launches = 0;
 };
 
@@ -111,6 +112,8 @@ class ArbiterLoop {
     std::unique_ptr<region::Region> region;
     std::vector<uint64_t> last_launches;
     std::vector<uint64_t> last_active_us;  // 0: never
+    std::vector<uint64_t> held_us;
+    std::vector<bool> held;                 // at the last pass
   };
 
   void Refresh(uint64_t now);
@@ -119,6 +122,7 @@ class ArbiterLoop {
   ArbiterLoopOptions options_;
   std::map<std::string, Tracked> tracked_;  // by region_dir; Step() only
   uint64_t refreshed_us_ = 0;
+  uint64_t last_pass_us_ = 0;  // 0: none yet
   bool refreshed_ = false;
   mutable std::mutex stats_mu_;
   std::vector<ArbiterStats> stats_;  // guarded by stats_mu_

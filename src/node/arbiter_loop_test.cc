@@ -111,6 +111,21 @@ TEST(ArbiterLoopTest, PriorityHoldsOnTheSameGpuOnly) {
   EXPECT_EQ(f.rb.layout()->compute[1].held.load(), 0u);
   EXPECT_EQ(f.rb.layout()->compute[1].grant_ppm.load(), 1'000'000u);
   EXPECT_EQ(f.ra.layout()->compute[0].grant_ppm.load(), 1'000'000u);
+  // Held from pass to pass: 20 ms, then released.
+  f.now += 10'000;
+  loop.Step();
+  f.now += 10'000;
+  f.ra.layout()->compute[0].waiting = 0;
+  f.rb.layout()->compute[0].waiting = 0;
+  loop.Step();
+  f.now += 60'000;
+  loop.Step();
+  f.now += 10'000;
+  loop.Step();
+  EXPECT_EQ(f.rb.layout()->compute[0].held.load(), 0u);
+  for (const ArbiterStats& s : loop.Snapshot()) {
+    EXPECT_EQ(s.held_us, s.key == f.b && s.slot == 0 ? 80'000u : 0u) << s.key << " slot " << s.slot;
+  }
 }
 
 TEST(ArbiterLoopTest, ContainersWithoutARegionFileAreSkippedNotCreated) {
