@@ -6,7 +6,12 @@
 // ArbiterLoop, stepped every kTickUs of virtual time by the fake's tick
 // (even while A sleeps in its gate) and after each launch, with its clock
 // on the virtual one: everything is deterministic.
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
 
 #include <cstdio>
 #include <cstdlib>
@@ -60,6 +65,9 @@ class ArbiterGateTest : public fake_test::DeviceTest {
     // Start each test from a quiet GPU and an arbiter long dead.
     ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
     tessera_fake_cuda_advance_us(2 * kLeaseUs);
+    for (auto* r : {a_.get(), b_.get()}) {
+      if (r->layout()->arbiter.heartbeat_us.load() != 0) r->layout()->arbiter.lease_us = kLeaseUs;
+    }
     tessera_fake_cuda_set_tick(kTickUs, &ArbiterGateTest::OnTick, this);
   }
   void TearDown() override {
@@ -70,10 +78,12 @@ class ArbiterGateTest : public fake_test::DeviceTest {
   }
 
   void StartArbiter(Priority a_priority = Priority::kNormal, Priority b_priority = Priority::kNormal,
-                    CorePolicy a_policy = CorePolicy::kShare) {
+                    CorePolicy a_policy = CorePolicy::kShare, uint64_t lease_us = kLeaseUs,
+                    uint64_t idle_after_us = 50'000) {
     ArbiterLoopOptions o;
     o.now_us = [] { return tessera_fake_cuda_now_us(); };
-    o.lease_us = kLeaseUs;
+    o.lease_us = lease_us;
+    o.idle_after_us = idle_after_us;
     o.source_refresh_us = 0;
     loop_ = std::make_unique<ArbiterLoop>(
         [=] {
@@ -293,9 +303,113 @@ TEST_F(ArbiterGateTest, ADeadArbiterFallsBackToTheStaticShareAndARestartResumes)
   EXPECT_GT(SaturateKernel(20), 0.95);
 }
 
+// Container B as a second process (this program again, role "b"): its own
+// preloaded gate on its own region and its own fake GPU and virtual clock.
+// Two processes' virtual clocks are unrelated, so here the arbiter's lease
+// and idle time are made unbounded: B trusts the heartbeat whatever its
+// clock says, and neither container turns idle between passes. What is left
+// is deterministic: both active, grants 30/70, each gate enforcing its own.
+TEST_F(ArbiterGateTest, TwoProcessesSaturatingShareThirtySeventy) {
+  constexpr uint64_t kForever = uint64_t{1} << 50;
+  StartArbiter(Priority::kNormal, Priority::kNormal, CorePolicy::kShare, kForever, kForever);
+  const std::string out = g_root + "/b.out", stop = g_root + "/b.stop", go = g_root + "/b.go";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setenv("TESSERA_TEST_ROLE", "b", 1);
+    setenv("TESSERA_REGION_DIR", DirB().c_str(), 1);
+    setenv("TESSERA_GPU_CORE_PERCENT_0", "70", 1);
+    execl("/proc/self/exe", "fake_cuda_arbiter_test", out.c_str(), stop.c_str(), go.c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  ASSERT_GT(pid, 0);
+  // A launches (active) until B is active and both grants are in place.
+  const CUfunction k = Kernel(0x2000, 1000);
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  int i = 0;
+  auto both_active = [&] {
+    int active = 0;
+    for (const auto& st : loop_->Snapshot()) active += st.active ? 1 : 0;
+    return active == 2;
+  };
+  while (!both_active()) {
+    ASSERT_LT(std::chrono::steady_clock::now(), give_up) << "B never became active";
+    ASSERT_EQ(cuLaunchKernel(k, 64, 1, 1, 128, 1, 1, 0, stream_, nullptr, nullptr), CUDA_SUCCESS);
+    Poll(tessera_fake_cuda_now_us());
+    if (++i % 64 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(a_->layout()->compute[0].grant_ppm.load(), 300'000u);
+  EXPECT_EQ(b_->layout()->compute[0].grant_ppm.load(), 700'000u);
+  { std::ofstream(go) << "go\n"; }  // B measures from now on
+  const double a = SaturateKernel(20);
+  // B measures once it has seen its grant, then launches until told to stop.
+  while (!std::filesystem::exists(out)) {
+    ASSERT_LT(std::chrono::steady_clock::now(), give_up) << "B did not measure";
+    SaturateKernel(1);  // A stays active while B measures
+  }
+  { std::ofstream(stop) << "stop\n"; }
+  int st = 0;
+  ASSERT_EQ(waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFEXITED(st));
+  ASSERT_EQ(WEXITSTATUS(st), 0);
+  double b = 0;
+  std::ifstream(out) >> b;
+  std::printf("  A (30 %%): %.4f, B (70 %%): %.4f, ratio %.4f (asked %.4f)\n", a, b, a / b, 30.0 / 70.0);
+  EXPECT_NEAR(a, 0.30, 0.03);
+  EXPECT_NEAR(b, 0.70, 0.03);
+  EXPECT_NEAR(a / b, 30.0 / 70.0, 0.1 * 30.0 / 70.0);
+}
+
+// Role "b": launches until argv[3] exists (the parent saw both active),
+// measures 20 windows, writes the busy fraction to argv[1] and launches on
+// until argv[2] exists.
+int RunB(const char* out, const char* stop, const char* go) {
+  if (cuInit(0) != CUDA_SUCCESS) return 2;
+  CUcontext ctx = nullptr;
+  if (cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS || cuCtxSetCurrent(ctx) != CUDA_SUCCESS) return 3;
+  CUstream s;
+  if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) return 4;
+  auto region = tessera::region::Region::OpenDir(DirB());
+  if (!region.ok()) return 5;
+  const CUfunction k = Kernel(0x3000, 1000);
+  auto launch = [&] { return cuLaunchKernel(k, 64, 1, 1, 128, 1, 1, 0, s, nullptr, nullptr); };
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  int i = 0;
+  while (!std::filesystem::exists(go)) {
+    if (std::chrono::steady_clock::now() > give_up) return 6;
+    if (launch() != CUDA_SUCCESS) return 7;  // active: the arbiter sees it
+    if (++i % 64 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (region->layout()->compute[0].grant_ppm.load() != 700'000) return 11;
+  const uint64_t t0 = (tessera_fake_cuda_now_us() / kWindowUs + 2) * kWindowUs;
+  tessera_fake_cuda_sleep_until_us(t0);
+  const uint64_t t1 = t0 + 20 * kWindowUs;
+  while (tessera_fake_cuda_now_us() < t1) {
+    if (launch() != CUDA_SUCCESS) return 8;
+  }
+  const double got = static_cast<double>(tessera_fake_cuda_busy_us(0, t0, t1)) / (t1 - t0);
+  {
+    std::ofstream tmp(std::string(out) + ".tmp");
+    tmp << got << "\n";
+  }
+  std::filesystem::rename(std::string(out) + ".tmp", out);
+  for (i = 0; !std::filesystem::exists(stop); ++i) {
+    if (std::chrono::steady_clock::now() > give_up) return 9;
+    if (launch() != CUDA_SUCCESS) return 10;
+    if (i % 64 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  cuCtxSynchronize();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (const char* role = std::getenv("TESSERA_TEST_ROLE"); role != nullptr && std::string(role) == "b") {
+    if (argc < 4) return 1;
+    g_root = std::filesystem::path(argv[1]).parent_path().string();
+    return RunB(argv[1], argv[2], argv[3]);
+  }
   // A fresh region root for this run; A's region is the runtime's (it reads
   // TESSERA_REGION_DIR at the first CUDA call, after this).
   char tmpl[] = "/tmp/tessera-arbiter-gate.XXXXXX";
