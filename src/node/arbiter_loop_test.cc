@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <thread>
 
 #include "region/region.h"
 
@@ -142,6 +143,30 @@ TEST(ArbiterLoopTest, ContainersWithoutARegionFileAreSkippedNotCreated) {
   loop.Step();
   EXPECT_EQ(loop.Snapshot().size(), 2u);
   EXPECT_NE(rc.layout()->arbiter.heartbeat_us.load(), 0u);
+}
+
+TEST(ArbiterLoopTest, StartArbiterIsOffAtIntervalZeroAndRunsOtherwise) {
+  TempDir root;
+  ArbiterConfig off;
+  off.interval = std::chrono::milliseconds(0);
+  EXPECT_EQ(StartArbiter(root.path(), off), nullptr);
+  // A container recorded as Allocate does, with its region: the running
+  // arbiter's thread writes its heartbeat (lease: 10 intervals, >= 300 ms).
+  ArbiterContainer c = Container(root.path() + "/uid-1/main", 0, 300'000);
+  std::filesystem::create_directories(c.region_dir);
+  ASSERT_TRUE(WriteArbiterRecord(c.region_dir, c).ok());
+  region::Region r = Fixture::Open(c.region_dir);
+  ArbiterConfig on;
+  on.interval = std::chrono::milliseconds(5);
+  std::unique_ptr<ArbiterLoop> loop = StartArbiter(root.path(), on);
+  ASSERT_NE(loop, nullptr);
+  for (int i = 0; i < 400 && r.layout()->arbiter.heartbeat_us.load() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  loop->Stop();
+  EXPECT_NE(r.layout()->arbiter.heartbeat_us.load(), 0u);
+  EXPECT_EQ(r.layout()->arbiter.lease_us.load(), 300'000u);
+  EXPECT_EQ(r.layout()->compute[0].grant_ppm.load(), 300'000u);
 }
 
 TEST(ArbiterLoopTest, RecordsRoundTripThroughTheRegionSource) {

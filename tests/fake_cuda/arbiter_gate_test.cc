@@ -160,6 +160,15 @@ class ArbiterGateTest : public fake_test::DeviceTest {
 };
 
 TEST_F(ArbiterGateTest, AloneAShareContainerGetsTheWholeGpu) {
+  if (a_->layout()->arbiter.heartbeat_us.load() == 0) {
+    // No arbiter has ever written here: `share` is not gated (no events),
+    // only counted, so an arbiter that starts sees the demand.
+    const uint64_t events = tessera_fake_cuda_events_recorded();
+    const uint64_t launches = a_->layout()->compute[0].launches.load();
+    EXPECT_GT(SaturateKernel(3), 0.95);
+    EXPECT_EQ(tessera_fake_cuda_events_recorded(), events);
+    EXPECT_GT(a_->layout()->compute[0].launches.load(), launches);
+  }
   StartArbiter();
   SaturateKernel(2);  // the arbiter sees A active
   EXPECT_GT(SaturateKernel(20), 0.95);
