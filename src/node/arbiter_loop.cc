@@ -48,6 +48,9 @@ void ArbiterLoop::Refresh(uint64_t now) {
       if (t.region != nullptr || !std::filesystem::exists(dir + "/" + region::kFileName)) continue;
       if (auto r = region::Region::OpenDir(dir); r.ok()) {
         t.region = std::make_unique<region::Region>(std::move(r).value());
+        for (size_t i = 0; i < t.last_launches.size(); ++i) {
+          t.last_launches[i] = t.region->layout()->compute[i].launches.load(std::memory_order_relaxed);
+        }
       }
     }
     return;
