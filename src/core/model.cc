@@ -59,4 +59,13 @@ Status ValidateRequest(const PodRequest& pod) {
   return Status();
 }
 
+std::string_view IsolationName(Isolation isolation) {
+  switch (isolation) {
+    case Isolation::kHook: return "hook";
+    case Isolation::kMps: return "mps";
+    case Isolation::kNone: return "none";
+  }
+  return "unknown";
+}
+
 }  // namespace tessera::core

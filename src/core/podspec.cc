@@ -178,6 +178,17 @@ Result<Priority> ParsePriority(const Json& annotations, std::string_view key) {
                          text + "\" is not one of high, normal, low");
 }
 
+Result<Isolation> ParseIsolation(const Json& annotations, std::string_view key) {
+  const Json* v = Member(annotations, kIsolationAnnotation);
+  if (v == nullptr) return Isolation::kHook;
+  const std::string text = v->is_string() ? v->get<std::string>() : v->dump();
+  for (Isolation i : {Isolation::kHook, Isolation::kMps, Isolation::kNone}) {
+    if (text == IsolationName(i)) return i;
+  }
+  return InvalidArgument(std::string(key) + ": annotation " + std::string(kIsolationAnnotation) + ": \"" + text +
+                         "\" is not one of hook, mps, none");
+}
+
 // The GPU part of one container's request.
 Result<ContainerRequest> ContainerGpus(const ContainerSpec& c, const std::string& where,
                                        const ResourceNames& names) {
@@ -262,6 +273,7 @@ Result<PodRequest> ReadPodRequest(const Json& pod, const ResourceNames& names) {
   TESSERA_ASSIGN_OR_RETURN(models.allowed, ParseModels(*annotations, kModelAnnotation, key));
   TESSERA_ASSIGN_OR_RETURN(models.avoided, ParseModels(*annotations, kModelAvoidAnnotation, key));
   TESSERA_ASSIGN_OR_RETURN(req.priority, ParsePriority(*annotations, key));
+  TESSERA_ASSIGN_OR_RETURN(req.isolation, ParseIsolation(*annotations, key));
   for (const auto& c : containers) {
     TESSERA_ASSIGN_OR_RETURN(ContainerRequest cr,
                              ContainerGpus(c, ContainerWhere(key, "container", c.name), names));

@@ -43,6 +43,7 @@ struct ResourceNames {
 inline constexpr std::string_view kModelAnnotation = "tessera.io/gpu-model";
 inline constexpr std::string_view kModelAvoidAnnotation = "tessera.io/gpu-model-avoid";
 inline constexpr std::string_view kPriorityAnnotation = "tessera.io/priority";
+inline constexpr std::string_view kIsolationAnnotation = "tessera.io/isolation";
 
 // "namespace/name" of a Pod object (namespace "default" when absent).
 // INVALID_ARGUMENT when `pod` is not an object or has no metadata.name.
@@ -60,8 +61,8 @@ struct HostResources {
 Result<HostResources> PodHostResources(const nlohmann::json& pod);
 
 // The full request of a Pod object: key, CPU and memory (PodHostResources),
-// per container its GPU count and per-GPU share, the model selector and the
-// priority from the annotations. Containers that ask for no GPU are kept with
+// per container its GPU count and per-GPU share, the model selector, the
+// priority and the isolation mode from the annotations. Containers that ask for no GPU are kept with
 // gpu_count 0 (the assignment lists every container). The result has passed
 // core ValidateRequest. INVALID_ARGUMENT with a message that names the
 // container and what to fix, e.g.

@@ -48,6 +48,18 @@ TEST(PodSpecTest, ShareOfOneGpu) {
   EXPECT_EQ(r->priority, Priority::kNormal);
 }
 
+TEST(PodSpecTest, IsolationAnnotation) {
+  const std::pair<std::string, Json> c = {"worker", {{"tessera.io/gpu-mem", "1024"}, {"tessera.io/gpu-core", "30"}}};
+  EXPECT_EQ(Parse(Pod({c}))->isolation, Isolation::kHook);
+  EXPECT_EQ(Parse(Pod({c}, {{"tessera.io/isolation", "mps"}}))->isolation, Isolation::kMps);
+  EXPECT_EQ(Parse(Pod({c}, {{"tessera.io/isolation", "none"}}))->isolation, Isolation::kNone);
+  auto bad = Parse(Pod({c}, {{"tessera.io/isolation", "MPS"}}));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("tessera.io/isolation: \"MPS\" is not one of hook, mps, none"),
+            std::string::npos)
+      << bad.status().message();
+}
+
 TEST(PodSpecTest, CountAloneMeansWholeGpus) {
   auto r = Parse(Pod({{"train", {{"tessera.io/gpu", "2"}}}}));
   ASSERT_TRUE(r.ok()) << r.status().ToString();

@@ -6,8 +6,8 @@ namespace tessera::cuda {
 
 Accountant::Accountant(region::Layout* layout, int slot) : layout_(layout), slot_(slot) {}
 
-bool Accountant::Reserve(int gpu, uint64_t bytes) {
-  return region::Charge(*layout_, slot(), gpu, bytes);
+bool Accountant::Reserve(int gpu, uint64_t bytes, region::Refusal refusal) {
+  return region::Charge(*layout_, slot(), gpu, bytes, refusal);
 }
 
 void Accountant::ForceReserve(int gpu, uint64_t bytes) {

@@ -31,7 +31,7 @@ class Accountant {
   Accountant(region::Layout* layout, int slot);
 
   // Charges `bytes` on `gpu` if the share stays within its limit.
-  bool Reserve(int gpu, uint64_t bytes);
+  bool Reserve(int gpu, uint64_t bytes, region::Refusal refusal = region::Refusal::kCounted);
   // Charges past the limit: memory the driver already handed out.
   void ForceReserve(int gpu, uint64_t bytes);
   void Unreserve(int gpu, uint64_t bytes);

@@ -253,7 +253,8 @@ void RefreshGraph(Accountant& acct, int gpu) {
 }
 
 CUresult Admit(Accountant& acct, int gpu, uint64_t bytes, const char* api) {
-  if (acct.Reserve(gpu, bytes)) return CUDA_SUCCESS;
+  // The first refusal is not counted: the retry below decides.
+  if (acct.Reserve(gpu, bytes, region::Refusal::kUncounted)) return CUDA_SUCCESS;
   region::ReapDeadProcesses(*g_layout);
   RefreshReserves(acct, gpu);
   if (acct.Reserve(gpu, bytes)) return CUDA_SUCCESS;

@@ -3,7 +3,10 @@
 #include <grpcpp/grpcpp.h>
 
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "kube/paths.h"
@@ -15,6 +18,8 @@
 #include "node/node_metrics.h"
 #include "node/pod_resources.h"
 #include "node/reconcile.h"
+#include "node/usage.h"
+#include "node/usage_metrics.h"
 
 namespace tessera::node {
 
@@ -40,6 +45,10 @@ Status ValidateConfig(const NodeConfig& c) {
   }
   if (c.resync.count() <= 0) return InvalidArgument("--resync-ms must be positive");
   if (c.reconcile_interval.count() <= 0) return InvalidArgument("--reconcile-interval-ms must be positive");
+  if (c.usage_interval.count() < 0) return InvalidArgument("--usage-interval-ms must be 0 (off) or positive");
+  if (c.usage_annotation_interval.count() < 0) {
+    return InvalidArgument("--usage-annotation-interval-ms must be 0 (off) or positive");
+  }
   if (!c.metrics_bind_address.empty()) TESSERA_RETURN_IF_ERROR(ParseBindAddress(c.metrics_bind_address).status());
   return Status::Ok();
 }
@@ -52,6 +61,13 @@ std::string EffectiveGpuSource(const NodeConfig& c) {
 // Event reasons tessera-node raises on pods.
 constexpr const char* kAllocateFailedReason = "TesseraAllocateFailed";
 constexpr const char* kMismatchReason = "TesseraAllocationMismatch";
+constexpr const char* kOomRefusedReason = "TesseraOOMRefused";
+
+// A pod's usage annotation as last written.
+struct PublishedUsage {
+  core::PodUsage usage;
+  std::chrono::steady_clock::time_point when;
+};
 
 struct NodeAgent::Impl {
   NodeConfig config;
@@ -70,7 +86,16 @@ struct NodeAgent::Impl {
   std::unique_ptr<MetricsServer> metrics_server;
   std::unique_ptr<grpc::Server> server;
   std::unique_ptr<ArbiterLoop> arbiter;  // compute grants; Snapshot() has per-container stats
-  std::vector<core::GpuInfo> gpus;
+  std::vector<core::GpuInfo> gpus;  // written by the main loop only
+  mutable std::mutex inventory_mu;
+  std::vector<core::GpuInfo> inventory;  // GUARDED_BY(inventory_mu): a copy of gpus for the usage loop
+  SnapshotStore usage_store;             // the latest usage, for /metrics
+  // Usage loop only.
+  std::optional<UsageSnapshot> last_usage;
+  std::map<std::string, PublishedUsage> published_usage;  // by pod uid
+  std::set<std::string> warned_regions;
+  bool warned_load = false;
+  std::mutex source_mu;  // GpuSource is one-caller-at-a-time: the main loop's Read, the usage loop's ReadLoad
   bool registered = false;
   bool published = false;
 
@@ -148,15 +173,110 @@ struct NodeAgent::Impl {
     log->debug("reconciled {} kubelet record(s): {} mismatch(es)", records->size(), found.size());
   }
 
-  // Runs Reconcile every reconcile interval until *stop or *quit.
-  void ReconcileLoop(const std::atomic<bool>& stop, const std::atomic<bool>& quit) {
+  void SetInventory(std::vector<core::GpuInfo> read) {
+    gpus = read;
+    std::lock_guard<std::mutex> lock(inventory_mu);
+    inventory = std::move(read);
+  }
+
+  std::optional<std::vector<RegionCounters>> LookupRegion(const std::string& uid, const std::string& container,
+                                                          int n) {
+    const std::string dir = RegionHostDir(config.mounts.region_root_host, uid, container);
+    auto counters = ReadRegionCounters(dir, n);
+    if (counters.ok()) {
+      warned_regions.erase(dir);
+      return std::move(counters).value();
+    }
+    // No region yet: the container has not touched its GPU. Anything else is worth one line.
+    if (counters.status().code() != StatusCode::kNotFound && warned_regions.insert(dir).second) {
+      log->warn("cannot read the region of {}: {}", dir, counters.status().message());
+    }
+    return std::nullopt;
+  }
+
+  // One pass: the regions of the containers with a share here, read and
+  // joined with their assignments; new OOM refusals raised; usage
+  // annotations written where the usage moved.
+  void UsagePass() {
+    std::optional<std::vector<nlohmann::json>> pods = allocator.CachedPods();
+    if (!pods) {
+      log->debug("usage pass skipped: the watch of node {}'s pods has not synced", config.node_name);
+      return;
+    }
+    std::vector<core::GpuInfo> now_gpus;
+    {
+      std::lock_guard<std::mutex> lock(inventory_mu);
+      now_gpus = inventory;
+    }
+    std::optional<std::vector<GpuLoad>> load;
+    {
+      std::lock_guard<std::mutex> lock(source_mu);
+      auto read = source->ReadLoad();
+      if (read.ok()) {
+        load = std::move(read).value();
+        warned_load = false;
+      } else if (read.status().code() != StatusCode::kUnimplemented && !warned_load) {
+        log->warn("GPU load from {} unavailable, using the containers' regions: {}", source->Describe(),
+                  read.status().message());
+        warned_load = true;
+      }
+    }
+    UsageSnapshot snapshot = JoinUsage(
+        ActiveAssignments(*pods, config.node_name), now_gpus,
+        [this](const std::string& uid, const std::string& container, int n) { return LookupRegion(uid, container, n); },
+        std::chrono::system_clock::now(), std::chrono::steady_clock::now(), last_usage ? &*last_usage : nullptr,
+        load ? &*load : nullptr);
+    for (const OomRefusal& r : NewOomRefusals(last_usage ? &*last_usage : nullptr, snapshot)) {
+      const std::string message = OomRefusalMessage(r);
+      log->info("{}/{}: {}", r.share.pod.ns, r.share.pod.name, message);
+      events.Record(WarningOn(r.share.pod, kOomRefusedReason, message));
+    }
+    if (config.usage_annotation_interval.count() > 0) PublishUsage(snapshot);
+    usage_store.Set(snapshot);
+    last_usage = std::move(snapshot);
+  }
+
+  void PublishUsage(const UsageSnapshot& snapshot) {
+    const std::map<std::string, core::PodUsage> usages = PodUsages(snapshot);
+    std::erase_if(published_usage, [&](const auto& entry) { return !usages.contains(entry.first); });
+    const auto now = std::chrono::steady_clock::now();
+    UsagePublishPolicy policy;
+    policy.min_interval = config.usage_annotation_interval;
+    for (const auto& [uid, usage] : usages) {
+      auto last = published_usage.find(uid);
+      if (last != published_usage.end() &&
+          (now - last->second.when < policy.min_interval || !UsageChanged(last->second.usage, usage, policy))) {
+        continue;
+      }
+      const ContainerGpu& any = *std::find_if(snapshot.containers.begin(), snapshot.containers.end(),
+                                              [&](const ContainerGpu& c) { return c.pod.uid == uid; });
+      auto encoded = core::EncodeUsage(usage);
+      if (!encoded.ok()) {
+        log->warn("usage of {}/{} not written: {}", any.pod.ns, any.pod.name, encoded.status().message());
+        continue;
+      }
+      nlohmann::json patch = {{"metadata", {{"uid", uid}, {"annotations", {{std::string(core::kUsageAnnotation), *encoded}}}}}};
+      auto patched = client.Patch(kube::PodPath(any.pod.ns, any.pod.name), kube::PatchType::kMerge, patch);
+      if (!patched.ok()) {
+        log->warn("writing the usage of {}/{} failed (will retry): {}", any.pod.ns, any.pod.name,
+                  patched.status().message());
+        continue;
+      }
+      published_usage[uid] = PublishedUsage{usage, now};
+    }
+  }
+
+  // Runs `pass` every `interval` until *stop or *quit.
+  template <typename Pass>
+  static void Every(std::chrono::milliseconds interval, Pass pass, const std::atomic<bool>& stop,
+                    const std::atomic<bool>& quit) {
     while (true) {
-      const auto until = std::chrono::steady_clock::now() + config.reconcile_interval;
+      const auto until = std::chrono::steady_clock::now() + interval;
       while (std::chrono::steady_clock::now() < until) {
         if (stop.load() || quit.load()) return;
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(50, interval.count())));
       }
-      Reconcile();
+      pass();
     }
   }
 
@@ -205,7 +325,10 @@ struct NodeAgent::Impl {
 
   // Re-reads the GPUs; updates slots and the Node when they changed.
   void Resync() {
-    auto read = source->Read();
+    auto read = [this] {
+      std::lock_guard<std::mutex> lock(source_mu);
+      return source->Read();
+    }();
     if (read.ok()) {
       // The scheduler must not put more containers on a GPU than it has slots.
       for (auto& g : *read) g.max_sharers = config.slots_per_gpu;
@@ -219,7 +342,7 @@ struct NodeAgent::Impl {
         log->warn("GPU inventory rejected: {}", st.message());
         return;
       }
-      gpus = *read;
+      SetInventory(*read);
       auto patched = PublishInventory(client, config.node_name, gpus);
       published = patched.ok();
       if (!patched.ok()) {
@@ -243,10 +366,12 @@ NodeAgent::~NodeAgent() {
 
 Status NodeAgent::Run(const std::atomic<bool>& stop) {
   Impl& s = *impl_;
-  TESSERA_ASSIGN_OR_RETURN(s.node_metrics, NodeMetrics::Register(s.registry));
-  TESSERA_ASSIGN_OR_RETURN(s.gpus, s.source->Read());
-  for (auto& g : s.gpus) g.max_sharers = s.config.slots_per_gpu;
-  TESSERA_RETURN_IF_ERROR(s.service.SetGpus(s.gpus));
+  TESSERA_ASSIGN_OR_RETURN(s.node_metrics, NodeMetrics::Register(s.registry, s.config.node_name));
+  TESSERA_RETURN_IF_ERROR(RegisterUsageMetrics(s.registry, s.config.node_name, s.usage_store));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<core::GpuInfo> first, s.source->Read());
+  for (auto& g : first) g.max_sharers = s.config.slots_per_gpu;
+  TESSERA_RETURN_IF_ERROR(s.service.SetGpus(first));
+  s.SetInventory(std::move(first));
   s.Resync();  // publishes
   if (!s.config.metrics_bind_address.empty()) {
     TESSERA_ASSIGN_OR_RETURN(BindAddress address, ParseBindAddress(s.config.metrics_bind_address));
@@ -258,18 +383,23 @@ Status NodeAgent::Run(const std::atomic<bool>& stop) {
   // The watch of this node's pods syncs in the background; Allocate LISTs until it has.
   TESSERA_RETURN_IF_ERROR(s.allocator.Start());
   TESSERA_RETURN_IF_ERROR(s.Serve());
-  // Reconciliation runs on its own thread so a slow API server or kubelet
-  // never delays re-registration; it ends with Run, however Run returns.
-  std::atomic<bool> quit_reconcile{false};
-  std::thread reconciler([&] { s.ReconcileLoop(stop, quit_reconcile); });
-  struct JoinReconciler {
+  // Reconciliation and the usage pass run on their own threads so a slow API
+  // server or kubelet never delays re-registration; they end with Run,
+  // however Run returns.
+  std::atomic<bool> quit_loops{false};
+  std::vector<std::thread> loops;
+  struct JoinLoops {
     std::atomic<bool>& quit;
-    std::thread& thread;
-    ~JoinReconciler() {
+    std::vector<std::thread>& threads;
+    ~JoinLoops() {
       quit.store(true);
-      thread.join();
+      for (std::thread& t : threads) t.join();
     }
-  } join_reconciler{quit_reconcile, reconciler};
+  } join_loops{quit_loops, loops};
+  loops.emplace_back([&] { Impl::Every(s.config.reconcile_interval, [&] { s.Reconcile(); }, stop, quit_loops); });
+  if (s.config.usage_interval.count() > 0) {
+    loops.emplace_back([&] { Impl::Every(s.config.usage_interval, [&] { s.UsagePass(); }, stop, quit_loops); });
+  }
   // inotify wakes the loop at once when the kubelet wipes its directory; the
   // socket check below stays as the fallback.
   std::optional<DirWatch> watch;

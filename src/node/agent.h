@@ -5,7 +5,9 @@
 // per-resync check of the socket file as the fallback). Beside it, it checks
 // the kubelet's pod-resources record against the pods' assignments every
 // reconcile interval, raises Events on mismatches and refused Allocates, and
-// serves its counters on /metrics. Run() blocks until its stop flag, which
+// serves its counters on /metrics. A third loop reads the containers' regions
+// (node/usage.h): GPU and container series on /metrics, OOM-refusal Events
+// and each pod's tessera.io/usage annotation. Run() blocks until its stop flag, which
 // any thread may set, becomes true.
 //
 //   NodeAgent agent(config, client, std::make_unique<FileGpuSource>(path), log);
@@ -44,6 +46,12 @@ struct NodeConfig {
   std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";  // absent: skipped
   std::chrono::milliseconds reconcile_interval{10000};                                // time between passes
   std::string metrics_bind_address = ":9410";                                         // /metrics; "" disables
+  // Usage: the containers' regions read every usage_interval (0: never) for
+  // /metrics and OOM-refusal Events; a pod's tessera.io/usage annotation is
+  // written when its usage moved, at most once per usage_annotation_interval
+  // (0: never).
+  std::chrono::milliseconds usage_interval{2000};
+  std::chrono::milliseconds usage_annotation_interval{10000};
   std::chrono::milliseconds testing_allocate_reply_delay{0};        // fault injection for restart tests
   ArbiterConfig arbiter;                                            // the per-GPU compute arbiter
 };

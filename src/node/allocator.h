@@ -61,6 +61,9 @@ class Allocator {
   Result<std::vector<std::string>> Prefer(const std::vector<std::string>& available,
                                           const std::vector<std::string>& must_include, size_t size);
 
+  // The node's pods as the watch cache holds them (NodePods::Cached).
+  std::optional<std::vector<nlohmann::json>> CachedPods() const { return pods_.Cached(); }
+
  private:
   Status MarkAllocated(const PendingPod& pod, const std::string& container);
 

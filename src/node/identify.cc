@@ -51,6 +51,11 @@ std::string Describe(const PendingPod& pod) {
 
 }  // namespace
 
+std::vector<std::string> AllocatedContainers(const nlohmann::json& pod) {
+  const nlohmann::json& meta = pod.value("metadata", nlohmann::json::object());
+  return Split(Str(meta.value("annotations", nlohmann::json::object()), kAllocatedAnnotation));
+}
+
 std::string JoinUuids(const std::vector<std::string>& uuids) {
   std::string out;
   for (const auto& u : uuids) out += (out.empty() ? "" : ", ") + u;
@@ -74,7 +79,7 @@ std::optional<PendingPod> PendingPodFrom(const nlohmann::json& pod, const std::s
   p.resource_version = Str(meta, "resourceVersion");
   p.created_at = Str(meta, "creationTimestamp");
   p.assigned_at = Str(annotations, std::string(core::kAssignedAtAnnotation).c_str());
-  p.allocated = Split(Str(annotations, kAllocatedAnnotation));
+  p.allocated = AllocatedContainers(pod);
   const std::string priority = Str(annotations, std::string(core::kPriorityAnnotation).c_str());
   p.priority = priority == "high" ? core::Priority::kHigh
                : priority == "low" ? core::Priority::kLow

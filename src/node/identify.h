@@ -22,6 +22,10 @@ namespace tessera::node {
 // ("main,sidecar"), written by the node agent.
 inline constexpr const char* kAllocatedAnnotation = core::kAllocatedAnnotation.data();
 
+// The containers of `pod` (a v1 Pod) whose Allocate has been answered: its
+// tessera.io/allocated annotation, split.
+std::vector<std::string> AllocatedContainers(const nlohmann::json& pod);
+
 // A container that still waits for its Allocate, with its GPU shares.
 struct PendingContainer {
   std::string name;

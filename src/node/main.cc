@@ -43,6 +43,16 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--metrics-bind-address", config.metrics_bind_address, "host:port of /metrics; empty disables it")
       ->capture_default_str();
+  int usage_interval_ms = static_cast<int>(config.usage_interval.count());
+  int usage_annotation_ms = static_cast<int>(config.usage_annotation_interval.count());
+  app.add_option("--usage-interval-ms", usage_interval_ms,
+                 "period of the read of the containers' regions (GPU and container metrics, OOM Events); 0 "
+                 "disables it")
+      ->capture_default_str();
+  app.add_option("--usage-annotation-interval-ms", usage_annotation_ms,
+                 "least time between two writes of a pod's tessera.io/usage annotation (written only when the "
+                 "usage moved); 0 disables the annotation")
+      ->capture_default_str();
   int reply_delay_ms = 0;
   int arbiter_interval_ms = static_cast<int>(config.arbiter.interval.count());
   int arbiter_idle_after_ms = static_cast<int>(config.arbiter.idle_after.count());
@@ -65,6 +75,8 @@ int main(int argc, char** argv) {
   config.resync = std::chrono::milliseconds(resync_ms);
   config.reconcile_interval = std::chrono::milliseconds(reconcile_interval_ms);
   config.testing_allocate_reply_delay = std::chrono::milliseconds(reply_delay_ms);
+  config.usage_interval = std::chrono::milliseconds(usage_interval_ms);
+  config.usage_annotation_interval = std::chrono::milliseconds(usage_annotation_ms);
   config.arbiter.interval = std::chrono::milliseconds(arbiter_interval_ms);
   config.arbiter.idle_after = std::chrono::milliseconds(arbiter_idle_after_ms);
 

@@ -11,18 +11,19 @@ namespace {
 
 TEST(NodeMetricsTest, RegistersTheAgentsCountersWithHelpAndType) {
   metrics::Registry registry;
-  auto m = NodeMetrics::Register(registry);
+  auto m = NodeMetrics::Register(registry, "n1");
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   m->allocations->Increment(3);
   m->reconcile_runs->Increment();
   const std::string text = registry.Render();
   for (const char* line : {"# HELP tessera_node_allocations_total Allocate calls answered with a container's GPUs.",
-                           "# TYPE tessera_node_allocations_total counter", "tessera_node_allocations_total 3",
-                           "tessera_node_allocate_failures_total 0", "tessera_node_allocation_mismatches_total 0",
-                           "tessera_node_reconcile_runs_total 1"}) {
+                           "# TYPE tessera_node_allocations_total counter", "tessera_node_allocations_total{node=\"n1\"} 3",
+                           "tessera_node_allocate_failures_total{node=\"n1\"} 0",
+                           "tessera_node_allocation_mismatches_total{node=\"n1\"} 0",
+                           "tessera_node_reconcile_runs_total{node=\"n1\"} 1"}) {
     EXPECT_NE(text.find(std::string(line) + "\n"), std::string::npos) << line << "\n" << text;
   }
-  EXPECT_EQ(NodeMetrics::Register(registry).status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(NodeMetrics::Register(registry, "n1").status().code(), StatusCode::kAlreadyExists);
 }
 
 TEST(BindAddressTest, Parses) {

@@ -9,6 +9,8 @@
 //   m.allocations->Increment();
 #pragma once
 
+#include <string>
+
 #include "core/status.h"
 #include "metrics/registry.h"
 
@@ -21,8 +23,10 @@ struct NodeMetrics {
   metrics::Counter* mismatches = nullptr;         // tessera_node_allocation_mismatches_total
   metrics::Counter* reconcile_runs = nullptr;     // tessera_node_reconcile_runs_total
 
-  // Adds the families to `registry`. ALREADY_EXISTS when they are there.
-  static Result<NodeMetrics> Register(metrics::Registry& registry);
+  // Adds the families to `registry`, each with one series labelled
+  // node=`node`, so node and GPU series join on the same label.
+  // ALREADY_EXISTS when they are there.
+  static Result<NodeMetrics> Register(metrics::Registry& registry, const std::string& node);
 };
 
 }  // namespace tessera::node

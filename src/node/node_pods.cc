@@ -79,6 +79,11 @@ NodePods::Snapshot NodePods::FromCache() {
   return snap;
 }
 
+std::optional<std::vector<nlohmann::json>> NodePods::Cached() const {
+  if (!informer_.HasSynced()) return std::nullopt;
+  return informer_.List();
+}
+
 void NodePods::NoteWrite(const nlohmann::json& written) {
   const std::string resource_version = ResourceVersionOf(written);
   std::lock_guard<std::mutex> lock(mu_);

@@ -72,6 +72,10 @@ class NodePods {
   // noted.
   void NoteWrite(const nlohmann::json& written);
 
+  // Every pod the watch cache holds (v1 Pod objects, any phase), or nullopt
+  // until its first list has been applied. May lag behind the API server.
+  std::optional<std::vector<nlohmann::json>> Cached() const;
+
  private:
   // A cached pod's pending view, valid while its resourceVersion stays `rv`.
   struct Parsed {

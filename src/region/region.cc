@@ -105,6 +105,17 @@ Result<Region> Region::OpenDir(const std::string& dir) {
   return Region(*mapped);
 }
 
+Result<Region> Region::OpenExisting(const std::string& dir) {
+  const std::string path = dir + "/" + kFileName;
+  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT) return NotFound("no region at " + path);
+  if (fd < 0) return Status(Internal(Errno("open " + path)));
+  Result<Layout*> mapped = MapFd(fd, path);
+  close(fd);
+  if (!mapped.ok()) return mapped.status();
+  return Region(*mapped);
+}
+
 Result<Region> Region::CreateAnonymous() {
   void* p = mmap(nullptr, sizeof(Layout), PROT_READ | PROT_WRITE,
                  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -230,11 +241,11 @@ int ReapDeadProcesses(Layout& layout) {
   return n;
 }
 
-bool Charge(Layout& layout, int slot, int gpu, uint64_t bytes) {
+bool Charge(Layout& layout, int slot, int gpu, uint64_t bytes, Refusal refusal) {
   GpuShare& share = layout.gpus[gpu];
   const uint64_t limit = share.limit_bytes.load(std::memory_order_relaxed);
   if (!TryCharge(share.used_bytes, limit, bytes)) {
-    share.oom_refusals.fetch_add(1, std::memory_order_relaxed);
+    if (refusal == Refusal::kCounted) share.oom_refusals.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
   RaisePeak(share.peak_bytes, share.used_bytes.load(std::memory_order_relaxed));

@@ -108,6 +108,10 @@ class Region {
   // a reader never sees a half-built region. Fails (and maps nothing) when
   // the file exists with another magic, version or size.
   static Result<Region> OpenDir(const std::string& dir);
+  // Maps `dir`/kFileName only when it exists (NOT_FOUND otherwise), checked
+  // as OpenDir checks it. For readers outside the container (tessera-node),
+  // which must not create a region a process would then find half-set.
+  static Result<Region> OpenExisting(const std::string& dir);
   // A fresh region in anonymous shared memory: shared with forked children
   // only. For processes started without a region directory.
   static Result<Region> CreateAnonymous();
@@ -144,9 +148,14 @@ void ReleaseProcess(Layout& layout, int slot);
 // Releases the slots of processes that no longer exist. Returns how many.
 int ReapDeadProcesses(Layout& layout);
 
+// Whether a refusal is counted in GpuShare::oom_refusals: once per
+// allocation the application sees fail, so a caller that will try again
+// (after reaping dead processes) passes kUncounted first.
+enum class Refusal { kCounted, kUncounted };
+
 // Admission for `slot` on `gpu`: charges the container's counter against its
 // limit (one CAS), then the slot. False (nothing charged) over the limit.
-bool Charge(Layout& layout, int slot, int gpu, uint64_t bytes);
+bool Charge(Layout& layout, int slot, int gpu, uint64_t bytes, Refusal refusal = Refusal::kCounted);
 // Charges even past the limit (memory the driver already handed out).
 void ForceCharge(Layout& layout, int slot, int gpu, uint64_t bytes);
 // Gives back bytes charged by `slot`; saturates at 0.

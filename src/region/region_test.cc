@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -48,6 +49,34 @@ TEST(RegionTest, CreatesOnceAndReopensTheSameState) {
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   EXPECT_EQ(b->layout()->gpus[0].limit_bytes.load(), 7 * kMiB);
   EXPECT_NE(a->layout(), b->layout());  // two mappings, one file
+}
+
+TEST(RegionTest, OnlyCountedRefusalsAreCounted) {
+  Result<Region> r = Region::CreateAnonymous();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  Layout& l = *r->layout();
+  l.gpus[0].limit_bytes = kMiB;
+  Result<int> slot = RegisterProcess(l, getpid());
+  ASSERT_TRUE(slot.ok());
+  EXPECT_FALSE(Charge(l, *slot, 0, 2 * kMiB, Refusal::kUncounted));
+  EXPECT_EQ(l.gpus[0].oom_refusals.load(), 0u);
+  EXPECT_FALSE(Charge(l, *slot, 0, 2 * kMiB));
+  EXPECT_EQ(l.gpus[0].oom_refusals.load(), 1u);
+  EXPECT_EQ(l.gpus[0].used_bytes.load(), 0u);
+}
+
+TEST(RegionTest, OpenExistingNeverCreates) {
+  TempDir dir;
+  Result<Region> none = Region::OpenExisting(dir.path());
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), StatusCode::kNotFound);
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/" + kFileName));
+  Result<Region> made = Region::OpenDir(dir.path());
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  made->layout()->gpus[1].used_bytes = 3 * kMiB;
+  Result<Region> seen = Region::OpenExisting(dir.path());
+  ASSERT_TRUE(seen.ok()) << seen.status().ToString();
+  EXPECT_EQ(seen->layout()->gpus[1].used_bytes.load(), 3 * kMiB);
 }
 
 TEST(RegionTest, RejectsWrongSizeMagicAndVersion) {

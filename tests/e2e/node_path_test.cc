@@ -12,12 +12,15 @@
 
 #include "core/codec.h"
 #include "core/random.h"
+#include "core/usage.h"
 #include "kube/paths.h"
 #include "node/container_env.h"
 #include "node/slots.h"
 #include "tests/kubelet_sim/node_farm.h"
 #include "tests/support/cluster_env.h"
 #include "tests/support/extender_suite.h"
+#include "tests/support/http_probe.h"
+#include "tests/support/process.h"
 #include "tests/support/sim_nodes.h"
 
 namespace tessera::testing {
@@ -104,7 +107,7 @@ class NodePathTest : public ExtenderSuite {
   }
 
   // This test's nodes, each with a tessera-node and a kubelet stand-in.
-  void StartFarm(int count, int gpus, int64_t mem_mib, int slots = 4) {
+  void StartFarm(int count, int gpus, int64_t mem_mib, int slots = 4, std::vector<std::string> agent_flags = {}) {
     auto nodes = UniformSimNodes(group_, count, gpus, "A100", mem_mib, slots);
     for (auto& n : nodes) n.labels["tessera.io/e2e-group"] = group_;
     NodeFarmOptions options;
@@ -112,6 +115,7 @@ class NodePathTest : public ExtenderSuite {
     options.kubeconfig = env_->kubeconfig;
     options.log_dir = env_->dir + "/logs";
     options.pid_dir = env_->dir + "/pids";
+    options.agent_flags = std::move(agent_flags);
     auto farm = NodeFarm::Start(*client_, std::move(nodes), options);
     ASSERT_TRUE(farm.ok()) << farm.status().ToString();
     farm_ = std::move(farm).value();
@@ -386,6 +390,126 @@ TEST_F(NodePathTest, VanishedGpuFailsTheAllocateWithItsReason) {
   }
   ASSERT_FALSE(events.empty()) << "no TesseraAllocateFailed Event on the pod";
   EXPECT_NE(events.back().find(lost), std::string::npos) << events.back();
+}
+
+// What a container uses reaches the node agent's /metrics, the pod's
+// tessera.io/usage annotation, an Event when an allocation is refused at the
+// limit, and kubectl tessera top. The container's processes are the fake-CUDA
+// client run with libtessera-cuda.so preloaded and the env its Allocate gave
+// it, its region folder as the container would see it mounted.
+TEST_F(NodePathTest, ContainerUsageReachesMetricsAnnotationEventsAndTop) {
+  const char* client_bin = std::getenv("TESSERA_TEST_CLIENT");
+  const char* preload = std::getenv("TESSERA_TEST_PRELOAD");
+  if (client_bin == nullptr || preload == nullptr) GTEST_SKIP() << "needs the fake CUDA client (not in this build)";
+  StartFarm(1, 2, 40960, 4, {"--usage-interval-ms", "200", "--usage-annotation-interval-ms", "500"});
+  ASSERT_TRUE(Submit("user", {{"main", 1, 1024, 30}}).ok());
+  ASSERT_TRUE(Submit("idle", {{"main", 1, 2048, 20}}).ok());
+  ExpectRunningAsAssigned("user");
+  ExpectRunningAsAssigned("idle");
+  auto pod = client_->Get(kube::PodPath(ns_, "user"));
+  ASSERT_TRUE(pod.ok());
+  const std::string uid = (*pod)["metadata"]["uid"];
+  const core::GpuShare share = AssignmentOf(*pod).containers.at(0).gpus.at(0);
+  const json envs = json::parse(Annotation(*pod, kSimAllocationsAnnotation))["main"]["envs"];
+
+  // A "process of the container": its Allocate env, its region on the host.
+  auto run = [&](const std::vector<std::string>& args, const std::string& log) {
+    std::vector<std::string> argv = {"/usr/bin/env"};
+    for (const auto& [name, value] : envs.items()) argv.push_back(name + "=" + value.get<std::string>());
+    argv.push_back("TESSERA_REGION_DIR=" + farm_->RegionRoot(0) + "/" + uid + "/main");
+    argv.push_back(std::string("LD_PRELOAD=") + preload);
+    argv.push_back(client_bin);
+    argv.insert(argv.end(), args.begin(), args.end());
+    return ChildProcess::Start(argv, env_->dir + "/logs/" + log);
+  };
+  auto holder = run({"alloc", "300", "term"}, "usage-holder.log");
+  ASSERT_TRUE(holder.ok()) << holder.status().ToString();
+  // Past the 1024 MiB share: refused with CUDA_ERROR_OUT_OF_MEMORY (exit 7).
+  auto greedy = run({"alloc", "900", "exit"}, "usage-greedy.log");
+  ASSERT_TRUE(greedy.ok()) << greedy.status().ToString();
+  const int greedy_status = greedy->Stop(0, seconds(20));  // signal 0: just wait for it
+  EXPECT_TRUE(WIFEXITED(greedy_status) && WEXITSTATUS(greedy_status) == 7) << greedy_status;
+
+  const std::string labels = "{node=\"" + farm_->node(0).info.name + "\",gpu=\"" + std::to_string(share.index) +
+                             "\",uuid=\"" + share.uuid + "\",model=\"A100\",namespace=\"" + ns_ +
+                             "\",pod=\"user\",container=\"main\"}";
+  auto sample = [&](const std::string& series) -> Result<double> {
+    TESSERA_ASSIGN_OR_RETURN(std::string page, FetchMetrics(farm_->MetricsPort(0)));
+    return SampleValue(page, series);
+  };
+  auto wait_for = [&](const std::string& series, double want) {
+    Result<double> got = NotFound("not scraped yet");
+    for (int i = 0; i < 200; ++i) {
+      got = sample(series);
+      if (got.ok() && *got == want) return;
+      std::this_thread::sleep_for(milliseconds(100));
+    }
+    ADD_FAILURE() << series << ": want " << want << ", got "
+                  << (got.ok() ? std::to_string(*got) : got.status().ToString()) << "; see " << farm_->AgentLog(0);
+  };
+  const double mib = 1024.0 * 1024.0;
+  wait_for("tessera_container_gpu_memory_used_bytes" + labels, 300 * mib);
+  wait_for("tessera_container_gpu_memory_limit_bytes" + labels, 1024 * mib);
+  wait_for("tessera_container_gpu_core_share_ratio" + labels, 0.3);
+  wait_for("tessera_container_gpu_oom_refusals_total" + labels, 1);
+  // The idle pod holds its share and uses nothing.
+  const std::string gpu_labels = "{node=\"" + farm_->node(0).info.name + "\",gpu=\"" +
+                                 std::to_string(share.index) + "\",uuid=\"" + share.uuid + "\",model=\"A100\"}";
+  wait_for("tessera_gpu_memory_total_bytes" + gpu_labels, 40960 * mib);
+  auto idle = client_->Get(kube::PodPath(ns_, "idle"));
+  ASSERT_TRUE(idle.ok());
+  const bool same_gpu = AssignmentOf(*idle).containers.at(0).gpus.at(0).uuid == share.uuid;
+  wait_for("tessera_gpu_memory_used_bytes" + gpu_labels, 300 * mib);
+  wait_for("tessera_gpu_memory_allocated_bytes" + gpu_labels, (same_gpu ? 1024 + 2048 : 1024) * mib);
+  wait_for("tessera_gpu_containers" + gpu_labels, same_gpu ? 2 : 1);
+
+  // The refusal is an Event on the pod that names the limit.
+  std::vector<std::string> events;
+  for (int i = 0; i < 100 && events.empty(); ++i) {
+    events = PodEvents(*client_, ns_, "user", "TesseraOOMRefused");
+    if (events.empty()) std::this_thread::sleep_for(milliseconds(100));
+  }
+  ASSERT_FALSE(events.empty()) << "no TesseraOOMRefused Event; see " << farm_->AgentLog(0);
+  EXPECT_NE(events.back().find("1024 MiB"), std::string::npos) << events.back();
+
+  // The usage annotation, as kubectl tessera top reads it.
+  core::PodUsage usage;
+  for (int i = 0; i < 100; ++i) {
+    auto now = client_->Get(kube::PodPath(ns_, "user"));
+    ASSERT_TRUE(now.ok());
+    auto decoded = core::DecodeUsage(Annotation(*now, core::kUsageAnnotation));
+    if (decoded.ok()) {
+      usage = *decoded;
+      break;
+    }
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  ASSERT_EQ(usage.containers.size(), 1u) << "no tessera.io/usage on the pod";
+  ASSERT_EQ(usage.containers[0].gpus.size(), 1u);
+  EXPECT_EQ(usage.containers[0].gpus[0].uuid, share.uuid);
+  EXPECT_EQ(usage.containers[0].gpus[0].mem_used_mib, 300);
+  auto idle_now = client_->Get(kube::PodPath(ns_, "idle"));
+  ASSERT_TRUE(idle_now.ok());
+  EXPECT_EQ(Annotation(*idle_now, core::kUsageAnnotation), "") << "a container with no region has no usage";
+  FILE* top = ::popen(("'" + env_->bin_dir + "/kubectl-tessera' --kubeconfig '" + env_->kubeconfig + "' top -n " +
+                       ns_ + " -o json")
+                          .c_str(),
+                      "r");
+  ASSERT_NE(top, nullptr);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, top)) > 0) out.append(buf, n);
+  ASSERT_EQ(::pclose(top), 0) << out;
+  const json doc = json::parse(out);
+  ASSERT_EQ(doc["usage"].size(), 1u) << out;
+  EXPECT_EQ(doc["usage"][0]["pod"], "user") << out;
+  EXPECT_EQ(doc["usage"][0]["memUsedMiB"], 300) << out;
+
+  // The process exits: the memory is given back and the series follow.
+  EXPECT_EQ(holder->Stop(SIGTERM, seconds(20)), 0);
+  wait_for("tessera_container_gpu_memory_used_bytes" + labels, 0);
+  wait_for("tessera_container_gpu_memory_peak_bytes" + labels, 300 * mib);
 }
 
 }  // namespace

@@ -9,7 +9,14 @@ add_dependencies(e2e_scheduling_test tessera-scheduler)
 tessera_cluster_test(e2e_node_path_test SRCS ${CMAKE_CURRENT_LIST_DIR}/node_path_test.cc
                      DEPS tessera_kubelet_sim tessera_test_support LABELS e2e)
 set_tests_properties(e2e_node_path_test PROPERTIES TIMEOUT 600)
-add_dependencies(e2e_node_path_test tessera-scheduler tessera-node)
+add_dependencies(e2e_node_path_test tessera-scheduler tessera-node kubectl-tessera)
+# Container processes for the usage case: the fake-CUDA client with the
+# interception library preloaded (not built under the sanitizers).
+if(NOT TESSERA_SANITIZE)
+  add_dependencies(e2e_node_path_test fake_cuda_client tessera-cuda)
+  set_property(TEST e2e_node_path_test APPEND PROPERTY ENVIRONMENT
+    "TESSERA_TEST_CLIENT=$<TARGET_FILE:fake_cuda_client>" "TESSERA_TEST_PRELOAD=$<TARGET_FILE:tessera-cuda>")
+endif()
 
 # kubectl-tessera: its inspect output against tessera-scheduler's own books.
 tessera_cluster_test(e2e_kubectl_tessera_test SRCS ${CMAKE_CURRENT_LIST_DIR}/kubectl_tessera_test.cc

@@ -4,6 +4,8 @@
 //                           count; hold them until stdin closes
 //   client alloc MIB exit   allocate, then exit() without freeing
 //   client alloc MIB hold   allocate, print "ready", hold until stdin closes
+//   client alloc MIB term   allocate, print "ready", hold until SIGTERM, then
+//                           exit normally (the library gives the memory back)
 //   client info             print "free total" of device 0 in bytes
 //   client lock-and-die DIR take the region lock of DIR, then SIGKILL itself
 #define __CUDA_API_VERSION_INTERNAL 1
@@ -49,6 +51,12 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     raise(SIGKILL);
   }
+  sigset_t term;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  if (cmd == "alloc" && argc == 4 && std::strcmp(argv[3], "term") == 0) {
+    sigprocmask(SIG_BLOCK, &term, nullptr);  // taken by sigwait below, not by the default action
+  }
   Context();
   if (cmd == "info") {
     size_t free_b = 0, total = 0;
@@ -71,10 +79,15 @@ int main(int argc, char** argv) {
   if (cmd == "alloc" && argc == 4) {
     CUdeviceptr p;
     if (cuMemAlloc_v2(&p, std::strtoull(argv[2], nullptr, 10) * kMiB) != CUDA_SUCCESS) return 7;
-    if (std::strcmp(argv[3], "hold") == 0) {
+    if (std::strcmp(argv[3], "hold") == 0 || std::strcmp(argv[3], "term") == 0) {
       std::printf("ready\n");
       std::fflush(stdout);
-      WaitForStdinClose();
+      if (argv[3][0] == 'h') {
+        WaitForStdinClose();
+      } else {
+        int sig = 0;
+        sigwait(&term, &sig);
+      }
     }
     std::exit(0);
   }

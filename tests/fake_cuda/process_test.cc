@@ -146,6 +146,13 @@ TEST_F(ProcessTest, ConcurrentProcessesSeeEachOther) {
     Child b(dir_, {"alloc", "60", "exit"});
     EXPECT_EQ(b.Wait(), 7);  // refused: 10 + 60 > 64
   }
+  {
+    // One allocation the application saw fail is one refusal, however many
+    // times the library tried to admit it.
+    auto r = tessera::region::Region::OpenDir(dir_);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->layout()->gpus[0].oom_refusals.load(), 1u);
+  }
   a.CloseStdin();
   EXPECT_EQ(a.Wait(), 0);
   EXPECT_EQ(FreeSeen(), 64 * kMiB);

@@ -6,7 +6,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <limits>
+#include <string_view>
 
 namespace tessera::testing {
 
@@ -51,9 +53,32 @@ Result<double> SampleValue(const std::string& page, const std::string& series) {
   }
 }
 
+Result<double> SumSamples(const std::string& page, const std::string& name) {
+  double sum = 0;
+  bool found = false;
+  size_t at = 0;
+  while (at < page.size()) {
+    const size_t end = std::min(page.find('\n', at), page.size());
+    const std::string_view line(page.data() + at, end - at);
+    at = end + 1;
+    if (!line.starts_with(name) || line.size() <= name.size()) continue;
+    const char next = line[name.size()];
+    if (next != ' ' && next != '{') continue;
+    const size_t space = line.rfind(' ');
+    try {
+      sum += std::stod(std::string(line.substr(space + 1)));
+      found = true;
+    } catch (const std::exception&) {
+      return InvalidArgument(std::string(line) + ": not a sample line");
+    }
+  }
+  if (!found) return NotFound(name + " not in /metrics:\n" + page);
+  return sum;
+}
+
 Result<uint64_t> ScrapeCounter(int port, const std::string& name) {
   TESSERA_ASSIGN_OR_RETURN(std::string page, FetchMetrics(port));
-  TESSERA_ASSIGN_OR_RETURN(double value, SampleValue(page, name));
+  TESSERA_ASSIGN_OR_RETURN(double value, SumSamples(page, name));
   if (value < 0) return InvalidArgument(name + ": not a counter value on /metrics");
   return static_cast<uint64_t>(value);
 }

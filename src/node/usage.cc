@@ -1,0 +1,213 @@
+#include "node/usage.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <tuple>
+
+#include "core/codec.h"
+#include "region/region.h"
+
+namespace tessera::node {
+namespace {
+
+constexpr uint64_t kBytesPerMiB = 1ull << 20;
+
+std::string Str(const nlohmann::json& obj, const char* key) {
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+auto Key(const ContainerGpu& c) { return std::tie(c.pod.uid, c.container, c.ordinal); }
+
+bool SortedBefore(const ContainerGpu& a, const ContainerGpu& b) {
+  return std::tie(a.pod.ns, a.pod.name, a.container, a.ordinal) < std::tie(b.pod.ns, b.pod.name, b.container, b.ordinal);
+}
+
+const ContainerGpu* Find(const UsageSnapshot& snapshot, const ContainerGpu& like) {
+  for (const ContainerGpu& c : snapshot.containers) {
+    if (Key(c) == Key(like)) return &c;
+  }
+  return nullptr;
+}
+
+double Utilization(const ContainerGpu& now, const ContainerGpu* before, std::chrono::steady_clock::duration wall) {
+  if (before == nullptr || !now.measured || !before->measured) return 0;
+  const auto wall_us = std::chrono::duration_cast<std::chrono::microseconds>(wall).count();
+  // A region recreated (its counter went back) has no rate until the next sample.
+  if (wall_us <= 0 || now.counters.gpu_us < before->counters.gpu_us) return 0;
+  const double ratio = static_cast<double>(now.counters.gpu_us - before->counters.gpu_us) / static_cast<double>(wall_us);
+  return std::clamp(ratio, 0.0, 1.0);
+}
+
+int64_t MiB(uint64_t bytes) { return static_cast<int64_t>(bytes / kBytesPerMiB); }
+
+}  // namespace
+
+Result<std::vector<RegionCounters>> ReadRegionCounters(const std::string& dir, int gpus) {
+  if (gpus < 0 || gpus > region::kMaxGpus) {
+    return InvalidArgument("a region holds 0.." + std::to_string(region::kMaxGpus) + " GPUs, asked for " +
+                           std::to_string(gpus));
+  }
+  TESSERA_ASSIGN_OR_RETURN(region::Region mapped, region::Region::OpenExisting(dir));
+  const region::Layout& l = *mapped.layout();
+  std::vector<RegionCounters> out(static_cast<size_t>(gpus));
+  for (int i = 0; i < gpus; ++i) {
+    RegionCounters& c = out[static_cast<size_t>(i)];
+    c.used_bytes = l.gpus[i].used_bytes.load(std::memory_order_relaxed);
+    c.peak_bytes = l.gpus[i].peak_bytes.load(std::memory_order_relaxed);
+    c.oom_refusals = l.gpus[i].oom_refusals.load(std::memory_order_relaxed);
+    c.gpu_us = l.compute[i].used_us.load(std::memory_order_relaxed);
+    c.throttled_us = l.compute[i].throttled_us.load(std::memory_order_relaxed);
+  }
+  return out;
+}
+
+std::string RegionHostDir(const std::string& root, const std::string& uid, const std::string& container) {
+  return root + "/" + uid + "/" + container;
+}
+
+std::vector<PodAssignment> ActiveAssignments(const std::vector<nlohmann::json>& items, const std::string& node) {
+  std::vector<PodAssignment> out;
+  for (const nlohmann::json& pod : items) {
+    const nlohmann::json& spec = pod.value("spec", nlohmann::json::object());
+    const std::string phase = Str(pod.value("status", nlohmann::json::object()), "phase");
+    if (Str(spec, "nodeName") != node || phase == "Succeeded" || phase == "Failed") continue;
+    std::vector<PodAssignment> one = PodAssignmentsFromList(nlohmann::json::array({pod}));
+    if (one.empty() || !one[0].assignment || one[0].assignment->node != node) continue;
+    const std::vector<std::string> allocated = AllocatedContainers(pod);
+    const std::set<std::string> done(allocated.begin(), allocated.end());
+    auto& containers = one[0].assignment->containers;
+    std::erase_if(containers, [&](const core::ContainerAssignment& c) { return !done.contains(c.name); });
+    if (!containers.empty()) out.push_back(std::move(one[0]));
+  }
+  return out;
+}
+
+UsageSnapshot JoinUsage(const std::vector<PodAssignment>& pods, const std::vector<core::GpuInfo>& inventory,
+                        const RegionLookup& lookup, core::WallTime at, std::chrono::steady_clock::time_point taken,
+                        const UsageSnapshot* previous, const std::vector<GpuLoad>* device_load) {
+  UsageSnapshot out;
+  out.at = at;
+  out.taken = taken;
+  for (const core::GpuInfo& g : inventory) {
+    GpuTotals t;
+    t.gpu = g;
+    out.gpus.push_back(std::move(t));
+  }
+  std::sort(out.gpus.begin(), out.gpus.end(), [](const GpuTotals& a, const GpuTotals& b) {
+    return a.gpu.index < b.gpu.index;
+  });
+  const auto wall = previous != nullptr ? taken - previous->taken : std::chrono::steady_clock::duration::zero();
+  for (const PodAssignment& pod : pods) {
+    if (!pod.assignment) continue;
+    for (const core::ContainerAssignment& container : pod.assignment->containers) {
+      const int n = static_cast<int>(container.gpus.size());
+      const std::optional<std::vector<RegionCounters>> counters = lookup(pod.uid, container.name, n);
+      for (int i = 0; i < n; ++i) {
+        const core::GpuShare& share = container.gpus[static_cast<size_t>(i)];
+        auto totals = std::find_if(out.gpus.begin(), out.gpus.end(), [&](const GpuTotals& t) {
+          return share.uuid.empty() ? t.gpu.index == share.index : t.gpu.uuid == share.uuid;
+        });
+        if (totals == out.gpus.end()) continue;
+        ContainerGpu c;
+        c.pod = PodRef{pod.ns, pod.name, pod.uid};
+        c.container = container.name;
+        c.ordinal = i;
+        c.gpu = totals->gpu;
+        const int64_t mem_mib = share.mem_mib > 0 ? std::min(share.mem_mib, totals->gpu.memory_mib)
+                                                  : totals->gpu.memory_mib;
+        c.limit_bytes = static_cast<uint64_t>(std::max<int64_t>(mem_mib, 0)) * kBytesPerMiB;
+        c.core_share = static_cast<double>(share.core_milli) / static_cast<double>(core::kCoreMilliPerGpu);
+        if (counters && static_cast<int>(counters->size()) > i) {
+          c.measured = true;
+          c.counters = (*counters)[static_cast<size_t>(i)];
+        }
+        c.utilization = Utilization(c, previous != nullptr ? Find(*previous, c) : nullptr, wall);
+        totals->used_bytes += c.counters.used_bytes;
+        totals->allocated_bytes += c.limit_bytes;
+        totals->core_allocated += c.core_share;
+        totals->utilization = std::min(1.0, totals->utilization + c.utilization);
+        totals->containers += 1;
+        out.containers.push_back(std::move(c));
+      }
+    }
+  }
+  std::sort(out.containers.begin(), out.containers.end(), SortedBefore);
+  if (device_load != nullptr) {
+    for (const GpuLoad& load : *device_load) {
+      for (GpuTotals& t : out.gpus) {
+        if (t.gpu.index != load.index) continue;
+        t.device_measured = true;
+        t.used_bytes = load.memory_used_bytes;
+        if (load.utilization) t.utilization = std::clamp(*load.utilization, 0.0, 1.0);
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<OomRefusal> NewOomRefusals(const UsageSnapshot* previous, const UsageSnapshot& now) {
+  std::vector<OomRefusal> out;
+  if (previous == nullptr) return out;
+  for (const ContainerGpu& c : now.containers) {
+    if (!c.measured) continue;
+    const ContainerGpu* before = Find(*previous, c);
+    const uint64_t earlier = before != nullptr && before->measured ? before->counters.oom_refusals : 0;
+    // A counter that went back belongs to a region made anew: all of it is new.
+    const uint64_t refused = c.counters.oom_refusals >= earlier ? c.counters.oom_refusals - earlier
+                                                                : c.counters.oom_refusals;
+    if (refused > 0) out.push_back(OomRefusal{c, refused});
+  }
+  return out;
+}
+
+std::string OomRefusalMessage(const OomRefusal& r) {
+  const ContainerGpu& c = r.share;
+  return "container " + c.container + ": " + std::to_string(r.refused) + " GPU memory allocation(s) refused with " +
+         "CUDA_ERROR_OUT_OF_MEMORY on GPU " + std::to_string(c.gpu.index) + " (" + c.gpu.uuid + "): its share is " +
+         std::to_string(MiB(c.limit_bytes)) + " MiB and it holds " + std::to_string(MiB(c.counters.used_bytes)) +
+         " MiB; raise tessera.io/gpu-mem or lower the workload's memory use";
+}
+
+std::map<std::string, core::PodUsage> PodUsages(const UsageSnapshot& snapshot) {
+  std::map<std::string, core::PodUsage> out;
+  for (const ContainerGpu& c : snapshot.containers) {
+    if (!c.measured) continue;
+    core::PodUsage& pod = out[c.pod.uid];
+    pod.at = snapshot.at;
+    if (pod.containers.empty() || pod.containers.back().name != c.container) {
+      core::ContainerUsage container;
+      container.name = c.container;
+      pod.containers.push_back(std::move(container));
+    }
+    core::GpuUse use;
+    use.index = c.gpu.index;
+    use.uuid = c.gpu.uuid;
+    use.mem_used_mib = MiB(c.counters.used_bytes);
+    use.utilization = std::round(c.utilization * 1000.0) / 1000.0;
+    pod.containers.back().gpus.push_back(std::move(use));
+  }
+  return out;
+}
+
+bool UsageChanged(const core::PodUsage& published, const core::PodUsage& now, const UsagePublishPolicy& policy) {
+  if (published.containers.size() != now.containers.size()) return true;
+  for (size_t i = 0; i < now.containers.size(); ++i) {
+    const core::ContainerUsage& a = published.containers[i];
+    const core::ContainerUsage& b = now.containers[i];
+    if (a.name != b.name || a.gpus.size() != b.gpus.size()) return true;
+    for (size_t j = 0; j < b.gpus.size(); ++j) {
+      const core::GpuUse& x = a.gpus[j];
+      const core::GpuUse& y = b.gpus[j];
+      if (x.index != y.index || x.uuid != y.uuid) return true;
+      const double moved = static_cast<double>(std::abs(y.mem_used_mib - x.mem_used_mib));
+      const double relative = static_cast<double>(x.mem_used_mib) * policy.mem_delta_fraction;
+      if (moved > 0 && moved >= std::max(static_cast<double>(policy.mem_delta_mib), relative)) return true;
+      if (std::abs(y.utilization - x.utilization) >= policy.utilization_delta) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace tessera::node

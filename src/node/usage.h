@@ -1,0 +1,132 @@
+// What the containers on this node use of their GPU shares: their regions'
+// counters (memory held, GPU time, time held at the launch gate, refused
+// allocations) joined with the pods' assignments. The source of
+// tessera-node's GPU and container series, of the tessera.io/usage pod
+// annotation and of the OOM-refusal Events. Everything here is pure except
+// ReadRegionCounters, which maps a region.
+//
+//   auto pods = ActiveAssignments(cached_pods, "node-1");
+//   UsageSnapshot now = JoinUsage(pods, gpus, lookup, clock, &previous);
+//   for (const OomRefusal& r : NewOomRefusals(&previous, now)) Report(r);
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/model.h"
+#include "core/status.h"
+#include "core/usage.h"
+#include "node/identify.h"
+#include "node/inventory.h"
+#include "node/reconcile.h"
+
+namespace tessera::node {
+
+// One GPU of a container's region, summed over the container's processes.
+struct RegionCounters {
+  uint64_t used_bytes = 0;     // device memory held now
+  uint64_t peak_bytes = 0;     // most ever held at once
+  uint64_t oom_refusals = 0;   // allocations refused at the limit
+  uint64_t gpu_us = 0;         // GPU time its kernels ran (measured by the launch gate)
+  uint64_t throttled_us = 0;   // time its launches waited at the gate
+  bool operator==(const RegionCounters&) const = default;
+};
+
+// The counters of GPU slots 0..gpus-1 of the region in `dir`. NOT_FOUND when
+// no process of the container has created the region yet; the region's own
+// error when it is not a region of this layout. Never creates anything.
+Result<std::vector<RegionCounters>> ReadRegionCounters(const std::string& dir, int gpus);
+
+// Where a container's region lives on the host: <root>/<pod uid>/<container>,
+// as the Allocate answer mounts it.
+std::string RegionHostDir(const std::string& root, const std::string& uid, const std::string& container);
+
+// The pods among `items` (v1 Pod objects) whose shares are live on `node`:
+// bound to it, not finished, with a readable assignment for it; each keeps
+// only the containers the node agent has allocated (tessera.io/allocated).
+std::vector<PodAssignment> ActiveAssignments(const std::vector<nlohmann::json>& items, const std::string& node);
+
+// One container's share of one GPU and its use of it.
+struct ContainerGpu {
+  PodRef pod;
+  std::string container;
+  int ordinal = 0;           // the GPU's CUDA ordinal inside the container: its slot in the region
+  core::GpuInfo gpu;         // the node's GPU (index, uuid, model)
+  uint64_t limit_bytes = 0;  // the share's memory
+  double core_share = 0;     // the share's compute, as a fraction of the GPU's time
+  bool measured = false;     // a region exists, so `counters` are real
+  RegionCounters counters;
+  double utilization = 0;    // GPU time per wall time since the previous snapshot, 0..1
+};
+
+// One GPU of the node. Memory in use and utilization are the device's own
+// measurement when the GPU source gives one (NVML: every process on the
+// GPU), else the sums over the containers' regions (simulated GPUs).
+struct GpuTotals {
+  core::GpuInfo gpu;
+  uint64_t used_bytes = 0;       // memory in use
+  uint64_t allocated_bytes = 0;  // memory the shares on it hold
+  double core_allocated = 0;     // compute the shares hold, in GPUs
+  double utilization = 0;        // fraction of its time kernels ran, capped at 1
+  int containers = 0;            // containers holding a share of it
+  bool device_measured = false;  // used_bytes (and utilization, when the device gave it) are the device's
+};
+
+struct UsageSnapshot {
+  core::WallTime at{};                            // wall clock when taken
+  std::chrono::steady_clock::time_point taken{};  // the same instant, for rates
+  std::vector<ContainerGpu> containers;           // by namespace, pod, container, ordinal
+  std::vector<GpuTotals> gpus;                    // every GPU of the inventory, by index
+};
+
+// A container's region counters for `gpus` GPU slots, or nullopt when it has
+// none (yet). ReadRegionCounters behind a root folder, in tessera-node.
+using RegionLookup =
+    std::function<std::optional<std::vector<RegionCounters>>(const std::string& uid, const std::string& container,
+                                                             int gpus)>;
+
+// Joins `pods` (ActiveAssignments) with `inventory` and the regions. A share
+// on a GPU the inventory lacks is left out. Utilization is measured against
+// `previous` (nullptr: 0 everywhere). `device_load` (nullptr when the source
+// measures none) replaces the region sums of the GPUs it names.
+UsageSnapshot JoinUsage(const std::vector<PodAssignment>& pods, const std::vector<core::GpuInfo>& inventory,
+                        const RegionLookup& lookup, core::WallTime at, std::chrono::steady_clock::time_point taken,
+                        const UsageSnapshot* previous, const std::vector<GpuLoad>* device_load = nullptr);
+
+// Allocations refused at a container's limit since `previous`. With no
+// previous snapshot (the agent just started) there are none: refusals from
+// before it started were reported, if at all, by the agent that saw them.
+struct OomRefusal {
+  ContainerGpu share;     // as in the newer snapshot
+  uint64_t refused = 0;   // refusals since the previous snapshot
+};
+std::vector<OomRefusal> NewOomRefusals(const UsageSnapshot* previous, const UsageSnapshot& now);
+std::string OomRefusalMessage(const OomRefusal& refusal);
+
+// The tessera.io/usage value each pod (by uid) should carry: its measured
+// containers only; pods with none are absent.
+std::map<std::string, core::PodUsage> PodUsages(const UsageSnapshot& snapshot);
+
+// When a pod's usage annotation is written again.
+struct UsagePublishPolicy {
+  // Memory must move by at least the larger of these: a fixed floor, and a
+  // fraction of the value published (so a 40 GiB job is not rewritten for
+  // every 64 MiB it allocates).
+  int64_t mem_delta_mib = 64;
+  double mem_delta_fraction = 0.05;
+  double utilization_delta = 0.05;   // utilization moved by at least this
+  std::chrono::milliseconds min_interval{10000};  // never more often than this per pod
+};
+
+// Whether `now` differs from `published` enough to be written: a container
+// or GPU appeared or went away, or memory or utilization moved past the
+// policy's thresholds. Time alone never counts.
+bool UsageChanged(const core::PodUsage& published, const core::PodUsage& now, const UsagePublishPolicy& policy);
+
+}  // namespace tessera::node

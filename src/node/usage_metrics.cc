@@ -1,0 +1,117 @@
+#include "node/usage_metrics.h"
+
+#include <functional>
+#include <vector>
+
+namespace tessera::node {
+namespace {
+
+using metrics::MetricType;
+using metrics::Sample;
+
+const std::vector<std::string> kGpuLabels = {"node", "gpu", "uuid", "model"};
+const std::vector<std::string> kContainerLabels = {"node", "gpu", "uuid", "model", "namespace", "pod", "container"};
+
+constexpr double kMicrosPerSecond = 1e6;
+
+std::vector<std::string> GpuLabels(const std::string& node, const core::GpuInfo& g) {
+  return {node, std::to_string(g.index), g.uuid, g.model};
+}
+
+std::vector<std::string> ContainerLabels(const std::string& node, const ContainerGpu& c) {
+  std::vector<std::string> out = GpuLabels(node, c.gpu);
+  out.insert(out.end(), {c.pod.ns, c.pod.name, c.container});
+  return out;
+}
+
+double D(uint64_t v) { return static_cast<double>(v); }
+
+struct Spec {
+  MetricType type;
+  const char* name;
+  const char* help;
+};
+
+}  // namespace
+
+void SnapshotStore::Set(UsageSnapshot snapshot) {
+  auto next = std::make_shared<const UsageSnapshot>(std::move(snapshot));
+  std::lock_guard<std::mutex> lock(mu_);
+  latest_ = std::move(next);
+}
+
+std::shared_ptr<const UsageSnapshot> SnapshotStore::Get() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return latest_ != nullptr ? latest_ : std::make_shared<const UsageSnapshot>();
+}
+
+Status RegisterUsageMetrics(metrics::Registry& registry, const std::string& node, const SnapshotStore& store) {
+  const SnapshotStore* s = &store;
+  auto per_gpu = [&](Spec spec, std::function<double(const GpuTotals&)> value) {
+    return registry.AddCallback(spec.type, spec.name, spec.help, kGpuLabels, [s, node, value] {
+      std::vector<Sample> out;
+      for (const GpuTotals& g : s->Get()->gpus) out.push_back({GpuLabels(node, g.gpu), value(g)});
+      return out;
+    });
+  };
+  auto per_container = [&](Spec spec, std::function<double(const ContainerGpu&)> value) {
+    return registry.AddCallback(spec.type, spec.name, spec.help, kContainerLabels, [s, node, value] {
+      std::vector<Sample> out;
+      for (const ContainerGpu& c : s->Get()->containers) out.push_back({ContainerLabels(node, c), value(c)});
+      return out;
+    });
+  };
+  constexpr double kBytesPerMiB = 1024.0 * 1024.0;
+  TESSERA_RETURN_IF_ERROR(per_gpu({MetricType::kGauge, "tessera_gpu_memory_total_bytes", "Device memory of the GPU."},
+                                  [](const GpuTotals& g) { return static_cast<double>(g.gpu.memory_mib) * kBytesPerMiB; }));
+  TESSERA_RETURN_IF_ERROR(per_gpu(
+      {MetricType::kGauge, "tessera_gpu_memory_used_bytes",
+       "Device memory the containers sharing the GPU hold, as their regions count it."},
+      [](const GpuTotals& g) { return D(g.used_bytes); }));
+  TESSERA_RETURN_IF_ERROR(per_gpu({MetricType::kGauge, "tessera_gpu_memory_allocated_bytes",
+                                   "Device memory the shares on the GPU hold (their limits)."},
+                                  [](const GpuTotals& g) { return D(g.allocated_bytes); }));
+  TESSERA_RETURN_IF_ERROR(per_gpu({MetricType::kGauge, "tessera_gpu_core_allocated_ratio",
+                                   "Compute the shares on the GPU hold, as a fraction of its time."},
+                                  [](const GpuTotals& g) { return g.core_allocated; }));
+  TESSERA_RETURN_IF_ERROR(per_gpu(
+      {MetricType::kGauge, "tessera_gpu_utilization_ratio",
+       "Fraction of the GPU's time the containers' kernels ran over the last usage interval, capped at 1."},
+      [](const GpuTotals& g) { return g.utilization; }));
+  TESSERA_RETURN_IF_ERROR(per_gpu({MetricType::kGauge, "tessera_gpu_containers", "Containers holding a share of the GPU."},
+                                  [](const GpuTotals& g) { return static_cast<double>(g.containers); }));
+  TESSERA_RETURN_IF_ERROR(per_gpu({MetricType::kGauge, "tessera_gpu_healthy", "1 when the GPU is healthy, else 0."},
+                                  [](const GpuTotals& g) { return g.gpu.healthy ? 1.0 : 0.0; }));
+
+  TESSERA_RETURN_IF_ERROR(per_container({MetricType::kGauge, "tessera_container_gpu_memory_used_bytes",
+                                         "Device memory the container's processes hold on the GPU."},
+                                        [](const ContainerGpu& c) { return D(c.counters.used_bytes); }));
+  TESSERA_RETURN_IF_ERROR(per_container({MetricType::kGauge, "tessera_container_gpu_memory_peak_bytes",
+                                         "Most device memory the container has held at once on the GPU."},
+                                        [](const ContainerGpu& c) { return D(c.counters.peak_bytes); }));
+  TESSERA_RETURN_IF_ERROR(per_container(
+      {MetricType::kGauge, "tessera_container_gpu_memory_limit_bytes",
+       "The container's memory share of the GPU: allocations past it fail with CUDA_ERROR_OUT_OF_MEMORY."},
+      [](const ContainerGpu& c) { return D(c.limit_bytes); }));
+  TESSERA_RETURN_IF_ERROR(per_container({MetricType::kGauge, "tessera_container_gpu_core_share_ratio",
+                                         "The container's compute share, as a fraction of the GPU's time."},
+                                        [](const ContainerGpu& c) { return c.core_share; }));
+  TESSERA_RETURN_IF_ERROR(per_container(
+      {MetricType::kGauge, "tessera_container_gpu_utilization_ratio",
+       "Fraction of the GPU's time the container's kernels ran over the last usage interval."},
+      [](const ContainerGpu& c) { return c.utilization; }));
+  TESSERA_RETURN_IF_ERROR(per_container(
+      {MetricType::kCounter, "tessera_container_gpu_seconds_total",
+       "GPU time the container's kernels ran, measured by the launch gate."},
+      [](const ContainerGpu& c) { return D(c.counters.gpu_us) / kMicrosPerSecond; }));
+  TESSERA_RETURN_IF_ERROR(per_container({MetricType::kCounter, "tessera_container_gpu_throttled_seconds_total",
+                                         "Time the container's kernel launches waited at the launch gate."},
+                                        [](const ContainerGpu& c) { return D(c.counters.throttled_us) / kMicrosPerSecond; }));
+  TESSERA_RETURN_IF_ERROR(per_container(
+      {MetricType::kCounter, "tessera_container_gpu_oom_refusals_total",
+       "GPU memory allocations refused because they would pass the container's share."},
+      [](const ContainerGpu& c) { return D(c.counters.oom_refusals); }));
+  return Status::Ok();
+}
+
+}  // namespace tessera::node

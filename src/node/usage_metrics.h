@@ -1,0 +1,39 @@
+// tessera-node's GPU and container series (tessera_gpu_*, tessera_container_*)
+// served from the latest UsageSnapshot, which the usage pass replaces and each
+// scrape reads: nothing is kept per series, so a container that went away
+// leaves no stale series behind.
+//
+// Thread-safety: SnapshotStore may be written and read from any thread.
+//
+//   SnapshotStore store;
+//   TESSERA_RETURN_IF_ERROR(RegisterUsageMetrics(registry, "node-1", store));
+//   store.Set(JoinUsage(...));
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/status.h"
+#include "metrics/registry.h"
+#include "node/usage.h"
+
+namespace tessera::node {
+
+// The latest snapshot; empty (no GPUs, no containers) before the first Set.
+class SnapshotStore {
+ public:
+  void Set(UsageSnapshot snapshot);
+  std::shared_ptr<const UsageSnapshot> Get() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::shared_ptr<const UsageSnapshot> latest_;  // GUARDED_BY(mu_)
+};
+
+// Adds the families, labelled node, gpu (index), uuid, model and, for
+// containers, namespace, pod, container. `store` must outlive `registry`'s
+// renders. ALREADY_EXISTS when they are there.
+Status RegisterUsageMetrics(metrics::Registry& registry, const std::string& node, const SnapshotStore& store);
+
+}  // namespace tessera::node

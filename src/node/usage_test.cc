@@ -1,0 +1,294 @@
+#include "node/usage.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+
+#include "core/codec.h"
+#include "metrics/registry.h"
+#include "node/usage_metrics.h"
+#include "region/region.h"
+
+namespace tessera::node {
+namespace {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+
+constexpr uint64_t kMiB = 1ull << 20;
+
+json Pod(const std::string& name, const std::vector<core::ContainerAssignment>& containers,
+         const std::string& allocated, const std::string& phase = "Running", const std::string& node = "n1") {
+  json pod = {{"metadata", {{"namespace", "ns"}, {"name", name}, {"uid", name + "-uid"}}},
+              {"spec", {{"nodeName", node}}},
+              {"status", {{"phase", phase}}}};
+  pod["metadata"]["annotations"][std::string(core::kAssignmentAnnotation)] =
+      *core::EncodeAssignment(core::Assignment{node, containers});
+  pod["metadata"]["annotations"][std::string(core::kAllocatedAnnotation)] = allocated;
+  return pod;
+}
+
+std::vector<core::GpuInfo> Gpus() {
+  core::GpuInfo a;
+  a.index = 0;
+  a.uuid = "GPU-a";
+  a.model = "A100";
+  a.memory_mib = 40960;
+  core::GpuInfo b = a;
+  b.index = 1;
+  b.uuid = "GPU-b";
+  return {a, b};
+}
+
+// Regions by "uid/container".
+struct FakeRegions {
+  std::map<std::string, std::vector<RegionCounters>> by_container;
+  RegionLookup Lookup() const {
+    return [this](const std::string& uid, const std::string& container,
+                  int n) -> std::optional<std::vector<RegionCounters>> {
+      auto it = by_container.find(uid + "/" + container);
+      if (it == by_container.end()) return std::nullopt;
+      std::vector<RegionCounters> out = it->second;
+      out.resize(static_cast<size_t>(n));
+      return out;
+    };
+  }
+};
+
+RegionCounters Used(uint64_t mib, uint64_t gpu_us = 0, uint64_t refusals = 0) {
+  RegionCounters c;
+  c.used_bytes = mib * kMiB;
+  c.peak_bytes = mib * kMiB;
+  c.gpu_us = gpu_us;
+  c.oom_refusals = refusals;
+  return c;
+}
+
+const auto kT0 = std::chrono::steady_clock::time_point() + std::chrono::hours(1);
+const core::WallTime kWall = core::WallTime() + std::chrono::seconds(1'790'000'000);
+
+TEST(ActiveAssignmentsTest, KeepsAllocatedContainersOfLivePodsOnThisNode) {
+  std::vector<json> items = {
+      Pod("run", {{"main", {{0, "GPU-a", 4096, 300}}}, {"side", {{1, "GPU-b", 1024, 100}}}}, "main"),
+      Pod("done", {{"main", {{0, "GPU-a", 1024, 100}}}}, "main", "Succeeded"),
+      Pod("waiting", {{"main", {{0, "GPU-a", 1024, 100}}}}, ""),
+      Pod("elsewhere", {{"main", {{0, "GPU-z", 1, 1}}}}, "main", "Running", "n2"),
+  };
+  json bare = {{"metadata", {{"namespace", "ns"}, {"name", "bare"}}}, {"spec", {{"nodeName", "n1"}}}};
+  items.push_back(bare);
+  std::vector<PodAssignment> pods = ActiveAssignments(items, "n1");
+  ASSERT_EQ(pods.size(), 1u);
+  EXPECT_EQ(pods[0].name, "run");
+  ASSERT_EQ(pods[0].assignment->containers.size(), 1u);  // "side" is not allocated yet
+  EXPECT_EQ(pods[0].assignment->containers[0].name, "main");
+}
+
+TEST(JoinUsageTest, JoinsSharesWithRegionsAndSumsPerGpu) {
+  std::vector<json> items = {
+      Pod("p1", {{"main", {{0, "GPU-a", 4096, 300}, {1, "GPU-b", 4096, 300}}}}, "main"),
+      Pod("p2", {{"main", {{0, "GPU-a", 8192, 500}}}}, "main"),
+  };
+  FakeRegions regions;
+  regions.by_container["p1-uid/main"] = {Used(1000), Used(10)};
+  // p2 has no region yet: its share counts, its usage does not.
+  UsageSnapshot s = JoinUsage(ActiveAssignments(items, "n1"), Gpus(), regions.Lookup(), kWall, kT0, nullptr);
+  ASSERT_EQ(s.containers.size(), 3u);
+  EXPECT_EQ(s.containers[0].pod.name, "p1");
+  EXPECT_EQ(s.containers[0].ordinal, 0);
+  EXPECT_EQ(s.containers[0].gpu.uuid, "GPU-a");
+  EXPECT_TRUE(s.containers[0].measured);
+  EXPECT_EQ(s.containers[0].limit_bytes, 4096 * kMiB);
+  EXPECT_DOUBLE_EQ(s.containers[0].core_share, 0.3);
+  EXPECT_EQ(s.containers[1].ordinal, 1);
+  EXPECT_EQ(s.containers[1].gpu.uuid, "GPU-b");
+  EXPECT_EQ(s.containers[1].counters.used_bytes, 10 * kMiB);
+  EXPECT_FALSE(s.containers[2].measured);
+  ASSERT_EQ(s.gpus.size(), 2u);
+  EXPECT_EQ(s.gpus[0].used_bytes, 1000 * kMiB);
+  EXPECT_EQ(s.gpus[0].allocated_bytes, (4096 + 8192) * kMiB);
+  EXPECT_DOUBLE_EQ(s.gpus[0].core_allocated, 0.8);
+  EXPECT_EQ(s.gpus[0].containers, 2);
+  EXPECT_EQ(s.gpus[1].containers, 1);
+}
+
+TEST(JoinUsageTest, UtilizationIsGpuTimeOverWallTimeSinceThePreviousSnapshot) {
+  std::vector<json> items = {Pod("p1", {{"main", {{0, "GPU-a", 4096, 300}}}}, "main"),
+                             Pod("p2", {{"main", {{0, "GPU-a", 4096, 700}}}}, "main")};
+  auto pods = ActiveAssignments(items, "n1");
+  FakeRegions regions;
+  regions.by_container["p1-uid/main"] = {Used(1, 1'000'000)};
+  regions.by_container["p2-uid/main"] = {Used(1, 5'000'000)};
+  UsageSnapshot first = JoinUsage(pods, Gpus(), regions.Lookup(), kWall, kT0, nullptr);
+  EXPECT_DOUBLE_EQ(first.containers[0].utilization, 0);
+  regions.by_container["p1-uid/main"] = {Used(1, 1'500'000)};  // +0.5 s of GPU time in 2 s
+  regions.by_container["p2-uid/main"] = {Used(1, 6'500'000)};  // +1.5 s
+  UsageSnapshot second = JoinUsage(pods, Gpus(), regions.Lookup(), kWall, kT0 + std::chrono::seconds(2), &first);
+  EXPECT_DOUBLE_EQ(second.containers[0].utilization, 0.25);
+  EXPECT_DOUBLE_EQ(second.containers[1].utilization, 0.75);
+  EXPECT_DOUBLE_EQ(second.gpus[0].utilization, 1.0);
+  // A region made anew (the counter went back) has no rate yet.
+  regions.by_container["p1-uid/main"] = {Used(1, 10)};
+  UsageSnapshot third = JoinUsage(pods, Gpus(), regions.Lookup(), kWall, kT0 + std::chrono::seconds(4), &second);
+  EXPECT_DOUBLE_EQ(third.containers[0].utilization, 0);
+}
+
+TEST(JoinUsageTest, TheDevicesOwnLoadReplacesTheRegionSums) {
+  std::vector<json> items = {Pod("p1", {{"main", {{0, "GPU-a", 4096, 300}}}}, "main")};
+  FakeRegions regions;
+  regions.by_container["p1-uid/main"] = {Used(1000)};
+  GpuLoad a;
+  a.index = 0;
+  a.memory_used_bytes = 1500 * kMiB;  // the container's 1000 MiB and a context's worth more
+  a.utilization = 0.42;
+  GpuLoad b;
+  b.index = 1;
+  b.memory_used_bytes = 7 * kMiB;  // no utilization from this one
+  const std::vector<GpuLoad> load = {a, b};
+  UsageSnapshot s =
+      JoinUsage(ActiveAssignments(items, "n1"), Gpus(), regions.Lookup(), kWall, kT0, nullptr, &load);
+  EXPECT_TRUE(s.gpus[0].device_measured);
+  EXPECT_EQ(s.gpus[0].used_bytes, 1500 * kMiB);
+  EXPECT_DOUBLE_EQ(s.gpus[0].utilization, 0.42);
+  EXPECT_EQ(s.gpus[1].used_bytes, 7 * kMiB);
+  EXPECT_DOUBLE_EQ(s.gpus[1].utilization, 0);
+  EXPECT_EQ(s.containers[0].counters.used_bytes, 1000 * kMiB);  // the container's own stays the region's
+}
+
+TEST(JoinUsageTest, ShareOnAGpuTheNodeLacksIsLeftOut) {
+  std::vector<json> items = {Pod("p1", {{"main", {{5, "GPU-gone", 1024, 100}}}}, "main")};
+  UsageSnapshot s = JoinUsage(ActiveAssignments(items, "n1"), Gpus(), FakeRegions().Lookup(), kWall, kT0, nullptr);
+  EXPECT_TRUE(s.containers.empty());
+  EXPECT_EQ(s.gpus.size(), 2u);
+}
+
+TEST(OomRefusalTest, OnlyRefusalsSinceThePreviousSnapshotAreNew) {
+  std::vector<json> items = {Pod("p1", {{"main", {{0, "GPU-a", 4096, 300}}}}, "main")};
+  auto pods = ActiveAssignments(items, "n1");
+  FakeRegions regions;
+  regions.by_container["p1-uid/main"] = {Used(4000, 0, 2)};
+  UsageSnapshot first = JoinUsage(pods, Gpus(), regions.Lookup(), kWall, kT0, nullptr);
+  EXPECT_TRUE(NewOomRefusals(nullptr, first).empty());  // from before the agent started
+  EXPECT_TRUE(NewOomRefusals(&first, first).empty());
+  regions.by_container["p1-uid/main"] = {Used(4000, 0, 5)};
+  UsageSnapshot second = JoinUsage(pods, Gpus(), regions.Lookup(), kWall, kT0 + milliseconds(100), &first);
+  std::vector<OomRefusal> refusals = NewOomRefusals(&first, second);
+  ASSERT_EQ(refusals.size(), 1u);
+  EXPECT_EQ(refusals[0].refused, 3u);
+  const std::string message = OomRefusalMessage(refusals[0]);
+  for (const char* part : {"container main", "3 GPU memory allocation(s) refused", "GPU 0 (GPU-a)", "4096 MiB",
+                           "holds 4000 MiB", "tessera.io/gpu-mem"}) {
+    EXPECT_NE(message.find(part), std::string::npos) << part << " in " << message;
+  }
+}
+
+TEST(PodUsagesTest, OneAnnotationPerPodFromMeasuredContainers) {
+  std::vector<json> items = {
+      Pod("p1", {{"a", {{0, "GPU-a", 4096, 300}}}, {"b", {{1, "GPU-b", 2048, 200}}}}, "a,b"),
+      Pod("p2", {{"main", {{0, "GPU-a", 1024, 100}}}}, "main"),
+  };
+  FakeRegions regions;
+  regions.by_container["p1-uid/a"] = {Used(100)};
+  regions.by_container["p1-uid/b"] = {Used(200)};
+  UsageSnapshot s = JoinUsage(ActiveAssignments(items, "n1"), Gpus(), regions.Lookup(), kWall, kT0, nullptr);
+  std::map<std::string, core::PodUsage> usages = PodUsages(s);
+  ASSERT_EQ(usages.size(), 1u);  // p2 has no region
+  const core::PodUsage& u = usages["p1-uid"];
+  EXPECT_EQ(u.at, kWall);
+  ASSERT_EQ(u.containers.size(), 2u);
+  EXPECT_EQ(u.containers[1].name, "b");
+  ASSERT_EQ(u.containers[1].gpus.size(), 1u);
+  EXPECT_EQ(u.containers[1].gpus[0].index, 1);
+  EXPECT_EQ(u.containers[1].gpus[0].uuid, "GPU-b");
+  EXPECT_EQ(u.containers[1].gpus[0].mem_used_mib, 200);
+  EXPECT_TRUE(core::EncodeUsage(u).ok());
+}
+
+core::PodUsage OneGpu(int64_t mib, double utilization) {
+  core::GpuUse use;
+  use.index = 0;
+  use.uuid = "GPU-a";
+  use.mem_used_mib = mib;
+  use.utilization = utilization;
+  core::ContainerUsage c;
+  c.name = "main";
+  c.gpus = {use};
+  core::PodUsage u;
+  u.containers = {c};
+  return u;
+}
+
+TEST(UsageChangedTest, MovesPastTheThresholdsCountTimeAloneDoesNot) {
+  UsagePublishPolicy p;
+  EXPECT_FALSE(UsageChanged(OneGpu(1000, 0.5), OneGpu(1000, 0.5), p));
+  EXPECT_FALSE(UsageChanged(OneGpu(1000, 0.5), OneGpu(1063, 0.54), p));  // under 64 MiB and 0.05
+  EXPECT_TRUE(UsageChanged(OneGpu(1000, 0.5), OneGpu(1064, 0.5), p));
+  EXPECT_TRUE(UsageChanged(OneGpu(1000, 0.5), OneGpu(1000, 0.56), p));
+  // Large values move by 5 % of themselves before they count.
+  EXPECT_FALSE(UsageChanged(OneGpu(40000, 0.5), OneGpu(41000, 0.5), p));
+  EXPECT_TRUE(UsageChanged(OneGpu(40000, 0.5), OneGpu(42000, 0.5), p));
+  core::PodUsage two = OneGpu(1000, 0.5);
+  two.containers[0].gpus.push_back(two.containers[0].gpus[0]);
+  two.containers[0].gpus[1].index = 1;
+  EXPECT_TRUE(UsageChanged(OneGpu(1000, 0.5), two, p));
+  core::PodUsage later = OneGpu(1000, 0.5);
+  later.at = kWall + std::chrono::hours(1);
+  EXPECT_FALSE(UsageChanged(OneGpu(1000, 0.5), later, p));
+}
+
+TEST(ReadRegionCountersTest, ReadsAnExistingRegionAndNeverCreatesOne) {
+  char tmpl[] = "/tmp/tessera-usage-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  auto none = ReadRegionCounters(dir, 1);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), StatusCode::kNotFound);
+  {
+    auto r = region::Region::OpenDir(dir);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    r->layout()->gpus[1].used_bytes = 7 * kMiB;
+    r->layout()->gpus[1].oom_refusals = 2;
+    r->layout()->compute[1].used_us = 1234;
+    r->layout()->compute[1].throttled_us = 99;
+  }
+  auto read = ReadRegionCounters(dir, 2);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  ASSERT_EQ(read->size(), 2u);
+  EXPECT_EQ((*read)[0], RegionCounters{});
+  EXPECT_EQ((*read)[1].used_bytes, 7 * kMiB);
+  EXPECT_EQ((*read)[1].oom_refusals, 2u);
+  EXPECT_EQ((*read)[1].gpu_us, 1234u);
+  EXPECT_EQ((*read)[1].throttled_us, 99u);
+  EXPECT_FALSE(ReadRegionCounters(dir, region::kMaxGpus + 1).ok());
+  std::filesystem::remove_all(dir);
+}
+
+TEST(UsageMetricsTest, SeriesFollowTheLatestSnapshot) {
+  metrics::Registry registry;
+  SnapshotStore store;
+  ASSERT_TRUE(RegisterUsageMetrics(registry, "n1", store).ok());
+  EXPECT_EQ(RegisterUsageMetrics(registry, "n1", store).code(), StatusCode::kAlreadyExists);
+  EXPECT_NE(registry.Render().find("# TYPE tessera_container_gpu_seconds_total counter"), std::string::npos);
+
+  std::vector<json> items = {Pod("p1", {{"main", {{0, "GPU-a", 4096, 300}}}}, "main")};
+  FakeRegions regions;
+  regions.by_container["p1-uid/main"] = {Used(1000, 2'500'000, 1)};
+  store.Set(JoinUsage(ActiveAssignments(items, "n1"), Gpus(), regions.Lookup(), kWall, kT0, nullptr));
+  const std::string text = registry.Render();
+  const std::string labels = R"({node="n1",gpu="0",uuid="GPU-a",model="A100",namespace="ns",pod="p1",container="main"})";
+  for (const std::string& line :
+       {"tessera_container_gpu_memory_used_bytes" + labels + " 1048576000",
+        "tessera_container_gpu_memory_limit_bytes" + labels + " 4294967296",
+        "tessera_container_gpu_core_share_ratio" + labels + " 0.3",
+        "tessera_container_gpu_seconds_total" + labels + " 2.5",
+        "tessera_container_gpu_oom_refusals_total" + labels + " 1",
+        std::string(R"(tessera_gpu_memory_total_bytes{node="n1",gpu="1",uuid="GPU-b",model="A100"} 42949672960)"),
+        std::string(R"(tessera_gpu_containers{node="n1",gpu="0",uuid="GPU-a",model="A100"} 1)")}) {
+    EXPECT_NE(text.find(line + "\n"), std::string::npos) << line << "\nin\n" << text;
+  }
+  store.Set(UsageSnapshot{});  // the pod went away: no stale series
+  EXPECT_EQ(registry.Render().find("pod=\"p1\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tessera::node
