@@ -11,9 +11,10 @@ namespace tessera::cuda {
 namespace {
 
 // A zeroed ComputeShare, as in a fresh region.
-std::unique_ptr<region::ComputeShare> Share(uint32_t ppm, uint32_t window_us = 100'000) {
+std::unique_ptr<region::ComputeShare> Share(uint32_t ppm, uint32_t window_us = 100'000,
+                                            uint32_t policy = region::kPolicyHard) {
   auto s = std::make_unique<region::ComputeShare>();
-  ComputeBucket::Configure(*s, ppm, window_us);
+  ComputeBucket::Configure(*s, ppm, window_us, policy);
   return s;
 }
 
@@ -110,6 +111,65 @@ TEST(ComputeBucketTest, ConcurrentRefillsAddEachWindowOnce) {
   // 50 windows, each added once by whichever thread got there first.
   EXPECT_EQ(ComputeBucket(*s).Balance(), -1'000'000 + 50 * 10'000);
   EXPECT_EQ(s->window_index.load(), 51u);
+}
+
+// The arbiter's grant, its lease, and the fall-back to the static share.
+TEST(ComputeBucketTest, FollowsTheGrantWhileTheArbiterIsAlive) {
+  auto s = Share(300'000, 100'000, region::kPolicyShare);
+  region::ArbiterState a{};
+  ComputeBucket b(*s, &a);
+  EXPECT_TRUE(b.Limited());
+  EXPECT_TRUE(b.PassThrough());  // `share`, no arbiter ever: ungated
+  EXPECT_EQ(b.RatePpm(1'000'000), 300'000u);
+  s->grant_ppm = 1'000'000;
+  a.lease_us = 300'000;
+  a.heartbeat_us = 1'000'000;
+  EXPECT_FALSE(b.PassThrough());
+  EXPECT_TRUE(b.ArbiterAlive(1'200'000));
+  EXPECT_EQ(b.RatePpm(1'200'000), kPpm);
+  b.Refill(1'200'000);
+  EXPECT_EQ(b.Balance(), 100'000);
+  // The lease ran out: the static share, and the balance cut to its refill.
+  EXPECT_FALSE(b.ArbiterAlive(1'300'000));
+  EXPECT_EQ(b.RatePpm(1'300'000), 300'000u);
+  b.Refill(1'300'000);
+  EXPECT_EQ(b.Balance(), 30'000);
+  // A heartbeat from far in the future is not trusted.
+  a.heartbeat_us = 9'000'000;
+  EXPECT_FALSE(b.ArbiterAlive(1'300'000));
+}
+
+TEST(ComputeBucketTest, AHardShareIsNeverGrantedMore) {
+  auto s = Share(300'000, 100'000, region::kPolicyHard);
+  region::ArbiterState a{};
+  a.lease_us = 300'000;
+  a.heartbeat_us = 1'000'000;
+  s->grant_ppm = 900'000;
+  ComputeBucket b(*s, &a);
+  EXPECT_FALSE(b.PassThrough());
+  EXPECT_EQ(b.RatePpm(1'000'000), 300'000u);
+}
+
+TEST(ComputeBucketTest, AHoldAppliesAtOnceAndAReleaseWithinTheWindow) {
+  auto s = Share(500'000, 100'000, region::kPolicyShare);
+  region::ArbiterState a{};
+  a.lease_us = 1'000'000'000;
+  a.heartbeat_us = 1;
+  s->grant_ppm = 500'000;
+  ComputeBucket b(*s, &a);
+  b.Refill(1'000'000);
+  EXPECT_EQ(b.Balance(), 50'000);
+  s->grant_ppm = 0;  // held
+  b.Refill(1'010'000);
+  EXPECT_EQ(b.Balance(), 0);
+  EXPECT_FALSE(b.Admits(0));
+  EXPECT_EQ(b.NextAdmitUs(1'010'000, 0), 1'010'000 + kArbiterPollUs);
+  b.Refill(1'150'000);  // a held window adds nothing
+  EXPECT_EQ(b.Balance(), 0);
+  s->grant_ppm = 1'000'000;  // released 3/4 into the window: the last quarter's refill
+  b.Refill(1'175'000);
+  EXPECT_EQ(b.Balance(), 25'000);
+  EXPECT_TRUE(b.Admits(0));
 }
 
 TEST(LaunchEstimateTest, StartsAtDefaultThenFollowsMeasurements) {

@@ -102,10 +102,6 @@ Config ParseConfig(const std::function<const char*(const char*)>& env,
                           "\" is not share or hard; using share");
     }
   }
-  // `share` is work-conserving: a container may use time the others leave
-  // idle. Only the node's arbiter knows what is idle, and it does not exist
-  // yet, so until it does a share is not enforced; `hard` caps at the share.
-  if (!c.core_hard) std::fill(std::begin(c.core_ppm), std::end(c.core_ppm), 0u);
   if (const char* v = env("TESSERA_GPU_CORE_WINDOW_MS")) {
     uint64_t ms = 0;
     if (ParseUint(v, &ms) && ms >= 10 && ms <= 1000) {

@@ -29,12 +29,14 @@ struct Config {
   // TESSERA_LOG_LEVEL: 0 error, 1 warning (default), 2 info, 3 debug.
   int log_level = 1;
   // TESSERA_GPU_CORE_PERCENT_<i>, else TESSERA_GPU_CORE_PERCENT: compute
-  // share of device i in parts per million ("12.5" -> 125000). 0 or 100 %,
-  // or policy `share` (for now): no compute limit, launches pass through.
+  // share of device i in parts per million ("12.5" -> 125000). 0 or 100 %:
+  // no compute limit, launches pass through.
   uint32_t core_ppm[region::kMaxGpus] = {};
-  // TESSERA_GPU_CORE_POLICY=share (default) | hard. `share` is
-  // work-conserving and needs the node agent's arbiter to know what is idle;
-  // until that exists only `hard` gates launches (core_ppm is 0 otherwise).
+  // TESSERA_GPU_CORE_POLICY=share (default) | hard. `hard` caps the
+  // container at its share. `share` is work-conserving: the node agent's
+  // arbiter grants it more when others are idle; until an arbiter has
+  // written to the region it is not gated at all, and once one has, a dead
+  // arbiter means the static share (compute_gate.h).
   bool core_hard = false;
   // TESSERA_GPU_CORE_WINDOW_MS: refill period of the compute bucket
   // (default 100, 10-1000).

@@ -84,15 +84,18 @@ TEST(ConfigTest, ComputeSharesPolicyAndWindow) {
   EXPECT_TRUE(c.fake_clock);
 }
 
-TEST(ConfigTest, AShareIsNotEnforcedUntilTheArbiterExists) {
+TEST(ConfigTest, AShareKeepsItsPercentForTheArbiter) {
   std::vector<std::string> problems;
-  // What the node agent sets today: a percentage, no policy (share).
+  // A percentage and no policy: `share`. The gate exists (the arbiter's
+  // grants apply through it); it passes launches until an arbiter is seen.
   Config c = Parse({{"TESSERA_GPU_CORE_PERCENT_0", "30"}}, &problems);
   EXPECT_TRUE(problems.empty());
-  EXPECT_FALSE(c.AnyComputeLimit());
-  EXPECT_EQ(c.core_ppm[0], 0u);
+  EXPECT_TRUE(c.AnyComputeLimit());
+  EXPECT_EQ(c.core_ppm[0], 300'000u);
+  EXPECT_FALSE(c.core_hard);
   c = Parse({{"TESSERA_GPU_CORE_PERCENT_0", "30"}, {"TESSERA_GPU_CORE_POLICY", "share"}}, &problems);
-  EXPECT_FALSE(c.AnyComputeLimit());
+  EXPECT_TRUE(c.AnyComputeLimit());
+  EXPECT_FALSE(c.core_hard);
 }
 
 TEST(ConfigTest, BadComputeValuesAreReportedAndIgnored) {

@@ -88,8 +88,14 @@ LaunchGate::Ticket LaunchGate::Before(const void* fn, CUstream stream, bool ptsz
   Ticket t;
   const int gpu = CurrentDevice();
   if (!ValidGpu(gpu)) return t;
-  ComputeBucket bucket(layout_->compute[gpu]);
+  ComputeBucket bucket(layout_->compute[gpu], &layout_->arbiter);
   if (!bucket.Limited()) return t;
+  if (bucket.PassThrough()) {
+    // `share` with no arbiter yet: not gated, but counted, so an arbiter
+    // that starts sees who is active.
+    layout_->compute[gpu].launches.fetch_add(1, std::memory_order_relaxed);
+    return t;
+  }
   StartHelper();
   while (DrainOne(gpu)) {
   }
@@ -107,8 +113,15 @@ LaunchGate::Ticket LaunchGate::Before(const void* fn, CUstream stream, bool ptsz
       if (g.functions.size() >= kMaxFunctions && g.pending.empty()) g.functions.clear();
       FnEstimate& f = g.functions[fn];
       const bool unknown_in_flight = !f.estimate.Known() && f.unmeasured > 0;
-      if (!unknown_in_flight && bucket.Admits(g.inflight_us)) {
-        t.estimate_us = f.estimate.Known() ? f.estimate.Us() : g.estimate.Us();
+      // Below a higher priority on this GPU, little is queued at a time, so
+      // a hold reaches the GPU soon (one launch always passes).
+      const uint64_t cap = bucket.ArbiterAlive(now)
+                               ? layout_->compute[gpu].inflight_cap_us.load(std::memory_order_relaxed)
+                               : 0;
+      const uint64_t next_us = f.estimate.Known() ? f.estimate.Us() : g.estimate.Us();
+      const bool under_cap = cap == 0 || g.inflight_us == 0 || g.inflight_us + next_us <= cap;
+      if (!unknown_in_flight && under_cap && bucket.Admits(g.inflight_us)) {
+        t.estimate_us = next_us;
         t.fn = fn;
         ++f.unmeasured;
         g.inflight_us += t.estimate_us;
@@ -124,12 +137,16 @@ LaunchGate::Ticket LaunchGate::Before(const void* fn, CUstream stream, bool ptsz
       MonotonicSleepUntilUs(MonotonicNowUs() + 20);
       continue;
     }
+    if (!waited) layout_->compute[gpu].waiting.fetch_add(1, std::memory_order_relaxed);
     waited = true;
     clock_.sleep_until_us(wake);
     while (DrainOne(gpu)) {
     }
   }
-  if (waited) layout_->compute[gpu].throttled_us.fetch_add(clock_.now_us() - t0);
+  if (waited) {
+    layout_->compute[gpu].throttled_us.fetch_add(clock_.now_us() - t0);
+    layout_->compute[gpu].waiting.fetch_sub(1, std::memory_order_relaxed);
+  }
 
   t.gpu = gpu;
   if (stream == nullptr) stream = ptsz ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;

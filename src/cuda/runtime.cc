@@ -125,7 +125,8 @@ region::Layout* AttachRegion(const Config& cfg) {
     }
   }
   for (int g = 0; g < region::kMaxGpus; ++g) {
-    ComputeBucket::Configure(layout->compute[g], cfg.core_ppm[g], cfg.core_window_us);
+    ComputeBucket::Configure(layout->compute[g], cfg.core_ppm[g], cfg.core_window_us,
+                             cfg.core_hard ? region::kPolicyHard : region::kPolicyShare);
   }
   return layout;
 }

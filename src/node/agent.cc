@@ -85,6 +85,7 @@ struct NodeAgent::Impl {
   DevicePluginService service;
   std::unique_ptr<MetricsServer> metrics_server;
   std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<ArbiterLoop> arbiter;  // compute grants; Snapshot() has per-container stats
   std::vector<core::GpuInfo> gpus;  // written by the main loop only
   mutable std::mutex inventory_mu;
   std::vector<core::GpuInfo> inventory;  // GUARDED_BY(inventory_mu): a copy of gpus for the usage loop
@@ -377,6 +378,8 @@ Status NodeAgent::Run(const std::atomic<bool>& stop) {
     s.metrics_server = std::make_unique<MetricsServer>([&s] { return s.registry.Render(); }, s.log);
     TESSERA_RETURN_IF_ERROR(s.metrics_server->Start(address).status());
   }
+  // The per-GPU compute arbiter (arbiter_loop.h), on its own thread.
+  s.arbiter = StartArbiter(s.config.mounts.region_root_host, s.config.arbiter);
   // The watch of this node's pods syncs in the background; Allocate LISTs until it has.
   TESSERA_RETURN_IF_ERROR(s.allocator.Start());
   TESSERA_RETURN_IF_ERROR(s.Serve());

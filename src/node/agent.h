@@ -23,6 +23,7 @@
 
 #include "core/status.h"
 #include "kube/client.h"
+#include "node/arbiter_loop.h"
 #include "node/container_env.h"
 #include "node/inventory.h"
 
@@ -52,6 +53,7 @@ struct NodeConfig {
   std::chrono::milliseconds usage_interval{2000};
   std::chrono::milliseconds usage_annotation_interval{10000};
   std::chrono::milliseconds testing_allocate_reply_delay{0};        // fault injection for restart tests
+  ArbiterConfig arbiter;                                            // the per-GPU compute arbiter
 };
 
 // OK, or INVALID_ARGUMENT saying which setting to fix.

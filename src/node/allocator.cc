@@ -5,6 +5,7 @@
 #include <set>
 
 #include "kube/paths.h"
+#include "node/arbiter_loop.h"
 #include "node/slots.h"
 
 namespace tessera::node {
@@ -55,6 +56,20 @@ Result<ContainerEnv> Allocator::Allocate(const std::vector<std::string>& device_
   std::error_code ec;
   std::filesystem::create_directories(env.region_host_dir, ec);
   if (ec) return Internal("creating region directory " + env.region_host_dir + ": " + ec.message());
+  // What the compute arbiter needs, beside the region (not in it: the
+  // container must not rewrite its own priority). Without it the container
+  // keeps its static share; Allocate goes on.
+  ArbiterContainer record;
+  record.key = pod.uid + "/" + container.name;
+  record.region_dir = env.region_host_dir;
+  record.policy = pod.core_hard ? CorePolicy::kHard : CorePolicy::kShare;
+  record.priority = pod.priority;
+  for (const core::GpuShare& g : container.gpus) {
+    record.slots.push_back(ArbiterSlot{g.index, static_cast<uint32_t>(std::clamp<int64_t>(g.core_milli, 0, 1000) * 1000)});
+  }
+  if (Status st = WriteArbiterRecord(env.region_host_dir, record); !st.ok()) {
+    log_->warn("Allocate {}: {}; its compute share stays static", pod.Key(), st.message());
+  }
   TESSERA_RETURN_IF_ERROR(MarkAllocated(pod, container.name));
   concerned.clear();
   steered_.reset();

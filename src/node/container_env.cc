@@ -94,6 +94,7 @@ Result<ContainerEnv> BuildContainerEnv(const PendingPod& pod, const PendingConta
   out.envs["TESSERA_CONTAINER"] = container.name;
   out.envs["TESSERA_REGION_DIR"] = kRegionContainerPath;
   TESSERA_RETURN_IF_ERROR(AddFrontEndEnv(pod, container, inventory, paths.resources, out.envs));
+  if (pod.core_hard) out.envs["TESSERA_GPU_CORE_POLICY"] = "hard";
 
   out.region_host_dir = paths.region_root_host + "/" + pod.uid + "/" + container.name;
   out.mounts = {{kLibraryContainerPath, paths.library_host, true},

@@ -40,6 +40,18 @@ TEST(ContainerEnvTest, OneGpuShare) {
   EXPECT_EQ(env->mounts[2], (MountSpec{"/var/run/tessera/region", "/regions/uid-1/main", false}));
 }
 
+TEST(ContainerEnvTest, AHardPolicyIsPassedOnAShareIsTheDefault) {
+  PendingContainer c{"main", {{1, "GPU-b", 8192, 300}}};
+  auto env = BuildContainerEnv(Pod(), c, Gpus(), MountPaths{"/lib.so", "/preload", "/regions"});
+  ASSERT_TRUE(env.ok());
+  EXPECT_EQ(env->envs.count("TESSERA_GPU_CORE_POLICY"), 0u);
+  PendingPod hard = Pod();
+  hard.core_hard = true;
+  env = BuildContainerEnv(hard, c, Gpus(), MountPaths{"/lib.so", "/preload", "/regions"});
+  ASSERT_TRUE(env.ok());
+  EXPECT_EQ(env->envs.at("TESSERA_GPU_CORE_POLICY"), "hard");
+}
+
 TEST(ContainerEnvTest, TwoGpusInAssignmentOrderAndTheSmallestFraction) {
   PendingContainer c{"main", {{1, "GPU-b", 40960, 1000}, {0, "GPU-a", 10240, 125}}};
   auto env = BuildContainerEnv(Pod(), c, Gpus(), MountPaths{});

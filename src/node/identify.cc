@@ -83,6 +83,11 @@ std::optional<PendingPod> PendingPodFrom(const nlohmann::json& pod, const std::s
   if (isolation == core::IsolationName(core::Isolation::kMps)) p.isolation = core::Isolation::kMps;
   if (isolation == core::IsolationName(core::Isolation::kNone)) p.isolation = core::Isolation::kNone;
   p.allocated = AllocatedContainers(pod);
+  const std::string priority = Str(annotations, std::string(core::kPriorityAnnotation).c_str());
+  p.priority = priority == "high" ? core::Priority::kHigh
+               : priority == "low" ? core::Priority::kLow
+                                   : core::Priority::kNormal;
+  p.core_hard = Str(annotations, kCorePolicyAnnotation) == "hard";
   const std::set<std::string> done(p.allocated.begin(), p.allocated.end());
   for (const char* list : {"initContainers", "containers"}) {
     const auto it = spec.find(list);

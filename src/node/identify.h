@@ -33,6 +33,10 @@ struct PendingContainer {
   std::vector<core::GpuShare> gpus;  // one slot per GPU
 };
 
+// Pod annotation: `hard` caps each container at its gpu-core share even when
+// the GPU is otherwise idle; `share` (default) lets the arbiter give it idle time.
+inline constexpr const char* kCorePolicyAnnotation = "tessera.io/gpu-core-policy";
+
 // A pod bound to this node with an assignment not yet fully allocated.
 struct PendingPod {
   std::string ns, name, uid, resource_version;
@@ -46,6 +50,8 @@ struct PendingPod {
   // for what the environment takes from the pod's own requests (the
   // gpushare front end's GiB).
   std::map<std::string, nlohmann::json> specs;
+  core::Priority priority = core::Priority::kNormal;  // tessera.io/priority (unreadable: normal)
+  bool core_hard = false;  // tessera.io/gpu-core-policy: hard (default share: work-conserving)
   std::string Key() const { return ns + "/" + name; }
 };
 

@@ -61,6 +61,31 @@ TEST(PendingPodsTest, PendingPodFromGivesOnePodsViewOrNothing) {
   EXPECT_FALSE(PendingPodFrom(deleting, "n1").has_value());
 }
 
+TEST(PendingPodsTest, PriorityAndCorePolicyComeFromTheAnnotations) {
+  json plain = Pod("p", "t", {{"main", {"GPU-a"}}});
+  auto p = PendingPodFrom(plain, "n1");
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->priority, core::Priority::kNormal);
+  EXPECT_FALSE(p->core_hard);
+  json high = plain;
+  high["metadata"]["annotations"]["tessera.io/priority"] = "high";
+  high["metadata"]["annotations"]["tessera.io/gpu-core-policy"] = "hard";
+  p = PendingPodFrom(high, "n1");
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->priority, core::Priority::kHigh);
+  EXPECT_TRUE(p->core_hard);
+  json odd = plain;
+  odd["metadata"]["annotations"]["tessera.io/priority"] = "urgent";  // unreadable: normal
+  odd["metadata"]["annotations"]["tessera.io/gpu-core-policy"] = "share";
+  p = PendingPodFrom(odd, "n1");
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->priority, core::Priority::kNormal);
+  EXPECT_FALSE(p->core_hard);
+  json low = plain;
+  low["metadata"]["annotations"]["tessera.io/priority"] = "low";
+  EXPECT_EQ(PendingPodFrom(low, "n1")->priority, core::Priority::kLow);
+}
+
 TEST(PendingPodsTest, SortOldestFirstByAssignedAtThenCreationThenName) {
   auto make = [](const std::string& name, const std::string& assigned_at, const std::string& created_at) {
     PendingPod p;

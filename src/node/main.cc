@@ -73,6 +73,20 @@ int main(int argc, char** argv) {
   app.add_option("--hami-socket-name", compat.hami_socket, "socket file of the HAMi count resource")
       ->capture_default_str();
   int reply_delay_ms = 0;
+  int arbiter_interval_ms = static_cast<int>(config.arbiter.interval.count());
+  int arbiter_idle_after_ms = static_cast<int>(config.arbiter.idle_after.count());
+  app.add_option("--arbiter-interval-ms", arbiter_interval_ms,
+                 "compute arbiter pass period; 0: no arbiter, compute shares stay static")
+      ->check(CLI::Range(0, 1000))
+      ->capture_default_str();
+  app.add_option("--arbiter-min-share-percent", config.arbiter.min_share_percent,
+                 "what a container held for a higher-priority one keeps, in % of its own share")
+      ->check(CLI::Range(0, 100))
+      ->capture_default_str();
+  app.add_option("--arbiter-idle-after-ms", arbiter_idle_after_ms,
+                 "a container with no launch for this long is idle (its share goes to others)")
+      ->check(CLI::Range(1, 60000))
+      ->capture_default_str();
   app.add_option("--testing-allocate-reply-delay-ms", reply_delay_ms,
                  "tests only: hold each Allocate answer this long after marking the pod")
       ->group("Testing");
@@ -89,6 +103,8 @@ int main(int argc, char** argv) {
   compat.resources = config.mounts.resources;
   compat.slots_per_gpu = config.slots_per_gpu;
   compat.resync = config.resync;
+  config.arbiter.interval = std::chrono::milliseconds(arbiter_interval_ms);
+  config.arbiter.idle_after = std::chrono::milliseconds(arbiter_idle_after_ms);
 
   spdlog::set_level(spdlog::level::from_str(config.log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");

@@ -26,7 +26,7 @@
 namespace tessera::region {
 
 inline constexpr uint64_t kMagic = 0x4e4f494745525354ull;  // "TSREGION" little-endian
-inline constexpr uint32_t kLayoutVersion = 2;  // 2: compute shares appended
+inline constexpr uint32_t kLayoutVersion = 3;  // 2: compute shares; 3: arbiter grants
 inline constexpr int kMaxGpus = 16;
 inline constexpr int kMaxProcs = 1024;
 inline constexpr const char* kFileName = "memory.region";
@@ -40,10 +40,15 @@ struct GpuShare {
   std::atomic<uint64_t> oom_refusals;  // allocations refused at the limit
 };
 
+// Compute policy of a ComputeShare (TESSERA_GPU_CORE_POLICY).
+inline constexpr uint32_t kPolicyUnset = 0;
+inline constexpr uint32_t kPolicyShare = 1;  // work-conserving: the arbiter may grant more
+inline constexpr uint32_t kPolicyHard = 2;   // never above the static share
+
 // Compute share of one GPU: a token bucket of GPU time in microseconds, one
 // for all processes of the container (src/cuda/compute_gate.h reads and
-// refills it). Today each process refills it from the static share; the
-// node agent's arbiter will write grants here instead.
+// refills it). The rate of refill is the node arbiter's grant while the
+// arbiter is alive (Layout::arbiter), else the static share_ppm.
 struct ComputeShare {
   std::atomic<uint32_t> share_ppm;     // share of the GPU in parts per million; 0 = no limit
   std::atomic<uint32_t> window_us;     // refill period
@@ -51,7 +56,27 @@ struct ComputeShare {
   std::atomic<uint64_t> window_index;  // 1 + the last window refilled (clock / window_us); 0: none
   std::atomic<uint64_t> used_us;       // GPU time measured, all processes
   std::atomic<uint64_t> throttled_us;  // time launches waited at the gate, all processes
-  std::atomic<uint64_t> launches;      // launches through the gate
+  std::atomic<uint64_t> launches;      // launches seen by the gate (demand for the arbiter)
+  // Since version 3. Written by the container's processes:
+  std::atomic<uint32_t> policy;        // kPolicy*; the first writer wins
+  std::atomic<uint32_t> waiting;       // threads waiting at the gate now (demand)
+  std::atomic<uint32_t> applied_ppm;   // the rate of the last refill (a drop clamps the balance)
+  // Written by the arbiter only:
+  std::atomic<uint32_t> grant_ppm;     // the rate to refill at while the arbiter is alive
+  std::atomic<uint32_t> priority;      // 0 low, 1 normal, 2 high (what the arbiter applied)
+  std::atomic<uint32_t> held;          // 1: held back for a higher-priority container
+  std::atomic<uint32_t> inflight_cap_us;  // >0: admitted, unmeasured work per process at most
+                                          // this (a higher priority shares the GPU); 0: none
+};
+
+// The node arbiter's liveness, one per container. The arbiter writes
+// heartbeat_us (its CLOCK_MONOTONIC time, microseconds) after each pass
+// over the grants; the gate follows grant_ppm only while
+// now < heartbeat_us + lease_us, and falls back to share_ppm otherwise.
+struct ArbiterState {
+  std::atomic<uint64_t> heartbeat_us;  // 0: no arbiter ever wrote here
+  std::atomic<uint64_t> lease_us;      // how long a heartbeat stays valid
+  std::atomic<uint64_t> passes;        // passes of the arbiter over this region
 };
 
 // One process of the container. pid == 0: free.
@@ -72,6 +97,7 @@ struct Layout {
   GpuShare gpus[kMaxGpus];
   ProcSlot procs[kMaxProcs];
   ComputeShare compute[kMaxGpus];  // since version 2
+  ArbiterState arbiter;            // since version 3
 };
 
 // A mapping of a Layout. Move-only; unmaps on destruction unless Leak()ed.

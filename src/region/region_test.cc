@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -100,6 +101,35 @@ TEST(RegionTest, RejectsWrongSizeMagicAndVersion) {
   l->version = kLayoutVersion;
   EXPECT_TRUE(Region::Validate(l, buf.size()).ok());
   EXPECT_FALSE(Region::Validate(l, buf.size() - 1).ok());
+}
+
+// A region of layout 2 (before the arbiter's fields) is refused, not misread.
+TEST(RegionTest, RejectsTheLayoutBeforeArbiterGrants) {
+  std::vector<unsigned char> buf(sizeof(Layout), 0);
+  Layout* l = reinterpret_cast<Layout*>(buf.data());
+  l->magic = kMagic;
+  l->version = 2;
+  l->layout_bytes = static_cast<uint32_t>(offsetof(Layout, arbiter));
+  l->max_gpus = kMaxGpus;
+  l->max_procs = kMaxProcs;
+  EXPECT_FALSE(Region::Validate(l, buf.size()).ok());
+  EXPECT_FALSE(Region::Validate(l, offsetof(Layout, arbiter)).ok());
+}
+
+TEST(RegionTest, ANewRegionHasNoArbiterAndNoGrants) {
+  TempDir dir;
+  Result<Region> r = Region::OpenDir(dir.path());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const Layout& l = *r->layout();
+  EXPECT_EQ(l.version, 3u);
+  EXPECT_EQ(l.arbiter.heartbeat_us.load(), 0u);
+  EXPECT_EQ(l.arbiter.lease_us.load(), 0u);
+  for (const ComputeShare& c : l.compute) {
+    EXPECT_EQ(c.grant_ppm.load(), 0u);
+    EXPECT_EQ(c.policy.load(), kPolicyUnset);
+    EXPECT_EQ(c.waiting.load(), 0u);
+    EXPECT_EQ(c.applied_ppm.load(), 0u);
+  }
 }
 
 TEST(RegionTest, ConcurrentCreatorsShareOneRegion) {

@@ -23,6 +23,12 @@ void tessera_fake_cuda_set_graph_us(CUgraph graph, uint64_t us);
 uint64_t tessera_fake_cuda_now_us();
 // Moves the clock to `us` if it is behind (a host thread sleeping).
 void tessera_fake_cuda_sleep_until_us(uint64_t us);
+// While set, tessera_fake_cuda_sleep_until_us stops the clock at every
+// multiple of `period_us` on its way and calls `cb` there (without the
+// fake's lock: it may call the fake), so a test can run code "every N us"
+// of virtual time even while a thread sleeps in the launch gate. Other
+// clock moves (synchronize, a full queue) do not tick. cb nullptr: off.
+void tessera_fake_cuda_set_tick(uint64_t period_us, void (*cb)(uint64_t now_us, void* arg), void* arg);
 // Moves the clock forward by `us` (host work between calls).
 void tessera_fake_cuda_advance_us(uint64_t us);
 // Kernel time executed on `dev` within [from_us, to_us): the sum over

@@ -209,9 +209,44 @@ uint64_t tessera_fake_cuda_now_us() {
   std::lock_guard<std::mutex> l(S().mu);
   return T().now_ns / 1000;
 }
-void tessera_fake_cuda_sleep_until_us(uint64_t us) {
+namespace {
+// The tick (tessera_fake_cuda_set_tick); guarded by S().mu, called without it.
+uint64_t g_tick_period_us = 0;
+void (*g_tick)(uint64_t, void*) = nullptr;
+void* g_tick_arg = nullptr;
+}  // namespace
+
+void tessera_fake_cuda_set_tick(uint64_t period_us, void (*cb)(uint64_t now_us, void* arg), void* arg) {
   std::lock_guard<std::mutex> l(S().mu);
-  Advance(us * 1000);
+  g_tick_period_us = cb != nullptr ? period_us : 0;
+  g_tick = cb;
+  g_tick_arg = arg;
+}
+
+void tessera_fake_cuda_sleep_until_us(uint64_t us) {
+  for (;;) {
+    void (*cb)(uint64_t, void*) = nullptr;
+    void* arg = nullptr;
+    uint64_t at = 0;
+    {
+      std::lock_guard<std::mutex> l(S().mu);
+      const uint64_t now_us = T().now_ns / 1000;
+      if (g_tick_period_us != 0) {
+        const uint64_t boundary = (now_us / g_tick_period_us + 1) * g_tick_period_us;
+        if (boundary <= us) {
+          Advance(boundary * 1000);
+          cb = g_tick;
+          arg = g_tick_arg;
+          at = boundary;
+        }
+      }
+      if (cb == nullptr) {
+        Advance(us * 1000);
+        return;
+      }
+    }
+    cb(at, arg);
+  }
 }
 void tessera_fake_cuda_advance_us(uint64_t us) {
   std::lock_guard<std::mutex> l(S().mu);

@@ -1,0 +1,261 @@
+#include "node/arbiter_loop.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "region/region.h"
+
+namespace tessera::node {
+namespace {
+
+uint64_t MonotonicUs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000 + static_cast<uint64_t>(ts.tv_nsec) / 1000;
+}
+
+constexpr const char* kRecordSuffix = ".arbiter.json";
+
+std::string PriorityName(core::Priority p) {
+  switch (p) {
+    case core::Priority::kHigh:
+      return "high";
+    case core::Priority::kLow:
+      return "low";
+    default:
+      return "normal";
+  }
+}
+
+}  // namespace
+
+ArbiterLoop::ArbiterLoop(Source source, ArbiterLoopOptions options)
+    : source_(std::move(source)), options_(std::move(options)) {
+  if (!options_.now_us) options_.now_us = &MonotonicUs;
+}
+
+ArbiterLoop::~ArbiterLoop() { Stop(); }
+
+void ArbiterLoop::Refresh(uint64_t now) {
+  if (refreshed_ && options_.source_refresh_us != 0 && now - refreshed_us_ < options_.source_refresh_us) {
+    // Containers listed but not yet started are looked for on every pass.
+    for (auto& [dir, t] : tracked_) {
+      if (t.region != nullptr || !std::filesystem::exists(dir + "/" + region::kFileName)) continue;
+      if (auto r = region::Region::OpenDir(dir); r.ok()) {
+        t.region = std::make_unique<region::Region>(std::move(r).value());
+        for (size_t i = 0; i < t.last_launches.size(); ++i) {
+          t.last_launches[i] = t.region->layout()->compute[i].launches.load(std::memory_order_relaxed);
+        }
+      }
+    }
+    return;
+  }
+  refreshed_ = true;
+  refreshed_us_ = now;
+  std::map<std::string, Tracked> next;
+  for (ArbiterContainer& c : source_()) {
+    if (c.slots.size() > static_cast<size_t>(region::kMaxGpus)) c.slots.resize(region::kMaxGpus);
+    Tracked t;
+    if (auto it = tracked_.find(c.region_dir); it != tracked_.end()) t = std::move(it->second);
+    const size_t n = c.slots.size();
+    t.spec = std::move(c);
+    t.last_launches.resize(n, 0);
+    t.last_active_us.resize(n, 0);
+    t.held_us.resize(n, 0);
+    t.held.resize(n, false);
+    if (t.region == nullptr && std::filesystem::exists(t.spec.region_dir + "/" + region::kFileName)) {
+      // Never creates: the file exists. A region of another layout is skipped.
+      if (auto r = region::Region::OpenDir(t.spec.region_dir); r.ok()) {
+        t.region = std::make_unique<region::Region>(std::move(r).value());
+        for (size_t i = 0; i < n; ++i) {
+          t.last_launches[i] = t.region->layout()->compute[i].launches.load(std::memory_order_relaxed);
+        }
+      }
+    }
+    const std::string dir = t.spec.region_dir;
+    next[dir] = std::move(t);
+  }
+  tracked_ = std::move(next);
+}
+
+void ArbiterLoop::Step() {
+  const uint64_t now = options_.now_us();
+  const uint64_t since_last = last_pass_us_ != 0 && now > last_pass_us_ ? now - last_pass_us_ : 0;
+  last_pass_us_ = now;
+  Refresh(now);
+
+  // Demand, and the entries of each physical GPU.
+  struct Ref {
+    Tracked* t;
+    size_t slot;
+  };
+  std::map<int, std::vector<Ref>> by_gpu;
+  std::map<int, std::vector<GrantEntry>> entries;
+  for (auto& [dir, t] : tracked_) {
+    if (t.region == nullptr) continue;
+    region::Layout& l = *t.region->layout();
+    for (size_t i = 0; i < t.spec.slots.size(); ++i) {
+      const region::ComputeShare& cs = l.compute[i];
+      const uint64_t launches = cs.launches.load(std::memory_order_relaxed);
+      if (launches != t.last_launches[i] || cs.waiting.load(std::memory_order_relaxed) > 0) {
+        t.last_active_us[i] = now;
+      }
+      t.last_launches[i] = launches;
+      GrantEntry e;
+      e.share_ppm = t.spec.slots[i].share_ppm;
+      e.policy = t.spec.policy;
+      if (cs.policy.load(std::memory_order_relaxed) == region::kPolicyHard) e.policy = CorePolicy::kHard;
+      e.priority = t.spec.priority;
+      e.active = t.last_active_us[i] != 0 && now - t.last_active_us[i] < options_.idle_after_us;
+      by_gpu[t.spec.slots[i].gpu].push_back({&t, i});
+      entries[t.spec.slots[i].gpu].push_back(e);
+    }
+  }
+
+  std::vector<ArbiterStats> stats;
+  for (auto& [gpu, refs] : by_gpu) {
+    const std::vector<GrantEntry>& e = entries[gpu];
+    const std::vector<Grant> grants = ComputeGrants(e, options_.grants);
+    for (size_t k = 0; k < refs.size(); ++k) {
+      region::ComputeShare& cs = refs[k].t->region->layout()->compute[refs[k].slot];
+      cs.priority.store(static_cast<uint32_t>(e[k].priority), std::memory_order_relaxed);
+      Tracked& t = *refs[k].t;
+      if (t.held[refs[k].slot]) t.held_us[refs[k].slot] += since_last;  // held since the last pass
+      t.held[refs[k].slot] = grants[k].held;
+      cs.held.store(grants[k].held ? 1 : 0, std::memory_order_relaxed);
+      cs.inflight_cap_us.store(grants[k].preemptible ? options_.preemptible_inflight_us : 0,
+                               std::memory_order_relaxed);
+      cs.grant_ppm.store(grants[k].ppm, std::memory_order_release);
+      ArbiterStats s;
+      s.key = refs[k].t->spec.key;
+      s.slot = static_cast<int>(refs[k].slot);
+      s.gpu = gpu;
+      s.share_ppm = e[k].share_ppm;
+      s.grant_ppm = grants[k].ppm;
+      s.active = e[k].active;
+      s.held = grants[k].held;
+      s.used_us = cs.used_us.load(std::memory_order_relaxed);
+      s.throttled_us = cs.throttled_us.load(std::memory_order_relaxed);
+      s.launches = cs.launches.load(std::memory_order_relaxed);
+      s.held_us = t.held_us[refs[k].slot];
+      stats.push_back(std::move(s));
+    }
+  }
+  // The heartbeat last: a gate that sees it sees this pass's grants.
+  for (auto& [dir, t] : tracked_) {
+    if (t.region == nullptr) continue;
+    region::ArbiterState& a = t.region->layout()->arbiter;
+    a.lease_us.store(options_.lease_us, std::memory_order_relaxed);
+    a.heartbeat_us.store(now, std::memory_order_release);
+    a.passes.fetch_add(1, std::memory_order_relaxed);
+  }
+  std::lock_guard<std::mutex> l(stats_mu_);
+  stats_ = std::move(stats);
+}
+
+void ArbiterLoop::Start() {
+  if (thread_.joinable()) return;
+  stop_.store(false);
+  thread_ = std::thread([this] {
+    while (!stop_.load()) {
+      const auto next = std::chrono::steady_clock::now() + options_.interval;
+      Step();
+      std::this_thread::sleep_until(next);
+    }
+  });
+}
+
+void ArbiterLoop::Stop() {
+  stop_.store(true);
+  if (thread_.joinable()) thread_.join();
+}
+
+std::vector<ArbiterStats> ArbiterLoop::Snapshot() const {
+  std::lock_guard<std::mutex> l(stats_mu_);
+  return stats_;
+}
+
+Status WriteArbiterRecord(const std::string& region_dir, const ArbiterContainer& c) {
+  nlohmann::json slots = nlohmann::json::array();
+  for (const ArbiterSlot& s : c.slots) slots.push_back({{"gpu", s.gpu}, {"share_ppm", s.share_ppm}});
+  const nlohmann::json j = {{"key", c.key},
+                            {"slots", slots},
+                            {"policy", c.policy == CorePolicy::kHard ? "hard" : "share"},
+                            {"priority", PriorityName(c.priority)}};
+  std::string dir = region_dir;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  const std::string path = dir + kRecordSuffix;
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << j.dump() << "\n";
+    if (!out.good()) return Internal("writing " + tmp);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return Internal("renaming " + tmp + ": " + ec.message());
+  return Status::Ok();
+}
+
+std::unique_ptr<ArbiterLoop> StartArbiter(const std::string& region_root, const ArbiterConfig& config) {
+  if (config.interval.count() <= 0) return nullptr;
+  ArbiterLoopOptions o;
+  o.interval = config.interval;
+  o.lease_us = std::max<uint64_t>(300'000, 10 * static_cast<uint64_t>(config.interval.count()) * 1000);
+  o.idle_after_us = static_cast<uint64_t>(std::max<int64_t>(config.idle_after.count(), 1)) * 1000;
+  o.grants.min_share_percent = std::min<uint32_t>(config.min_share_percent, 100);
+  auto loop = std::make_unique<ArbiterLoop>(RegionSource(region_root), std::move(o));
+  loop->Start();
+  return loop;
+}
+
+ArbiterLoop::Source RegionSource(std::string region_root) {
+  return [root = std::move(region_root)] {
+    std::vector<ArbiterContainer> out;
+    std::error_code ec;
+    for (const auto& pod : std::filesystem::directory_iterator(root, ec)) {
+      std::error_code ec2;
+      if (!pod.is_directory(ec2)) continue;
+      for (const auto& f : std::filesystem::directory_iterator(pod.path(), ec2)) {
+        const std::string name = f.path().filename().string();
+        if (name.size() <= std::string(kRecordSuffix).size() ||
+            name.compare(name.size() - std::string(kRecordSuffix).size(), std::string::npos, kRecordSuffix) != 0) {
+          continue;
+        }
+        std::ifstream in(f.path());
+        std::stringstream buf;
+        buf << in.rdbuf();
+        const nlohmann::json j = nlohmann::json::parse(buf.str(), nullptr, /*allow_exceptions=*/false);
+        if (!j.is_object() || !j.contains("slots") || !j["slots"].is_array()) continue;
+        ArbiterContainer c;
+        c.region_dir = (pod.path() / name.substr(0, name.size() - std::string(kRecordSuffix).size())).string();
+        c.key = j.value("key", pod.path().filename().string() + "/" +
+                                   name.substr(0, name.size() - std::string(kRecordSuffix).size()));
+        bool ok = true;
+        for (const auto& s : j["slots"]) {
+          if (!s.is_object() || !s.contains("gpu") || !s["gpu"].is_number_integer()) {
+            ok = false;
+            break;
+          }
+          ArbiterSlot slot;
+          slot.gpu = s["gpu"].get<int>();
+          slot.share_ppm = s.value("share_ppm", 0u);
+          c.slots.push_back(slot);
+        }
+        if (!ok) continue;
+        c.policy = j.value("policy", "share") == "hard" ? CorePolicy::kHard : CorePolicy::kShare;
+        const std::string p = j.value("priority", "normal");
+        c.priority = p == "high" ? core::Priority::kHigh : p == "low" ? core::Priority::kLow : core::Priority::kNormal;
+        out.push_back(std::move(c));
+      }
+    }
+    return out;
+  };
+}
+
+}  // namespace tessera::node
