@@ -42,12 +42,12 @@ TEST(ContainerEnvTest, OneGpuShare) {
 
 TEST(ContainerEnvTest, AHardPolicyIsPassedOnAShareIsTheDefault) {
   PendingContainer c{"main", {{1, "GPU-b", 8192, 300}}};
-  auto env = BuildContainerEnv(Pod(), c, Gpus(), MountPaths{"/lib.so", "/preload", "/regions"});
+  auto env = BuildContainerEnv(Pod(), c, Gpus(), MountPaths{});
   ASSERT_TRUE(env.ok());
   EXPECT_EQ(env->envs.count("TESSERA_GPU_CORE_POLICY"), 0u);
   PendingPod hard = Pod();
   hard.core_hard = true;
-  env = BuildContainerEnv(hard, c, Gpus(), MountPaths{"/lib.so", "/preload", "/regions"});
+  env = BuildContainerEnv(hard, c, Gpus(), MountPaths{});
   ASSERT_TRUE(env.ok());
   EXPECT_EQ(env->envs.at("TESSERA_GPU_CORE_POLICY"), "hard");
 }
