@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <time.h>
 #include <tuple>
 
 #include "core/codec.h"
@@ -51,6 +52,11 @@ Result<std::vector<RegionCounters>> ReadRegionCounters(const std::string& dir, i
   }
   TESSERA_ASSIGN_OR_RETURN(region::Region mapped, region::Region::OpenExisting(dir));
   const region::Layout& l = *mapped.layout();
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);  // the clock the arbiter's heartbeat is in
+  const uint64_t now_us = static_cast<uint64_t>(ts.tv_sec) * 1'000'000 + static_cast<uint64_t>(ts.tv_nsec) / 1000;
+  const uint64_t heartbeat = l.arbiter.heartbeat_us.load(std::memory_order_acquire);
+  const bool arbiter_alive = heartbeat != 0 && now_us < heartbeat + l.arbiter.lease_us.load(std::memory_order_relaxed);
   std::vector<RegionCounters> out(static_cast<size_t>(gpus));
   for (int i = 0; i < gpus; ++i) {
     RegionCounters& c = out[static_cast<size_t>(i)];
@@ -59,6 +65,9 @@ Result<std::vector<RegionCounters>> ReadRegionCounters(const std::string& dir, i
     c.oom_refusals = l.gpus[i].oom_refusals.load(std::memory_order_relaxed);
     c.gpu_us = l.compute[i].used_us.load(std::memory_order_relaxed);
     c.throttled_us = l.compute[i].throttled_us.load(std::memory_order_relaxed);
+    c.granted_ppm = arbiter_alive ? l.compute[i].grant_ppm.load(std::memory_order_relaxed)
+                                  : l.compute[i].share_ppm.load(std::memory_order_relaxed);
+    c.held = arbiter_alive && l.compute[i].held.load(std::memory_order_relaxed) != 0;
   }
   return out;
 }

@@ -35,6 +35,11 @@ struct RegionCounters {
   uint64_t oom_refusals = 0;   // allocations refused at the limit
   uint64_t gpu_us = 0;         // GPU time its kernels ran (measured by the launch gate)
   uint64_t throttled_us = 0;   // time its launches waited at the gate
+  // The compute its gate refills at now: the arbiter's grant while the
+  // arbiter's heartbeat is fresh, else the static share (parts per million;
+  // 0: no compute share set).
+  uint32_t granted_ppm = 0;
+  bool held = false;           // held back now for a higher-priority container
   bool operator==(const RegionCounters&) const = default;
 };
 

@@ -97,6 +97,15 @@ Status RegisterUsageMetrics(metrics::Registry& registry, const std::string& node
                                          "The container's compute share, as a fraction of the GPU's time."},
                                         [](const ContainerGpu& c) { return c.core_share; }));
   TESSERA_RETURN_IF_ERROR(per_container(
+      {MetricType::kGauge, "tessera_container_gpu_core_granted_ratio",
+       "Compute the launch gate lets the container use now, as a fraction of the GPU's time: the arbiter's grant "
+       "while it runs (work-conserving: more than the share when others idle, 0 while held), else the static share."},
+      [](const ContainerGpu& c) { return static_cast<double>(c.counters.granted_ppm) / 1e6; }));
+  TESSERA_RETURN_IF_ERROR(per_container(
+      {MetricType::kGauge, "tessera_container_gpu_held",
+       "1 while the arbiter holds the container back for a higher-priority one on the same GPU, else 0."},
+      [](const ContainerGpu& c) { return c.counters.held ? 1.0 : 0.0; }));
+  TESSERA_RETURN_IF_ERROR(per_container(
       {MetricType::kGauge, "tessera_container_gpu_utilization_ratio",
        "Fraction of the GPU's time the container's kernels ran over the last usage interval."},
       [](const ContainerGpu& c) { return c.utilization; }));

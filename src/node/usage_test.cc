@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include <filesystem>
 
@@ -250,6 +251,9 @@ TEST(ReadRegionCountersTest, ReadsAnExistingRegionAndNeverCreatesOne) {
     r->layout()->gpus[1].oom_refusals = 2;
     r->layout()->compute[1].used_us = 1234;
     r->layout()->compute[1].throttled_us = 99;
+    r->layout()->compute[1].share_ppm = 300000;
+    r->layout()->compute[1].grant_ppm = 800000;
+    r->layout()->compute[1].held = 1;
   }
   auto read = ReadRegionCounters(dir, 2);
   ASSERT_TRUE(read.ok()) << read.status().ToString();
@@ -259,6 +263,21 @@ TEST(ReadRegionCountersTest, ReadsAnExistingRegionAndNeverCreatesOne) {
   EXPECT_EQ((*read)[1].oom_refusals, 2u);
   EXPECT_EQ((*read)[1].gpu_us, 1234u);
   EXPECT_EQ((*read)[1].throttled_us, 99u);
+  // No arbiter has written a heartbeat: the static share is what the gate uses.
+  EXPECT_EQ((*read)[1].granted_ppm, 300000u);
+  EXPECT_FALSE((*read)[1].held);
+  {
+    auto r = region::Region::OpenExisting(dir);
+    ASSERT_TRUE(r.ok());
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    r->layout()->arbiter.heartbeat_us = static_cast<uint64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1000;
+    r->layout()->arbiter.lease_us = 60'000'000;
+  }
+  read = ReadRegionCounters(dir, 2);
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ((*read)[1].granted_ppm, 800000u);  // the arbiter's grant while it is alive
+  EXPECT_TRUE((*read)[1].held);
   EXPECT_FALSE(ReadRegionCounters(dir, region::kMaxGpus + 1).ok());
   std::filesystem::remove_all(dir);
 }
