@@ -89,8 +89,13 @@ node:
   logLevel: debug
   simulatedGpus: |
     - {index: 0, uuid: GPU-helm-0, model: A100, memMiB: 40960, sms: 108}
+  extraArgs: [--usage-interval-ms=1000]     # the pass-through values, with settings the binaries know
 extender:
-  logLevel: debug
+  extraArgs: [--log-level=debug]
+  extraConfig: {seed: 7}
+scheduler:
+  extender:
+    extraManagedResources: [{name: example.com/gpu-share, ignoredByScheduler: true}]
 VALUES
 
 step "0. docs/install.md agrees with this test and with values.yaml"
@@ -245,7 +250,8 @@ ext_port="$(free_port)"
 jp configmap/$ext '{.data.tessera-scheduler\.yaml}' \
   | sed -e "s|^listenAddress: .*|listenAddress: 127.0.0.1|" -e "s|^port: .*|port: $ext_port|" > "$work/tessera-scheduler.yaml"
 mapfile -t ext_args < <(jp deployment/$ext '{range .spec.template.spec.containers[0].args[*]}{@}{"\n"}{end}')
-[[ "${ext_args[*]}" == "--config=/etc/tessera/tessera-scheduler.yaml" ]] || fail "extender args: ${ext_args[*]}"
+[[ "${ext_args[*]}" == "--config=/etc/tessera/tessera-scheduler.yaml --log-level=debug" ]] || fail "extender args: ${ext_args[*]}"
+grep -qx 'seed: 7' "$work/tessera-scheduler.yaml" || fail "extender.extraConfig not in the config file"
 ext_args=("${ext_args[@]/#--config=\/etc\/tessera\//--config=$work/}")
 echo "tessera-scheduler ${ext_args[*]}   (KUBECONFIG: $ext's token)"
 KUBECONFIG="$work/extender.kubeconfig" setsid "$TESSERA_BIN_DIR/tessera-scheduler" "${ext_args[@]}" \
@@ -256,6 +262,7 @@ pids+=($!)
 jp configmap/$ks '{.data.scheduler-config\.yaml}' \
   | sed "s|urlPrefix: http://$ext.$ns.svc:12345|urlPrefix: http://127.0.0.1:$ext_port|" > "$work/scheduler-config.yaml"
 grep -q "urlPrefix: http://127.0.0.1:$ext_port" "$work/scheduler-config.yaml" || fail "no extender URL to adapt"
+grep -q "name: example.com/gpu-share" "$work/scheduler-config.yaml" || fail "extraManagedResources not rendered"
 printf 'clientConnection:\n  kubeconfig: %s\n' "$work/kube-scheduler.kubeconfig" >> "$work/scheduler-config.yaml"
 mapfile -t ks_cmd < <(jp deployment/$ks '{range .spec.template.spec.containers[0].command[*]}{@}{"\n"}{end}')
 [[ "${ks_cmd[0]}" == kube-scheduler && "${ks_cmd[1]}" == --config=/etc/kubernetes/tessera/scheduler-config.yaml ]] \
@@ -301,6 +308,7 @@ if "NODE_NAME" not in env:
 PY
 )
 echo "tessera-node flags as rendered: ${node_args[*]}"
+[[ " ${node_args[*]} " == *" --agent-flag=--usage-interval-ms=1000 "* ]] || fail "node.extraArgs not passed"
 slots="$(python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["spec"]["template"]["spec"]["containers"][0]["args"]; print([x.split("=")[1] for x in a if x.startswith("--slots-per-gpu=")][0])' "$work/ds.json")"
 jp configmap/$node-gpus '{.data.gpus\.yaml}' > "$work/chart-gpus.yaml"
 grep -q 'model: A100, memMiB: 40960' "$work/chart-gpus.yaml" || fail "simulated GPUs ConfigMap"

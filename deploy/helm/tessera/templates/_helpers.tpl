@@ -48,6 +48,9 @@ extenders:
     ignoredByScheduler: true
   - name: {{ .Values.resourceNames.gpuCore }}
     ignoredByScheduler: true
+  {{- with .Values.scheduler.extender.extraManagedResources }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
 {{- end -}}
 
 {{/* kube-scheduler's configuration file (mode deployment: a profile of its own). */}}
