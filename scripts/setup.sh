@@ -25,6 +25,7 @@ PACKAGES=(
   curl                                # control plane readiness checks
   prometheus                          # promtool: `promtool check metrics` on /metrics (metrics_promtool_test)
   tmux                                # kubectl-tessera terminal captures (scripts/kubectl-tessera-captures.sh)
+  valgrind                            # callgrind instruction counts of the hooked CUDA path (bench/hook_instructions.sh)
 )
 
 missing=()

@@ -234,6 +234,9 @@ Result<std::vector<GpuInfo>> ReadInventory(std::string_view json) {
       TESSERA_ASSIGN_OR_RETURN(int64_t slots, r.Int("slots", 0, kIntMax));
       g.max_sharers = static_cast<int>(slots);
     }
+    if (r.Has("mps")) {  // optional: written only when the node runs MPS for the GPU
+      TESSERA_ASSIGN_OR_RETURN(g.mps, r.Bool("mps"));
+    }
     g.index = static_cast<int>(index);
     g.sm_count = static_cast<int>(sms);
     g.numa_node = static_cast<int>(numa);
@@ -376,6 +379,7 @@ Result<std::string> EncodeInventory(const std::vector<GpuInfo>& gpus) {
                     {"memMiB", g.memory_mib}, {"sms", g.sm_count}, {"numa", g.numa_node},
                     {"healthy", g.healthy}});
     if (g.max_sharers > 0) list.back()["slots"] = g.max_sharers;
+    if (g.mps) list.back()["mps"] = true;
   }
   return Dump(kInventoryAnnotation, {{"v", kCodecVersion}, {"gpus", std::move(list)}});
 }

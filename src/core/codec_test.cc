@@ -51,6 +51,23 @@ TEST(CodecTest, InventoryCarriesTheSharerLimitOnlyWhenSet) {
                    .ok());
 }
 
+TEST(CodecTest, InventoryCarriesMpsOnlyWhenTheNodeRunsIt) {
+  GpuInfo gpu = SampleInventory()[0];
+  Result<std::string> plain = EncodeInventory({gpu});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->find("mps"), std::string::npos) << *plain;
+  gpu.mps = true;
+  Result<std::string> text = EncodeInventory({gpu});
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_NE(text->find(R"("mps":true)"), std::string::npos) << *text;
+  auto back = DecodeInventory(*text);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE((*back)[0].mps);
+  EXPECT_FALSE(DecodeInventory(R"({"v":1,"gpus":[{"index":0,"uuid":"","model":"A","memMiB":1,"sms":0,)"
+                               R"("numa":-1,"healthy":true,"mps":"yes"}]})")
+                   .ok());
+}
+
 TEST(CodecTest, AssignmentEncodesToDocumentedFormat) {
   Assignment a{.node = "n1",
                .containers = {{.name = "c",

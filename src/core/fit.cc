@@ -11,6 +11,7 @@ std::string_view FitFailureName(FitFailure f) {
     case FitFailure::kCpu: return "not enough CPU";
     case FitFailure::kMemory: return "not enough memory";
     case FitFailure::kGpuModel: return "GPU model not allowed";
+    case FitFailure::kGpuMps: return "no GPU runs MPS (tessera.io/isolation: mps needs tessera-node --mps)";
     case FitFailure::kGpuCount: return "not enough free GPUs";
     case FitFailure::kGpuShare: return "no GPU with enough free share";
     case FitFailure::kGpuMemory: return "no GPU with enough free GPU memory";
@@ -42,8 +43,10 @@ FitFailure Pick(const PodRequest& pod, const NodeState& node, GpuSelect mode, Rn
   for (const ContainerRequest& c : pod.containers) {
     if (c.gpu_count == 0) continue;
     if (pick.count + c.gpu_count > kMaxPodGpus) return FitFailure::kGpuCount;
+    const bool needs_mps = pod.isolation == Isolation::kMps;
     auto usable = [&](int i) {
-      return node.info.gpus[i].healthy && c.models.Allows(node.info.gpus[i].model);
+      return node.info.gpus[i].healthy && c.models.Allows(node.info.gpus[i].model) &&
+             (!needs_mps || node.info.gpus[i].mps);
     };
     const bool whole = c.core_milli_per_gpu >= kCoreMilliPerGpu;
     const int first = pick.count;
@@ -57,8 +60,17 @@ FitFailure Pick(const PodRequest& pod, const NodeState& node, GpuSelect mode, Rn
       int chosen = -1;
       int fitting = 0;
       for (int i = 0; i < n; ++i) {
-        if (!usable(i) || taken(i)) continue;
-        if (why == FitFailure::kGpuModel) why = whole ? FitFailure::kGpuCount : FitFailure::kGpuShare;
+        if (!usable(i) || taken(i)) {
+          // A GPU of an allowed model that only lacks MPS: say that, not "model".
+          if (why == FitFailure::kGpuModel && needs_mps && node.info.gpus[i].healthy && !node.info.gpus[i].mps &&
+              c.models.Allows(node.info.gpus[i].model)) {
+            why = FitFailure::kGpuMps;
+          }
+          continue;
+        }
+        if (why == FitFailure::kGpuModel || why == FitFailure::kGpuMps) {
+          why = whole ? FitFailure::kGpuCount : FitFailure::kGpuShare;
+        }
         const bool core_ok = whole ? core[i] == kCoreMilliPerGpu : core[i] >= c.core_milli_per_gpu;
         if (!core_ok || slots[i] < 1) continue;
         // A whole GPU asked without a size takes all of its memory (ShareMemMiB).

@@ -51,12 +51,24 @@ Status ValidateRequest(const PodRequest& pod) {
     if (c.gpu_count > 1 && c.core_milli_per_gpu != 0 && c.core_milli_per_gpu < kCoreMilliPerGpu)
       return InvalidArgument(where + ": a container spanning several GPUs must take whole "
                              "GPUs (core 100 %); a fraction is only allowed on one GPU");
+    if (pod.isolation == Isolation::kMps && c.gpu_count > 1)
+      return InvalidArgument(where + ": tessera.io/isolation: mps gives a container one GPU (one MPS daemon "
+                             "per GPU); ask for 1 GPU per container or use the default isolation");
     for (const auto& m : c.models.allowed)
       for (const auto& a : c.models.avoided)
         if (m == a)
           return InvalidArgument(where + ": GPU model \"" + m + "\" is both allowed and avoided");
   }
   return Status();
+}
+
+std::string_view IsolationName(Isolation isolation) {
+  switch (isolation) {
+    case Isolation::kHook: return "hook";
+    case Isolation::kMps: return "mps";
+    case Isolation::kNone: return "none";
+  }
+  return "unknown";
 }
 
 }  // namespace tessera::core

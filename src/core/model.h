@@ -27,6 +27,7 @@ struct GpuInfo {
   int numa_node = -1;       // -1 when unknown
   bool healthy = true;
   int max_sharers = 0;      // containers that may hold it at once (the node's device-plugin slots); 0: no limit
+  bool mps = false;         // its node agent runs an MPS control daemon for it (tessera.io/isolation: mps)
 
   bool operator==(const GpuInfo&) const = default;
 };
@@ -65,6 +66,12 @@ struct ContainerRequest {
 
 enum class Priority { kLow = 0, kNormal = 1, kHigh = 2 };
 
+// How a pod's GPU share is enforced (tessera.io/isolation): the interception
+// library (default), NVIDIA MPS with the share as its thread percentage and
+// pinned memory limit (only on GPUs whose node agent runs MPS), or not at all.
+enum class Isolation { kHook = 0, kMps = 1, kNone = 2 };
+std::string_view IsolationName(Isolation isolation);
+
 // A pod as the placement code sees it.
 struct PodRequest {
   std::string key;            // "namespace/name" (or the trace's task name)
@@ -72,6 +79,7 @@ struct PodRequest {
   int64_t memory_mib = 0;
   std::vector<ContainerRequest> containers;
   Priority priority = Priority::kNormal;
+  Isolation isolation = Isolation::kHook;
 
   // Sum over containers of gpu_count * core_milli_per_gpu.
   int64_t TotalCoreMilli() const;

@@ -41,6 +41,18 @@ TEST(ValidateRequest, RejectsWithActionableMessages) {
   EXPECT_FALSE(ValidateRequest(both).ok());
 }
 
+TEST(ValidateRequest, MpsGivesAContainerOneGpu) {
+  auto pod = OneGpu(0, 1000, 2);
+  pod.isolation = Isolation::kMps;
+  auto st = ValidateRequest(pod);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("one GPU (one MPS daemon per GPU)"), std::string::npos) << st.message();
+  auto one = OneGpu(4096, 300);
+  one.isolation = Isolation::kMps;
+  EXPECT_TRUE(ValidateRequest(one).ok());
+  EXPECT_EQ(IsolationName(Isolation::kMps), "mps");
+}
+
 TEST(PodRequest, Totals) {
   auto p = OneGpu(0, 1000, 4);
   p.containers.push_back({"side", 1, 0, 250, {}});

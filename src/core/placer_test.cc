@@ -36,6 +36,28 @@ TEST(Fit, BestFitPicksTheFullestFittingGpuAndWholeGpusLowestIndex) {
   EXPECT_EQ(FitsNode(a100, *l.FindNode("n")), FitFailure::kGpuModel);
 }
 
+TEST(Fit, MpsPodsGoOnlyToGpusThatRunMps) {
+  Ledger l;
+  NodeInfo plain = Node("plain", 2);
+  NodeInfo mps = Node("mps", 2);
+  mps.gpus[1].mps = true;
+  ASSERT_TRUE(l.AddNode(plain).ok());
+  ASSERT_TRUE(l.AddNode(mps).ok());
+  PodRequest pod = Pod("m", 1, 300);
+  pod.isolation = Isolation::kMps;
+  EXPECT_EQ(FitsNode(pod, *l.FindNode("plain")), FitFailure::kGpuMps);
+  EXPECT_NE(FitFailureName(FitFailure::kGpuMps).find("tessera-node --mps"), std::string::npos);
+  ASSERT_EQ(FitsNode(pod, *l.FindNode("mps")), FitFailure::kNone);
+  GpuPick pick;
+  ASSERT_TRUE(PickGpus(pod, *l.FindNode("mps"), GpuSelect::kBestFit, nullptr, &pick));
+  EXPECT_EQ(pick.index[0], 1);  // GPU 0 has room but no MPS
+  // The default isolation is unaffected by the flag.
+  EXPECT_EQ(FitsNode(Pod("h", 2, 300), *l.FindNode("plain")), FitFailure::kNone);
+  // A model the pod does not allow is still named as such.
+  pod.containers[0].models.allowed = {"A100"};
+  EXPECT_EQ(FitsNode(pod, *l.FindNode("plain")), FitFailure::kGpuModel);
+}
+
 TEST(MakePolicy, UnknownNameListsTheKnownOnes) {
   auto p = MakePolicy("binpak", {});
   ASSERT_FALSE(p.ok());

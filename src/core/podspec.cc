@@ -178,9 +178,140 @@ Result<Priority> ParsePriority(const Json& annotations, std::string_view key) {
                          text + "\" is not one of high, normal, low");
 }
 
-// The GPU part of one container's request.
-Result<ContainerRequest> ContainerGpus(const ContainerSpec& c, const std::string& where,
-                                       const ResourceNames& names) {
+Result<Isolation> ParseIsolation(const Json& annotations, std::string_view key) {
+  const Json* v = Member(annotations, kIsolationAnnotation);
+  if (v == nullptr) return Isolation::kHook;
+  const std::string text = v->is_string() ? v->get<std::string>() : v->dump();
+  for (Isolation i : {Isolation::kHook, Isolation::kMps, Isolation::kNone}) {
+    if (text == IsolationName(i)) return i;
+  }
+  return InvalidArgument(std::string(key) + ": annotation " + std::string(kIsolationAnnotation) + ": \"" + text +
+                         "\" is not one of hook, mps, none");
+}
+
+// The names `c` uses among `candidates` (limits or requests), in that order.
+std::vector<std::string> NamesUsed(const ContainerSpec& c, const std::vector<const std::string*>& candidates) {
+  std::vector<std::string> out;
+  for (const std::string* n : candidates) {
+    for (const Json* m : {c.limits, c.requests}) {
+      if (m != nullptr && Member(*m, *n) != nullptr) {
+        out.push_back(*n);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<const std::string*> TesseraNames(const ResourceNames& names) {
+  return {&names.gpu, &names.mem, &names.core};
+}
+std::vector<const std::string*> GpushareNamesOf(const ResourceNames& names) {
+  if (!names.gpushare.enabled) return {};
+  return {&names.gpushare.mem};
+}
+std::vector<const std::string*> HamiNamesOf(const ResourceNames& names) {
+  if (!names.hami.enabled) return {};
+  return {&names.hami.gpu, &names.hami.mem, &names.hami.mem_percent, &names.hami.core};
+}
+
+std::string JoinNames(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// gpushare: GiB of one GPU's memory; the container gets exactly one GPU.
+Result<ContainerRequest> GpushareGpus(const ContainerSpec& c, const std::string& where,
+                                      const GpushareNames& names) {
+  ContainerRequest out;
+  out.name = c.name;
+  const char* from = "";
+  const Json* mem = Lookup(c, names.mem, /*limits_first=*/true, &from);
+  if (mem == nullptr) return out;
+  if (mem->is_string()) {
+    const std::string text = mem->get<std::string>();
+    if (text.size() >= 2 && text.back() == 'i')
+      return InvalidArgument(where + ": " + names.mem + ": \"" + text +
+                             "\" has a unit suffix; gpushare counts GiB as a plain number, such as \"3\"");
+  }
+  TESSERA_ASSIGN_OR_RETURN(int64_t gib, ParseWhole(*mem, where, names.mem, "GiB", "3"));
+  if (gib == 0) return out;  // gpushare: 0 asks for no GPU
+  if (gib > (int64_t{1} << 20))
+    return InvalidArgument(where + ": " + names.mem + ": " + std::to_string(gib) +
+                           " GiB is more than any GPU has");
+  out.gpu_count = 1;
+  out.mem_mib_per_gpu = gib * 1024;
+  return out;
+}
+
+// HAMi: count, then per GPU MiB or percent of memory, and percent of compute.
+Result<ContainerRequest> HamiGpus(const ContainerSpec& c, const std::string& where, const HamiNames& names) {
+  ContainerRequest out;
+  out.name = c.name;
+  const char* from = "";
+  const Json* count = Lookup(c, names.gpu, /*limits_first=*/true, &from);
+  const Json* mem = Lookup(c, names.mem, true, &from);
+  const Json* percent = Lookup(c, names.mem_percent, true, &from);
+  const Json* core = Lookup(c, names.core, true, &from);
+  if (mem != nullptr && percent != nullptr)
+    return InvalidArgument(where + ": sets both " + names.mem + " and " + names.mem_percent +
+                           "; keep one (MiB or percent of the GPU's memory)");
+  if (mem != nullptr) {
+    TESSERA_ASSIGN_OR_RETURN(out.mem_mib_per_gpu, ParseGpuMem(*mem, where, names.mem));
+  }
+  if (percent != nullptr) {
+    TESSERA_ASSIGN_OR_RETURN(int64_t p, ParseWhole(*percent, where, names.mem_percent, "percent", "50"));
+    if (p > 100)
+      return InvalidArgument(where + ": " + names.mem_percent + ": " + std::to_string(p) +
+                             " is over 100 (percent of one GPU's memory)");
+    if (p == 0)
+      return InvalidArgument(where + ": " + names.mem_percent + ": 0 asks for no memory; write 100 for the " +
+                             "whole memory, or " + names.mem + " in MiB");
+    if (p != 100)
+      return InvalidArgument(where + ": " + names.mem_percent + ": " + std::to_string(p) +
+                             " % is not supported (Tessera sizes memory shares in MiB, so a percent would "
+                             "depend on the GPU chosen); write " + names.mem + " in MiB instead, or 100 for "
+                             "the whole memory");
+  }
+  if (core != nullptr) {
+    TESSERA_ASSIGN_OR_RETURN(int64_t pc, ParseWhole(*core, where, names.core, "percent", "30"));
+    if (pc > kMaxCorePercent)
+      return InvalidArgument(where + ": " + names.core + ": " + std::to_string(pc) +
+                             " is over 100 (percent of one GPU); for more than one GPU set " + names.gpu +
+                             " to the number of GPUs");
+    out.core_milli_per_gpu = pc * (kCoreMilliPerGpu / kMaxCorePercent);
+  }
+  const bool whole_memory = percent != nullptr && out.mem_mib_per_gpu == 0;
+  if (count != nullptr) {
+    TESSERA_ASSIGN_OR_RETURN(int64_t n, ParseWhole(*count, where, names.gpu, "GPUs", "1"));
+    if (n > kMaxGpusPerContainer)
+      return InvalidArgument(where + ": " + names.gpu + ": " + std::to_string(n) +
+                             " GPUs is more than any node has (max 64)");
+    out.gpu_count = static_cast<int>(n);
+  } else if (out.mem_mib_per_gpu > 0 || out.core_milli_per_gpu > 0 || whole_memory) {
+    out.gpu_count = 1;  // HAMi: a share without a count asks for one GPU
+  }
+  if (out.gpu_count == 0) {
+    if (out.mem_mib_per_gpu > 0 || out.core_milli_per_gpu > 0)
+      return InvalidArgument(where + ": " + names.gpu + ": 0 GPUs, yet " + names.mem + " or " + names.core +
+                             " is set; ask for at least one GPU");
+    return out;
+  }
+  // No memory size, or all of it: the whole memory. Tessera holds a GPU's
+  // whole memory only with the whole GPU, so that is what the share becomes.
+  if (out.mem_mib_per_gpu == 0 && (out.core_milli_per_gpu == 0 || whole_memory)) {
+    if (out.core_milli_per_gpu != 0 && out.core_milli_per_gpu != kCoreMilliPerGpu)
+      return InvalidArgument(where + ": " + names.mem_percent + ": 100 with " + names.core +
+                             " below 100 is not supported (a GPU's whole memory comes with the whole GPU); "
+                             "write " + names.mem + " in MiB instead");
+    out.core_milli_per_gpu = kCoreMilliPerGpu;
+  }
+  return out;
+}
+
+// The GPU part of one container's request, in Tessera's own names.
+Result<ContainerRequest> TesseraGpus(const ContainerSpec& c, const std::string& where, const ResourceNames& names) {
   ContainerRequest out;
   out.name = c.name;
   const char* from = "";
@@ -211,11 +342,33 @@ Result<ContainerRequest> ContainerGpus(const ContainerSpec& c, const std::string
   return out;
 }
 
+// The GPU part of one container's request, in whichever vocabulary it uses.
+// Using names of two vocabularies is a mistake: say which.
+Result<ContainerRequest> ContainerGpus(const ContainerSpec& c, const std::string& where,
+                                       const ResourceNames& names) {
+  const std::vector<std::string> tessera = NamesUsed(c, TesseraNames(names));
+  const std::vector<std::string> gpushare = NamesUsed(c, GpushareNamesOf(names));
+  const std::vector<std::string> hami = NamesUsed(c, HamiNamesOf(names));
+  const int vocabularies = !tessera.empty() + !gpushare.empty() + !hami.empty();
+  if (vocabularies > 1) {
+    std::vector<std::string> all = tessera;
+    all.insert(all.end(), gpushare.begin(), gpushare.end());
+    all.insert(all.end(), hami.begin(), hami.end());
+    return InvalidArgument(where + ": mixes GPU resources of different front ends (" + JoinNames(all) +
+                           "); ask in one of them: Tessera's (" + names.mem + "), gpushare's (" +
+                           names.gpushare.mem + ") or HAMi's (" + names.hami.mem + ")");
+  }
+  if (!gpushare.empty()) return GpushareGpus(c, where, names.gpushare);
+  if (!hami.empty()) return HamiGpus(c, where, names.hami);
+  return TesseraGpus(c, where, names);
+}
+
 bool NamesAny(const ContainerSpec& c, const ResourceNames& names) {
+  const std::vector<std::string> all = names.All();
   for (const Json* m : {c.requests, c.limits}) {
     if (m == nullptr) continue;
-    for (const std::string* n : {&names.gpu, &names.mem, &names.core})
-      if (Member(*m, *n) != nullptr) return true;
+    for (const std::string& n : all)
+      if (Member(*m, n) != nullptr) return true;
   }
   return false;
 }
@@ -262,6 +415,7 @@ Result<PodRequest> ReadPodRequest(const Json& pod, const ResourceNames& names) {
   TESSERA_ASSIGN_OR_RETURN(models.allowed, ParseModels(*annotations, kModelAnnotation, key));
   TESSERA_ASSIGN_OR_RETURN(models.avoided, ParseModels(*annotations, kModelAvoidAnnotation, key));
   TESSERA_ASSIGN_OR_RETURN(req.priority, ParsePriority(*annotations, key));
+  TESSERA_ASSIGN_OR_RETURN(req.isolation, ParseIsolation(*annotations, key));
   for (const auto& c : containers) {
     TESSERA_ASSIGN_OR_RETURN(ContainerRequest cr,
                              ContainerGpus(c, ContainerWhere(key, "container", c.name), names));
@@ -316,6 +470,54 @@ Result<NodeInfo> ReadNode(const Json& node) {
 
 }  // namespace
 
+std::vector<std::string> ResourceNames::All() const {
+  std::vector<std::string> out = {gpu, mem, core};
+  for (const std::string* n : GpushareNamesOf(*this)) out.push_back(*n);
+  for (const std::string* n : HamiNamesOf(*this)) out.push_back(*n);
+  return out;
+}
+
+std::string_view FrontEndName(FrontEnd front_end) {
+  switch (front_end) {
+    case FrontEnd::kTessera: return "tessera";
+    case FrontEnd::kGpushare: return "gpushare";
+    case FrontEnd::kHami: return "hami";
+    case FrontEnd::kNone: break;
+  }
+  return "none";
+}
+
+namespace {
+// `container` as a ContainerSpec without any checks (nullptr members when absent).
+ContainerSpec LenientSpec(const Json& container) {
+  ContainerSpec c;
+  if (const Json* res = Member(container, "resources")) {
+    if (const Json* l = Member(*res, "limits"); l != nullptr && l->is_object()) c.limits = l;
+    if (const Json* r = Member(*res, "requests"); r != nullptr && r->is_object()) c.requests = r;
+  }
+  return c;
+}
+}  // namespace
+
+FrontEnd FrontEndOf(const nlohmann::json& container, const ResourceNames& names) {
+  const ContainerSpec c = LenientSpec(container);
+  if (!NamesUsed(c, TesseraNames(names)).empty()) return FrontEnd::kTessera;
+  if (!NamesUsed(c, GpushareNamesOf(names)).empty()) return FrontEnd::kGpushare;
+  if (!NamesUsed(c, HamiNamesOf(names)).empty()) return FrontEnd::kHami;
+  return FrontEnd::kNone;
+}
+
+int64_t GpushareGiB(const nlohmann::json& container, const ResourceNames& names) {
+  const ContainerSpec c = LenientSpec(container);
+  const char* from = "";
+  const Json* v = Lookup(c, names.gpushare.mem, /*limits_first=*/true, &from);
+  if (v == nullptr) return 0;
+  auto text = QuantityText(*v);
+  if (!text.ok()) return 0;
+  auto n = ParseCount(*text);
+  return n.ok() ? *n : 0;
+}
+
 Result<std::string> PodKey(const nlohmann::json& pod) {
   const Json* meta = Member(pod, "metadata");
   const Json* name = meta ? Member(*meta, "name") : nullptr;
@@ -355,6 +557,7 @@ bool WantsGpu(const nlohmann::json& pod, const ResourceNames& names) {
   // "wants" a GPU, so its mistakes are reported rather than ignored.
   const Json* spec = Member(pod, "spec");
   if (spec == nullptr) return false;
+  const std::vector<std::string> all = names.All();
   for (const char* field : {"containers", "initContainers"}) {
     const Json* list = Member(*spec, field);
     if (list == nullptr || !list->is_array()) continue;
@@ -364,8 +567,8 @@ bool WantsGpu(const nlohmann::json& pod, const ResourceNames& names) {
       for (const char* part : {"requests", "limits"}) {
         const Json* m = Member(*res, part);
         if (m == nullptr) continue;
-        for (const std::string* n : {&names.gpu, &names.mem, &names.core})
-          if (Member(*m, *n) != nullptr) return true;
+        for (const std::string& n : all)
+          if (Member(*m, n) != nullptr) return true;
       }
     }
   }

@@ -16,11 +16,18 @@
 // and pod annotations refine it: tessera.io/gpu-model ("A100|H100", allowed
 // models), tessera.io/gpu-model-avoid ("T4"), tessera.io/priority
 // (high|normal|low).
+// With a compatibility front end enabled (ResourceNames below), a container
+// may instead use gpushare's or HAMi's names; each maps onto the same model:
+//   aliyun.com/gpu-mem: 3             -> 1 GPU, 3072 MiB, no core share
+//   nvidia.com/gpu: 1 (+ gpumem: 3000, gpucores: 30) -> 1 GPU, 3000 MiB, 30 %
+// A container uses one vocabulary: mixing them (tessera.io/gpu-mem beside
+// aliyun.com/gpu-mem) is an error naming the container and both resources.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -29,20 +36,66 @@
 
 namespace tessera::core {
 
+// Compatibility front end for Alibaba gpushare manifests: `mem` is GPU
+// memory in GiB (a whole number), and a container asking for it gets one GPU
+// (gpushare never spans GPUs). Off by default: enabling it needs the node
+// agent to serve `mem` as a device-plugin resource (docs/migration.md).
+struct GpushareNames {
+  bool enabled = false;
+  std::string mem = "aliyun.com/gpu-mem";
+  bool operator==(const GpushareNames&) const = default;
+};
+
+// Compatibility front end for HAMi manifests, all per GPU: `gpu` the number
+// of GPUs (HAMi's vGPUs), `mem` MiB, `mem_percent` percent of the card's
+// memory, `core` percent of its compute. Off by default: HAMi's count name
+// nvidia.com/gpu is also NVIDIA's device plugin's, so a cluster that runs
+// both must rename it here and on the node agent.
+struct HamiNames {
+  bool enabled = false;
+  std::string gpu = "nvidia.com/gpu";
+  std::string mem = "nvidia.com/gpumem";
+  std::string mem_percent = "nvidia.com/gpumem-percentage";
+  std::string core = "nvidia.com/gpucores";
+  bool operator==(const HamiNames&) const = default;
+};
+
 // The extended resource names a cluster uses for GPU shares (configurable so
-// Tessera can sit beside another GPU-sharing project's names).
+// Tessera can sit beside another GPU-sharing project's names), and the
+// compatibility front ends that map other projects' names onto the same
+// request model.
 struct ResourceNames {
   std::string gpu = "tessera.io/gpu";
   std::string mem = "tessera.io/gpu-mem";
   std::string core = "tessera.io/gpu-core";
+  GpushareNames gpushare;
+  HamiNames hami;
 
+  // Every name a pod may use to ask for a GPU: Tessera's three, then those
+  // of the enabled front ends.
+  std::vector<std::string> All() const;
   bool operator==(const ResourceNames&) const = default;
 };
+
+// Which vocabulary a container's GPU request is written in.
+enum class FrontEnd { kNone, kTessera, kGpushare, kHami };
+std::string_view FrontEndName(FrontEnd front_end);  // "none", "tessera", "gpushare", "hami"
+
+// The vocabulary `container` (one entry of a pod's spec.containers) uses:
+// the first whose names appear in its limits or requests, in the order
+// Tessera, gpushare, HAMi (disabled front ends are not looked at). Lenient:
+// a container mixing vocabularies is reported by PodRequestFromJson, not here.
+FrontEnd FrontEndOf(const nlohmann::json& container, const ResourceNames& names);
+
+// The GiB a gpushare-style container asks for (its names.gpushare.mem limit,
+// else request); 0 when it names none or the value is not a whole number.
+int64_t GpushareGiB(const nlohmann::json& container, const ResourceNames& names);
 
 // Pod annotations read by PodRequestFromJson.
 inline constexpr std::string_view kModelAnnotation = "tessera.io/gpu-model";
 inline constexpr std::string_view kModelAvoidAnnotation = "tessera.io/gpu-model-avoid";
 inline constexpr std::string_view kPriorityAnnotation = "tessera.io/priority";
+inline constexpr std::string_view kIsolationAnnotation = "tessera.io/isolation";
 
 // "namespace/name" of a Pod object (namespace "default" when absent).
 // INVALID_ARGUMENT when `pod` is not an object or has no metadata.name.
@@ -60,8 +113,8 @@ struct HostResources {
 Result<HostResources> PodHostResources(const nlohmann::json& pod);
 
 // The full request of a Pod object: key, CPU and memory (PodHostResources),
-// per container its GPU count and per-GPU share, the model selector and the
-// priority from the annotations. Containers that ask for no GPU are kept with
+// per container its GPU count and per-GPU share, the model selector, the
+// priority and the isolation mode from the annotations. Containers that ask for no GPU are kept with
 // gpu_count 0 (the assignment lists every container). The result has passed
 // core ValidateRequest. INVALID_ARGUMENT with a message that names the
 // container and what to fix, e.g.

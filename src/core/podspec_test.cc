@@ -48,6 +48,18 @@ TEST(PodSpecTest, ShareOfOneGpu) {
   EXPECT_EQ(r->priority, Priority::kNormal);
 }
 
+TEST(PodSpecTest, IsolationAnnotation) {
+  const std::pair<std::string, Json> c = {"worker", {{"tessera.io/gpu-mem", "1024"}, {"tessera.io/gpu-core", "30"}}};
+  EXPECT_EQ(Parse(Pod({c}))->isolation, Isolation::kHook);
+  EXPECT_EQ(Parse(Pod({c}, {{"tessera.io/isolation", "mps"}}))->isolation, Isolation::kMps);
+  EXPECT_EQ(Parse(Pod({c}, {{"tessera.io/isolation", "none"}}))->isolation, Isolation::kNone);
+  auto bad = Parse(Pod({c}, {{"tessera.io/isolation", "MPS"}}));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("tessera.io/isolation: \"MPS\" is not one of hook, mps, none"),
+            std::string::npos)
+      << bad.status().message();
+}
+
 TEST(PodSpecTest, CountAloneMeansWholeGpus) {
   auto r = Parse(Pod({{"train", {{"tessera.io/gpu", "2"}}}}));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -111,7 +123,10 @@ TEST(PodSpecTest, NamespaceDefaults) {
 }
 
 TEST(PodSpecTest, CustomResourceNames) {
-  ResourceNames names{.gpu = "example.com/gpu", .mem = "example.com/mem", .core = "example.com/core"};
+  ResourceNames names;
+  names.gpu = "example.com/gpu";
+  names.mem = "example.com/mem";
+  names.core = "example.com/core";
   Json pod = Pod({{"c", {{"example.com/mem", "100"}, {"tessera.io/gpu-core", "500"}}}});
   auto r = PodRequestFromJson(pod, names);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -147,6 +162,150 @@ TEST(PodSpecTest, MistakesNameTheContainerAndTheFix) {
     const std::string msg = Error(Pod({{"worker", c.limits}}));
     for (const auto& f : c.fragments) EXPECT_NE(msg.find(f), std::string::npos) << c.limits << " -> " << msg;
   }
+}
+
+// Both compatibility front ends on, with their default names.
+ResourceNames CompatNames() {
+  ResourceNames names;
+  names.gpushare.enabled = true;
+  names.hami.enabled = true;
+  return names;
+}
+
+std::string CompatError(const Json& pod) {
+  auto r = PodRequestFromJson(pod, CompatNames());
+  EXPECT_FALSE(r.ok());
+  if (r.ok()) return "";
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+  return r.status().message();
+}
+
+TEST(FrontEndTest, GpushareGibOnOneGpu) {
+  Json pod = Pod({{"tf", {{"aliyun.com/gpu-mem", "3"}}}, {"log", Json::object()}});
+  auto r = PodRequestFromJson(pod, CompatNames());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->containers.size(), 2u);
+  EXPECT_EQ(r->containers[0].gpu_count, 1);
+  EXPECT_EQ(r->containers[0].mem_mib_per_gpu, 3 * 1024);
+  EXPECT_EQ(r->containers[0].core_milli_per_gpu, 0);
+  EXPECT_EQ(r->containers[1].gpu_count, 0);
+  EXPECT_TRUE(WantsGpu(pod, CompatNames()));
+  EXPECT_EQ(FrontEndOf(pod["spec"]["containers"][0], CompatNames()), FrontEnd::kGpushare);
+  EXPECT_EQ(FrontEndOf(pod["spec"]["containers"][1], CompatNames()), FrontEnd::kNone);
+  EXPECT_EQ(GpushareGiB(pod["spec"]["containers"][0], CompatNames()), 3);
+  // Integers from hand-written JSON, and requests when there are no limits.
+  Json req = Pod({{"tf", Json::object()}});
+  req["spec"]["containers"][0]["resources"] = {{"requests", {{"aliyun.com/gpu-mem", 5}}}};
+  auto r2 = PodRequestFromJson(req, CompatNames());
+  ASSERT_TRUE(r2.ok()) << r2.status().ToString();
+  EXPECT_EQ(r2->containers[0].mem_mib_per_gpu, 5 * 1024);
+  EXPECT_EQ(GpushareGiB(req["spec"]["containers"][0], CompatNames()), 5);
+  // 0 GiB asks for no GPU, as in gpushare.
+  auto zero = PodRequestFromJson(Pod({{"tf", {{"aliyun.com/gpu-mem", "0"}}}}), CompatNames());
+  ASSERT_TRUE(zero.ok()) << zero.status().ToString();
+  EXPECT_EQ(zero->containers[0].gpu_count, 0);
+}
+
+TEST(FrontEndTest, HamiSharesPerGpu) {
+  auto r = PodRequestFromJson(
+      Pod({{"infer", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"}, {"nvidia.com/gpucores", "30"}}}}),
+      CompatNames());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->containers[0].gpu_count, 1);
+  EXPECT_EQ(r->containers[0].mem_mib_per_gpu, 3000);
+  EXPECT_EQ(r->containers[0].core_milli_per_gpu, 300);
+
+  // Memory on two GPUs, no compute share.
+  r = PodRequestFromJson(Pod({{"c", {{"nvidia.com/gpu", "2"}, {"nvidia.com/gpumem", "4096"}}}}), CompatNames());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->containers[0].gpu_count, 2);
+  EXPECT_EQ(r->containers[0].mem_mib_per_gpu, 4096);
+  EXPECT_EQ(r->containers[0].core_milli_per_gpu, 0);
+
+  // The count alone, or with the whole memory: whole GPUs.
+  for (const Json& limits : {Json{{"nvidia.com/gpu", "2"}},
+                             Json{{"nvidia.com/gpu", "2"}, {"nvidia.com/gpumem-percentage", "100"}},
+                             Json{{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "100"},
+                                  {"nvidia.com/gpucores", "100"}}}) {
+    r = PodRequestFromJson(Pod({{"c", limits}}), CompatNames());
+    ASSERT_TRUE(r.ok()) << limits << ": " << r.status().ToString();
+    EXPECT_EQ(r->containers[0].core_milli_per_gpu, 1000) << limits;
+    EXPECT_EQ(r->containers[0].mem_mib_per_gpu, 0) << limits;
+  }
+
+  // A share without the count asks for one GPU.
+  r = PodRequestFromJson(Pod({{"c", {{"nvidia.com/gpumem", "1024"}}}}), CompatNames());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->containers[0].gpu_count, 1);
+  EXPECT_EQ(FrontEndOf(Pod({{"c", {{"nvidia.com/gpumem", "1"}}}})["spec"]["containers"][0], CompatNames()),
+            FrontEnd::kHami);
+}
+
+TEST(FrontEndTest, HamiCountNameIsConfigurable) {
+  ResourceNames names = CompatNames();
+  names.hami.gpu = "hami.io/vgpu";
+  Json pod = Pod({{"c", {{"hami.io/vgpu", "1"}, {"nvidia.com/gpumem", "2000"}}}});
+  auto r = PodRequestFromJson(pod, names);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->containers[0].gpu_count, 1);
+  EXPECT_EQ(r->containers[0].mem_mib_per_gpu, 2000);
+  // nvidia.com/gpu then belongs to NVIDIA's own device plugin: not a GPU share.
+  Json plain = Pod({{"c", {{"nvidia.com/gpu", "1"}}}});
+  EXPECT_FALSE(WantsGpu(plain, names));
+  EXPECT_TRUE(WantsGpu(plain, CompatNames()));
+}
+
+TEST(FrontEndTest, DisabledFrontEndsAreNotRead) {
+  const ResourceNames names;  // defaults: both off
+  Json gpushare = Pod({{"c", {{"aliyun.com/gpu-mem", "3"}}}});
+  Json hami = Pod({{"c", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"}}}});
+  EXPECT_FALSE(WantsGpu(gpushare, names));
+  EXPECT_FALSE(WantsGpu(hami, names));
+  auto r = PodRequestFromJson(gpushare, names);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->UsesGpu());
+  EXPECT_EQ(FrontEndOf(gpushare["spec"]["containers"][0], names), FrontEnd::kNone);
+  EXPECT_EQ(names.All(), (std::vector<std::string>{"tessera.io/gpu", "tessera.io/gpu-mem", "tessera.io/gpu-core"}));
+  EXPECT_EQ(CompatNames().All().size(), 8u);
+}
+
+TEST(FrontEndTest, MistakesNameTheContainerAndResources) {
+  struct Case {
+    Json limits;
+    std::vector<std::string> fragments;
+  };
+  const std::vector<Case> cases = {
+      {{{"tessera.io/gpu-mem", "4096"}, {"aliyun.com/gpu-mem", "4"}},
+       {"container \"worker\"", "mixes", "tessera.io/gpu-mem", "aliyun.com/gpu-mem"}},
+      {{{"aliyun.com/gpu-mem", "4"}, {"nvidia.com/gpucores", "30"}},
+       {"container \"worker\"", "aliyun.com/gpu-mem", "nvidia.com/gpucores"}},
+      {{{"tessera.io/gpu", "1"}, {"nvidia.com/gpu", "1"}}, {"tessera.io/gpu", "nvidia.com/gpu"}},
+      {{{"nvidia.com/gpumem", "3000"}, {"nvidia.com/gpumem-percentage", "50"}},
+       {"container \"worker\"", "both nvidia.com/gpumem and nvidia.com/gpumem-percentage"}},
+      {{{"aliyun.com/gpu-mem", "1.5"}}, {"container \"worker\"", "aliyun.com/gpu-mem", "whole number of GiB"}},
+      {{{"aliyun.com/gpu-mem", "-2"}}, {"aliyun.com/gpu-mem", "negative"}},
+      {{{"aliyun.com/gpu-mem", "3Gi"}}, {"aliyun.com/gpu-mem", "unit suffix", "\"3\""}},
+      {{{"nvidia.com/gpumem", "3Gi"}}, {"nvidia.com/gpumem", "plain number of MiB", "\"3072\""}},
+      {{{"nvidia.com/gpucores", "150"}}, {"nvidia.com/gpucores: 150 is over 100"}},
+      {{{"nvidia.com/gpumem-percentage", "120"}}, {"nvidia.com/gpumem-percentage: 120 is over 100"}},
+      {{{"nvidia.com/gpumem-percentage", "50"}}, {"nvidia.com/gpumem-percentage: 50 % is not supported",
+                                                   "nvidia.com/gpumem in MiB"}},
+      {{{"nvidia.com/gpumem-percentage", "100"}, {"nvidia.com/gpucores", "30"}}, {"whole memory"}},
+      {{{"nvidia.com/gpumem-percentage", "0"}}, {"nvidia.com/gpumem-percentage: 0 asks for no memory"}},
+      {{{"nvidia.com/gpu", "0"}, {"nvidia.com/gpumem", "100"}}, {"container \"worker\"", "0 GPUs"}},
+      {{{"nvidia.com/gpu", "2"}, {"nvidia.com/gpucores", "30"}}, {"container \"worker\"", "whole"}},
+      {{{"nvidia.com/gpu", "x"}}, {"nvidia.com/gpu", "whole number of GPUs"}},
+  };
+  for (const Case& c : cases) {
+    const std::string msg = CompatError(Pod({{"worker", c.limits}}));
+    for (const auto& f : c.fragments) EXPECT_NE(msg.find(f), std::string::npos) << c.limits << " -> " << msg;
+  }
+}
+
+TEST(FrontEndTest, InitContainersAreRejectedInEveryVocabulary) {
+  Json pod = Pod({{"c", Json::object()}});
+  pod["spec"]["initContainers"] = {{{"name", "warm"}, {"resources", {{"limits", {{"aliyun.com/gpu-mem", "1"}}}}}}};
+  EXPECT_NE(CompatError(pod).find("init container \"warm\""), std::string::npos);
 }
 
 TEST(PodSpecTest, BadAnnotations) {

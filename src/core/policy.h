@@ -58,7 +58,7 @@ bool IsSingleShare(const PodRequest& pod);
 std::vector<GpuPick> ShareCandidates(const PodRequest& pod, const NodeState& node);
 
 // Why a node cannot host a pod.
-enum class FitFailure { kNone, kCpu, kMemory, kGpuModel, kGpuCount, kGpuShare, kGpuMemory };
+enum class FitFailure { kNone, kCpu, kMemory, kGpuModel, kGpuMps, kGpuCount, kGpuShare, kGpuMemory };
 std::string_view FitFailureName(FitFailure f);
 
 // The filter every policy shares: CPU, host memory, and whether the pod's

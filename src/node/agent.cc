@@ -93,6 +93,8 @@ struct NodeAgent::Impl {
   std::optional<UsageSnapshot> last_usage;
   std::map<std::string, PublishedUsage> published_usage;  // by pod uid
   std::set<std::string> warned_regions;
+  bool warned_load = false;
+  std::mutex source_mu;  // GpuSource is one-caller-at-a-time: the main loop's Read, the usage loop's ReadLoad
   bool registered = false;
   bool published = false;
 
@@ -205,10 +207,24 @@ struct NodeAgent::Impl {
       std::lock_guard<std::mutex> lock(inventory_mu);
       now_gpus = inventory;
     }
+    std::optional<std::vector<GpuLoad>> load;
+    {
+      std::lock_guard<std::mutex> lock(source_mu);
+      auto read = source->ReadLoad();
+      if (read.ok()) {
+        load = std::move(read).value();
+        warned_load = false;
+      } else if (read.status().code() != StatusCode::kUnimplemented && !warned_load) {
+        log->warn("GPU load from {} unavailable, using the containers' regions: {}", source->Describe(),
+                  read.status().message());
+        warned_load = true;
+      }
+    }
     UsageSnapshot snapshot = JoinUsage(
         ActiveAssignments(*pods, config.node_name), now_gpus,
         [this](const std::string& uid, const std::string& container, int n) { return LookupRegion(uid, container, n); },
-        std::chrono::system_clock::now(), std::chrono::steady_clock::now(), last_usage ? &*last_usage : nullptr);
+        std::chrono::system_clock::now(), std::chrono::steady_clock::now(), last_usage ? &*last_usage : nullptr,
+        load ? &*load : nullptr);
     for (const OomRefusal& r : NewOomRefusals(last_usage ? &*last_usage : nullptr, snapshot)) {
       const std::string message = OomRefusalMessage(r);
       log->info("{}/{}: {}", r.share.pod.ns, r.share.pod.name, message);
@@ -308,7 +324,10 @@ struct NodeAgent::Impl {
 
   // Re-reads the GPUs; updates slots and the Node when they changed.
   void Resync() {
-    auto read = source->Read();
+    auto read = [this] {
+      std::lock_guard<std::mutex> lock(source_mu);
+      return source->Read();
+    }();
     if (read.ok()) {
       // The scheduler must not put more containers on a GPU than it has slots.
       for (auto& g : *read) g.max_sharers = config.slots_per_gpu;

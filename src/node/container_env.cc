@@ -11,6 +11,57 @@ std::string CorePercent(int64_t core_milli) {
   return out;
 }
 
+namespace {
+
+constexpr int64_t kMiBPerGiB = 1024;
+
+// What gpushare's or HAMi's device plugin would have set, for a container
+// written in their names. Precondition: every GPU of `container` is in
+// `inventory` (BuildContainerEnv checked).
+Status AddFrontEndEnv(const PendingPod& pod, const PendingContainer& container,
+                      const std::vector<core::GpuInfo>& inventory, const core::ResourceNames& names,
+                      std::map<std::string, std::string>& envs) {
+  const auto spec = pod.specs.find(container.name);
+  if (spec == pod.specs.end()) return Status::Ok();
+  auto gpu_of = [&](const core::GpuShare& share) {
+    return *std::find_if(inventory.begin(), inventory.end(),
+                         [&](const core::GpuInfo& g) { return g.uuid == share.uuid; });
+  };
+  switch (core::FrontEndOf(spec->second, names)) {
+    case core::FrontEnd::kGpushare: {
+      if (container.gpus.size() != 1) {
+        return InvalidArgument(pod.Key() + " container " + container.name + " asks with " + names.gpushare.mem +
+                               " but is assigned " + std::to_string(container.gpus.size()) +
+                               " GPUs; gpushare gives one");
+      }
+      int64_t pod_gib = 0;
+      for (const auto& [name, c] : pod.specs) {
+        if (core::FrontEndOf(c, names) == core::FrontEnd::kGpushare) pod_gib += core::GpushareGiB(c, names);
+      }
+      const core::GpuInfo gpu = gpu_of(container.gpus[0]);
+      envs["ALIYUN_COM_GPU_MEM_IDX"] = std::to_string(gpu.index);
+      envs["ALIYUN_COM_GPU_MEM_DEV"] = std::to_string(gpu.memory_mib / kMiBPerGiB);
+      envs["ALIYUN_COM_GPU_MEM_CONTAINER"] = std::to_string(core::GpushareGiB(spec->second, names));
+      envs["ALIYUN_COM_GPU_MEM_POD"] = std::to_string(pod_gib);
+      break;
+    }
+    case core::FrontEnd::kHami: {
+      for (size_t i = 0; i < container.gpus.size(); ++i) {
+        // The same limit as TESSERA_GPU_MEM_LIMIT_MIB_i, in HAMi-core's unit syntax.
+        envs["CUDA_DEVICE_MEMORY_LIMIT_" + std::to_string(i)] = envs["TESSERA_GPU_MEM_LIMIT_MIB_" + std::to_string(i)] + "m";
+      }
+      envs["CUDA_DEVICE_SM_LIMIT"] = std::to_string(container.gpus[0].core_milli / 10);
+      break;
+    }
+    case core::FrontEnd::kTessera:
+    case core::FrontEnd::kNone:
+      break;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<ContainerEnv> BuildContainerEnv(const PendingPod& pod, const PendingContainer& container,
                                        const std::vector<core::GpuInfo>& inventory, const MountPaths& paths) {
   if (container.gpus.empty()) return InvalidArgument(pod.Key() + " container " + container.name + " has no GPU");
@@ -42,6 +93,7 @@ Result<ContainerEnv> BuildContainerEnv(const PendingPod& pod, const PendingConta
   out.envs["TESSERA_POD"] = pod.Key();
   out.envs["TESSERA_CONTAINER"] = container.name;
   out.envs["TESSERA_REGION_DIR"] = kRegionContainerPath;
+  TESSERA_RETURN_IF_ERROR(AddFrontEndEnv(pod, container, inventory, paths.resources, out.envs));
 
   out.region_host_dir = paths.region_root_host + "/" + pod.uid + "/" + container.name;
   out.mounts = {{kLibraryContainerPath, paths.library_host, true},

@@ -11,16 +11,20 @@
 #include <vector>
 
 #include "core/model.h"
+#include "core/podspec.h"
 #include "core/status.h"
 #include "node/identify.h"
 
 namespace tessera::node {
 
-// Host paths the Allocate response mounts into containers.
+// Host paths the Allocate response mounts into containers, and the resource
+// names that say which compatibility front end a container was written for
+// (its extra variables, below).
 struct MountPaths {
   std::string library_host = "/usr/local/lib/tessera/libtessera-cuda.so";  // the interception library
   std::string preload_host = "/usr/local/lib/tessera/ld.so.preload";      // names the library's container path
   std::string region_root_host = "/var/run/tessera/regions";              // + /<pod uid>/<container>
+  core::ResourceNames resources;  // front ends off by default (tessera-node --gpushare, --hami)
 };
 
 inline constexpr const char* kLibraryContainerPath = "/usr/local/lib/tessera/libtessera-cuda.so";
@@ -43,8 +47,16 @@ struct ContainerEnv {
 // assignment order) gets TESSERA_GPU_UUID_i, TESSERA_GPU_MEM_LIMIT_MIB_i
 // (the share's MiB, or the whole card when the share names none) and
 // TESSERA_GPU_CORE_PERCENT_i; TESSERA_GPU_MEM_FRACTION is the smallest
-// limit/card ratio, with 4 decimals. INVALID_ARGUMENT when a GPU of the
-// share is not in `inventory` or its memory is unknown.
+// limit/card ratio, with 4 decimals. On top of these, a container written
+// for an enabled front end (core::FrontEndOf its spec in pod.specs, with
+// paths.resources) gets what that project's own device plugin would give:
+//   gpushare: ALIYUN_COM_GPU_MEM_IDX (GPU index), ALIYUN_COM_GPU_MEM_DEV (the
+//     GPU's memory, whole GiB), ALIYUN_COM_GPU_MEM_CONTAINER (its GiB) and
+//     ALIYUN_COM_GPU_MEM_POD (the sum over the pod's containers);
+//   HAMi: CUDA_DEVICE_MEMORY_LIMIT_i ("<MiB>m") and CUDA_DEVICE_SM_LIMIT
+//     (percent; 0 when the share names no compute, HAMi's "no limit").
+// INVALID_ARGUMENT when a GPU of the share is not in `inventory` or its
+// memory is unknown.
 Result<ContainerEnv> BuildContainerEnv(const PendingPod& pod, const PendingContainer& container,
                                        const std::vector<core::GpuInfo>& inventory, const MountPaths& paths);
 

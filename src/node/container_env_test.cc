@@ -19,7 +19,11 @@ PendingPod Pod() {
 
 TEST(ContainerEnvTest, OneGpuShare) {
   PendingContainer c{"main", {{1, "GPU-b", 8192, 300}}};
-  auto env = BuildContainerEnv(Pod(), c, Gpus(), MountPaths{"/lib.so", "/preload", "/regions"});
+  MountPaths paths;
+  paths.library_host = "/lib.so";
+  paths.preload_host = "/preload";
+  paths.region_root_host = "/regions";
+  auto env = BuildContainerEnv(Pod(), c, Gpus(), paths);
   ASSERT_TRUE(env.ok()) << env.status().ToString();
   EXPECT_EQ(env->envs.at("NVIDIA_VISIBLE_DEVICES"), "GPU-b");
   EXPECT_EQ(env->envs.at("TESSERA_GPU_COUNT"), "1");
@@ -61,6 +65,83 @@ TEST(ContainerEnvTest, UnknownGpuIsAnError) {
   ASSERT_FALSE(env.ok());
   EXPECT_NE(env.status().message().find("GPU-zzz"), std::string::npos);
   EXPECT_NE(env.status().message().find("ns/p"), std::string::npos);
+}
+
+// Both front ends on, default names.
+MountPaths CompatPaths() {
+  MountPaths paths;
+  paths.resources.gpushare.enabled = true;
+  paths.resources.hami.enabled = true;
+  return paths;
+}
+
+nlohmann::json Spec(const std::string& name, const nlohmann::json& limits) {
+  return {{"name", name}, {"resources", {{"limits", limits}}}};
+}
+
+TEST(ContainerEnvTest, GpushareContainerGetsAliyunVariables) {
+  PendingPod pod = Pod();
+  pod.specs["tf"] = Spec("tf", {{"aliyun.com/gpu-mem", "3"}});
+  pod.specs["side"] = Spec("side", {{"aliyun.com/gpu-mem", "2"}});
+  pod.specs["log"] = Spec("log", nlohmann::json::object());
+  PendingContainer c{"tf", {{1, "GPU-b", 3072, 0}}};
+  auto env = BuildContainerEnv(pod, c, Gpus(), CompatPaths());
+  ASSERT_TRUE(env.ok()) << env.status().ToString();
+  EXPECT_EQ(env->envs.at("ALIYUN_COM_GPU_MEM_IDX"), "1");
+  EXPECT_EQ(env->envs.at("ALIYUN_COM_GPU_MEM_DEV"), "80");
+  EXPECT_EQ(env->envs.at("ALIYUN_COM_GPU_MEM_CONTAINER"), "3");
+  EXPECT_EQ(env->envs.at("ALIYUN_COM_GPU_MEM_POD"), "5");
+  // Tessera's own variables and limits as well.
+  EXPECT_EQ(env->envs.at("TESSERA_GPU_MEM_LIMIT_MIB_0"), "3072");
+  EXPECT_EQ(env->envs.at("NVIDIA_VISIBLE_DEVICES"), "GPU-b");
+  EXPECT_EQ(env->envs.count("CUDA_DEVICE_SM_LIMIT"), 0u);
+}
+
+TEST(ContainerEnvTest, HamiContainerGetsHamiCoreVariables) {
+  PendingPod pod = Pod();
+  pod.specs["infer"] =
+      Spec("infer", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"}, {"nvidia.com/gpucores", "30"}});
+  PendingContainer c{"infer", {{0, "GPU-a", 3000, 300}}};
+  auto env = BuildContainerEnv(pod, c, Gpus(), CompatPaths());
+  ASSERT_TRUE(env.ok()) << env.status().ToString();
+  EXPECT_EQ(env->envs.at("TESSERA_GPU_MEM_LIMIT_MIB_0"), "3000");
+  EXPECT_EQ(env->envs.at("TESSERA_GPU_CORE_PERCENT_0"), "30");
+  EXPECT_EQ(env->envs.at("CUDA_DEVICE_MEMORY_LIMIT_0"), "3000m");
+  EXPECT_EQ(env->envs.at("CUDA_DEVICE_SM_LIMIT"), "30");
+  EXPECT_EQ(env->envs.count("ALIYUN_COM_GPU_MEM_DEV"), 0u);
+
+  // Whole GPUs: the whole memory of each, compute 100 %.
+  pod.specs["infer"] = Spec("infer", {{"nvidia.com/gpu", "2"}});
+  PendingContainer two{"infer", {{0, "GPU-a", 40960, 1000}, {1, "GPU-b", 81920, 1000}}};
+  env = BuildContainerEnv(pod, two, Gpus(), CompatPaths());
+  ASSERT_TRUE(env.ok()) << env.status().ToString();
+  EXPECT_EQ(env->envs.at("CUDA_DEVICE_MEMORY_LIMIT_0"), "40960m");
+  EXPECT_EQ(env->envs.at("CUDA_DEVICE_MEMORY_LIMIT_1"), "81920m");
+  EXPECT_EQ(env->envs.at("CUDA_DEVICE_SM_LIMIT"), "100");
+}
+
+TEST(ContainerEnvTest, FrontEndVariablesOnlyWhenEnabled) {
+  PendingPod pod = Pod();
+  pod.specs["tf"] = Spec("tf", {{"aliyun.com/gpu-mem", "3"}});
+  PendingContainer c{"tf", {{1, "GPU-b", 3072, 0}}};
+  auto env = BuildContainerEnv(pod, c, Gpus(), MountPaths{});
+  ASSERT_TRUE(env.ok()) << env.status().ToString();
+  EXPECT_EQ(env->envs.count("ALIYUN_COM_GPU_MEM_DEV"), 0u);
+  // A Tessera-style container never gets them.
+  pod.specs["tf"] = Spec("tf", {{"tessera.io/gpu-mem", "3072"}});
+  env = BuildContainerEnv(pod, c, Gpus(), CompatPaths());
+  ASSERT_TRUE(env.ok());
+  EXPECT_EQ(env->envs.count("ALIYUN_COM_GPU_MEM_DEV"), 0u);
+  EXPECT_EQ(env->envs.count("CUDA_DEVICE_SM_LIMIT"), 0u);
+}
+
+TEST(ContainerEnvTest, GpushareContainerOnTwoGpusIsAnError) {
+  PendingPod pod = Pod();
+  pod.specs["tf"] = Spec("tf", {{"aliyun.com/gpu-mem", "3"}});
+  PendingContainer c{"tf", {{0, "GPU-a", 3072, 0}, {1, "GPU-b", 3072, 0}}};
+  auto env = BuildContainerEnv(pod, c, Gpus(), CompatPaths());
+  ASSERT_FALSE(env.ok());
+  EXPECT_NE(env.status().message().find("gpushare gives one"), std::string::npos);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "core/codec.h"
+#include "core/podspec.h"
 
 namespace tessera::node {
 namespace {
@@ -78,8 +79,18 @@ std::optional<PendingPod> PendingPodFrom(const nlohmann::json& pod, const std::s
   p.resource_version = Str(meta, "resourceVersion");
   p.created_at = Str(meta, "creationTimestamp");
   p.assigned_at = Str(annotations, std::string(core::kAssignedAtAnnotation).c_str());
+  const std::string isolation = Str(annotations, std::string(core::kIsolationAnnotation).c_str());
+  if (isolation == core::IsolationName(core::Isolation::kMps)) p.isolation = core::Isolation::kMps;
+  if (isolation == core::IsolationName(core::Isolation::kNone)) p.isolation = core::Isolation::kNone;
   p.allocated = AllocatedContainers(pod);
   const std::set<std::string> done(p.allocated.begin(), p.allocated.end());
+  for (const char* list : {"initContainers", "containers"}) {
+    const auto it = spec.find(list);
+    if (it == spec.end() || !it->is_array()) continue;
+    for (const auto& c : *it) {
+      if (c.is_object() && c.contains("name") && c["name"].is_string()) p.specs[c["name"].get<std::string>()] = c;
+    }
+  }
 
   const nlohmann::json& raw = annotations[assignment_key];
   Result<core::Assignment> assignment = raw.is_string()

@@ -7,6 +7,7 @@
 //   TESSERA_ASSIGN_OR_RETURN(Identified who, IdentifyContainer(slot_gpus, pending, steered));
 #pragma once
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -38,8 +39,13 @@ struct PendingPod {
   std::string assigned_at;   // tessera.io/assigned-at; "" when missing
   std::string created_at;    // metadata.creationTimestamp
   std::string assignment_error;  // non-empty: the annotation is unreadable or names another node
+  core::Isolation isolation = core::Isolation::kHook;  // tessera.io/isolation (the extender checked it)
   std::vector<PendingContainer> containers;  // not yet allocated, in the kubelet's order
   std::vector<std::string> allocated;        // already answered
+  // Every container's spec object (containers and init containers) by name,
+  // for what the environment takes from the pod's own requests (the
+  // gpushare front end's GiB).
+  std::map<std::string, nlohmann::json> specs;
   std::string Key() const { return ns + "/" + name; }
 };
 

@@ -1,14 +1,19 @@
 // The node's GPU inventory: where it comes from (GpuSource; a file in
 // simulated mode; NVML in node/nvml_gpu_source.h) and how it is published on the Node object
 // (the tessera.io/gpu-inventory annotation plus model and memory labels).
-// Thread-compatible: one caller at a time per object.
+// Thread-compatible: one caller at a time per object (Read and ReadLoad
+// included).
 //
 //   FileGpuSource source("gpus.yaml");
 //   TESSERA_ASSIGN_OR_RETURN(auto gpus, source.Read());
 //   TESSERA_ASSIGN_OR_RETURN(bool patched, PublishInventory(client, "node-1", gpus));
 #pragma once
 
+#include <cstdint>
+#include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +30,15 @@ inline constexpr const char* kNodeAgentVersion = "tessera-node/v1";
 inline constexpr const char* kModelLabel = "tessera.io/gpu-model";
 inline constexpr const char* kMemoryLabel = "tessera.io/gpu-memory-mib";
 
+// How busy one GPU is now, as the device reports it: every process on it,
+// inside Tessera's containers or not.
+struct GpuLoad {
+  int index = 0;
+  uint64_t memory_used_bytes = 0;
+  std::optional<double> utilization;  // 0..1; nullopt when the device cannot say
+  bool operator==(const GpuLoad&) const = default;
+};
+
 // Where the node's GPUs are read from: FileGpuSource here, NvmlGpuSource
 // (node/nvml_gpu_source.h) on real GPU nodes.
 class GpuSource {
@@ -34,6 +48,12 @@ class GpuSource {
   virtual Result<std::vector<core::GpuInfo>> Read() = 0;
   // For logs: "file gpus.yaml", "NVML".
   virtual std::string Describe() const = 0;
+  // How busy each GPU is now, measured by the device (all its processes).
+  // UNIMPLEMENTED where the source cannot measure (a simulated-GPU file):
+  // the usage pass then sums the containers' regions instead.
+  virtual Result<std::vector<GpuLoad>> ReadLoad() {
+    return Status(StatusCode::kUnimplemented, Describe() + " measures no load");
+  }
 };
 
 // Parses a simulated-GPU file (YAML, so JSON works too):
@@ -57,6 +77,25 @@ class FileGpuSource final : public GpuSource {
 
  private:
   std::string path_;
+};
+
+// Passes Read() (and ReadLoad()) through to another source and keeps the last good result,
+// so a second reader (the compatibility plugins) sees what the agent read
+// without opening NVML again. Latest() may be called from any thread.
+class SharedGpuSource final : public GpuSource {
+ public:
+  explicit SharedGpuSource(std::shared_ptr<GpuSource> inner) : inner_(std::move(inner)) {}
+  Result<std::vector<core::GpuInfo>> Read() override;
+  std::string Describe() const override { return inner_->Describe(); }
+  // Passed through, so NVML's load measurement still reaches the agent.
+  Result<std::vector<GpuLoad>> ReadLoad() override { return inner_->ReadLoad(); }
+  // The GPUs of the last successful Read(); empty before the first.
+  std::vector<core::GpuInfo> Latest() const;
+
+ private:
+  std::shared_ptr<GpuSource> inner_;
+  mutable std::mutex mu_;
+  std::vector<core::GpuInfo> latest_;  // GUARDED_BY(mu_)
 };
 
 // A label value Kubernetes accepts: [A-Za-z0-9._-], at most 63 characters,

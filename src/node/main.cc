@@ -10,6 +10,7 @@
 
 #include "kube/config.h"
 #include "node/agent.h"
+#include "node/compat_plugins.h"
 #include "node/nvml_gpu_source.h"
 
 int main(int argc, char** argv) {
@@ -53,6 +54,24 @@ int main(int argc, char** argv) {
                  "least time between two writes of a pod's tessera.io/usage annotation (written only when the "
                  "usage moved); 0 disables the annotation")
       ->capture_default_str();
+  // Compatibility front ends (docs/migration.md): extra device-plugin resources.
+  std::string gpushare = "false", hami = "false";
+  tessera::node::CompatOptions compat;
+  app.add_option("--gpushare", gpushare, "true|false: serve gpushare's aliyun.com/gpu-mem (one device per GiB)")
+      ->check(CLI::IsMember({"true", "false"}))
+      ->capture_default_str();
+  app.add_option("--gpushare-resource", config.mounts.resources.gpushare.mem, "gpushare's memory resource (GiB)")
+      ->capture_default_str();
+  app.add_option("--hami", hami, "true|false: serve HAMi's GPU count resource (slots, as --resource-name)")
+      ->check(CLI::IsMember({"true", "false"}))
+      ->capture_default_str();
+  app.add_option("--hami-gpu-resource", config.mounts.resources.hami.gpu,
+                 "HAMi's GPU count resource; rename it where NVIDIA's device plugin serves nvidia.com/gpu")
+      ->capture_default_str();
+  app.add_option("--gpushare-socket-name", compat.gpushare_socket, "socket file of the gpushare resource")
+      ->capture_default_str();
+  app.add_option("--hami-socket-name", compat.hami_socket, "socket file of the HAMi count resource")
+      ->capture_default_str();
   int reply_delay_ms = 0;
   app.add_option("--testing-allocate-reply-delay-ms", reply_delay_ms,
                  "tests only: hold each Allocate answer this long after marking the pod")
@@ -63,11 +82,22 @@ int main(int argc, char** argv) {
   config.testing_allocate_reply_delay = std::chrono::milliseconds(reply_delay_ms);
   config.usage_interval = std::chrono::milliseconds(usage_interval_ms);
   config.usage_annotation_interval = std::chrono::milliseconds(usage_annotation_ms);
+  config.mounts.resources.gpushare.enabled = gpushare == "true";
+  config.mounts.resources.hami.enabled = hami == "true";
+  compat.node_name = config.node_name;
+  compat.device_plugin_dir = config.device_plugin_dir;
+  compat.resources = config.mounts.resources;
+  compat.slots_per_gpu = config.slots_per_gpu;
+  compat.resync = config.resync;
 
   spdlog::set_level(spdlog::level::from_str(config.log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
   auto log = spdlog::stderr_color_mt("tessera-node");
   if (auto st = tessera::node::ValidateConfig(config); !st.ok()) {
+    log->critical("{}", st.message());
+    return 2;
+  }
+  if (auto st = tessera::node::ValidateCompatOptions(compat, config.resource_name); !st.ok()) {
     log->critical("{}", st.message());
     return 2;
   }
@@ -92,9 +122,9 @@ int main(int argc, char** argv) {
   });
   waiter.detach();
 
-  std::unique_ptr<tessera::node::GpuSource> source;
+  std::shared_ptr<tessera::node::GpuSource> source;
   if (tessera::node::EffectiveGpuSource(config) == "file") {
-    source = std::make_unique<tessera::node::FileGpuSource>(config.simulated_gpus_file);
+    source = std::make_shared<tessera::node::FileGpuSource>(config.simulated_gpus_file);
   } else {
     auto nvml = tessera::node::NvmlGpuSource::Open(log);
     if (!nvml.ok()) {
@@ -105,12 +135,30 @@ int main(int argc, char** argv) {
   }
   log->info("tessera-node for node {}: {} slot(s) per GPU, GPUs from {}, device-plugin dir {}",
             config.node_name, config.slots_per_gpu, source->Describe(), config.device_plugin_dir);
-  tessera::node::NodeAgent agent(config, tessera::kube::Client(std::move(kube_config).value()), std::move(source),
-                                 log);
+  // The agent reads the GPUs; the compatibility plugins share what it read.
+  auto shared = std::make_unique<tessera::node::SharedGpuSource>(std::move(source));
+  tessera::node::SharedGpuSource* shared_view = shared.get();
+  tessera::kube::Client client(std::move(kube_config).value());
+  tessera::node::NodeAgent agent(config, client, std::move(shared), log);
+  std::unique_ptr<tessera::node::CompatPlugins> plugins;
+  std::thread compat_thread;
+  std::atomic<bool> compat_failed{false};
+  if (compat.resources.gpushare.enabled || compat.resources.hami.enabled) {
+    plugins = std::make_unique<tessera::node::CompatPlugins>(
+        compat, client, config.mounts, [shared_view] { return shared_view->Latest(); }, log);
+    compat_thread = std::thread([&] {
+      if (tessera::Status cst = plugins->Run(stop); !cst.ok()) {
+        log->critical("compatibility plugins: {}", cst.message());
+        compat_failed.store(true);
+      }
+    });
+  }
   tessera::Status st = agent.Run(stop);
+  stop.store(true);  // ends the compatibility plugins with the agent
+  if (compat_thread.joinable()) compat_thread.join();
   if (!st.ok()) {
     log->critical("{}", st.message());
     return 1;
   }
-  return 0;
+  return compat_failed.load() ? 1 : 0;
 }

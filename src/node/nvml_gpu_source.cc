@@ -34,4 +34,17 @@ Result<std::vector<core::GpuInfo>> NvmlGpuSource::Read() {
   return gpus;
 }
 
+Result<std::vector<GpuLoad>> NvmlGpuSource::ReadLoad() {
+  TESSERA_ASSIGN_OR_RETURN(std::vector<nvml::GpuLoad> loads, reader_->ReadLoad());
+  std::vector<GpuLoad> out;
+  for (const nvml::GpuLoad& l : loads) {
+    GpuLoad load;
+    load.index = l.index;
+    load.memory_used_bytes = l.memory_used_bytes;
+    load.utilization = l.utilization;
+    out.push_back(load);
+  }
+  return out;
+}
+
 }  // namespace tessera::node

@@ -29,6 +29,8 @@ class NvmlGpuSource final : public GpuSource {
   // The GPUs now (nvml::GpuReader::Read), checked by core::ValidateInventory.
   Result<std::vector<core::GpuInfo>> Read() override;
   std::string Describe() const override { return "NVML"; }
+  // nvml::GpuReader::ReadLoad.
+  Result<std::vector<GpuLoad>> ReadLoad() override;
 
  private:
   explicit NvmlGpuSource(std::unique_ptr<nvml::GpuReader> reader) : reader_(std::move(reader)) {}

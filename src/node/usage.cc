@@ -86,7 +86,7 @@ std::vector<PodAssignment> ActiveAssignments(const std::vector<nlohmann::json>& 
 
 UsageSnapshot JoinUsage(const std::vector<PodAssignment>& pods, const std::vector<core::GpuInfo>& inventory,
                         const RegionLookup& lookup, core::WallTime at, std::chrono::steady_clock::time_point taken,
-                        const UsageSnapshot* previous) {
+                        const UsageSnapshot* previous, const std::vector<GpuLoad>* device_load) {
   UsageSnapshot out;
   out.at = at;
   out.taken = taken;
@@ -134,6 +134,16 @@ UsageSnapshot JoinUsage(const std::vector<PodAssignment>& pods, const std::vecto
     }
   }
   std::sort(out.containers.begin(), out.containers.end(), SortedBefore);
+  if (device_load != nullptr) {
+    for (const GpuLoad& load : *device_load) {
+      for (GpuTotals& t : out.gpus) {
+        if (t.gpu.index != load.index) continue;
+        t.device_measured = true;
+        t.used_bytes = load.memory_used_bytes;
+        if (load.utilization) t.utilization = std::clamp(*load.utilization, 0.0, 1.0);
+      }
+    }
+  }
   return out;
 }
 

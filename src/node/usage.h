@@ -23,6 +23,7 @@
 #include "core/status.h"
 #include "core/usage.h"
 #include "node/identify.h"
+#include "node/inventory.h"
 #include "node/reconcile.h"
 
 namespace tessera::node {
@@ -64,14 +65,17 @@ struct ContainerGpu {
   double utilization = 0;    // GPU time per wall time since the previous snapshot, 0..1
 };
 
-// One GPU of the node, summed over the containers on it.
+// One GPU of the node. Memory in use and utilization are the device's own
+// measurement when the GPU source gives one (NVML: every process on the
+// GPU), else the sums over the containers' regions (simulated GPUs).
 struct GpuTotals {
   core::GpuInfo gpu;
-  uint64_t used_bytes = 0;       // memory the containers hold
-  uint64_t allocated_bytes = 0;  // memory their shares hold
-  double core_allocated = 0;     // compute their shares hold, in GPUs
-  double utilization = 0;        // their GPU time per wall time, capped at 1
+  uint64_t used_bytes = 0;       // memory in use
+  uint64_t allocated_bytes = 0;  // memory the shares on it hold
+  double core_allocated = 0;     // compute the shares hold, in GPUs
+  double utilization = 0;        // fraction of its time kernels ran, capped at 1
   int containers = 0;            // containers holding a share of it
+  bool device_measured = false;  // used_bytes (and utilization, when the device gave it) are the device's
 };
 
 struct UsageSnapshot {
@@ -89,10 +93,11 @@ using RegionLookup =
 
 // Joins `pods` (ActiveAssignments) with `inventory` and the regions. A share
 // on a GPU the inventory lacks is left out. Utilization is measured against
-// `previous` (nullptr: 0 everywhere).
+// `previous` (nullptr: 0 everywhere). `device_load` (nullptr when the source
+// measures none) replaces the region sums of the GPUs it names.
 UsageSnapshot JoinUsage(const std::vector<PodAssignment>& pods, const std::vector<core::GpuInfo>& inventory,
                         const RegionLookup& lookup, core::WallTime at, std::chrono::steady_clock::time_point taken,
-                        const UsageSnapshot* previous);
+                        const UsageSnapshot* previous, const std::vector<GpuLoad>* device_load = nullptr);
 
 // Allocations refused at a container's limit since `previous`. With no
 // previous snapshot (the agent just started) there are none: refusals from

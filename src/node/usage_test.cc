@@ -133,6 +133,28 @@ TEST(JoinUsageTest, UtilizationIsGpuTimeOverWallTimeSinceThePreviousSnapshot) {
   EXPECT_DOUBLE_EQ(third.containers[0].utilization, 0);
 }
 
+TEST(JoinUsageTest, TheDevicesOwnLoadReplacesTheRegionSums) {
+  std::vector<json> items = {Pod("p1", {{"main", {{0, "GPU-a", 4096, 300}}}}, "main")};
+  FakeRegions regions;
+  regions.by_container["p1-uid/main"] = {Used(1000)};
+  GpuLoad a;
+  a.index = 0;
+  a.memory_used_bytes = 1500 * kMiB;  // the container's 1000 MiB and a context's worth more
+  a.utilization = 0.42;
+  GpuLoad b;
+  b.index = 1;
+  b.memory_used_bytes = 7 * kMiB;  // no utilization from this one
+  const std::vector<GpuLoad> load = {a, b};
+  UsageSnapshot s =
+      JoinUsage(ActiveAssignments(items, "n1"), Gpus(), regions.Lookup(), kWall, kT0, nullptr, &load);
+  EXPECT_TRUE(s.gpus[0].device_measured);
+  EXPECT_EQ(s.gpus[0].used_bytes, 1500 * kMiB);
+  EXPECT_DOUBLE_EQ(s.gpus[0].utilization, 0.42);
+  EXPECT_EQ(s.gpus[1].used_bytes, 7 * kMiB);
+  EXPECT_DOUBLE_EQ(s.gpus[1].utilization, 0);
+  EXPECT_EQ(s.containers[0].counters.used_bytes, 1000 * kMiB);  // the container's own stays the region's
+}
+
 TEST(JoinUsageTest, ShareOnAGpuTheNodeLacksIsLeftOut) {
   std::vector<json> items = {Pod("p1", {{"main", {{5, "GPU-gone", 1024, 100}}}}, "main")};
   UsageSnapshot s = JoinUsage(ActiveAssignments(items, "n1"), Gpus(), FakeRegions().Lookup(), kWall, kT0, nullptr);

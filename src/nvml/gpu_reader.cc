@@ -105,4 +105,21 @@ Result<std::vector<core::GpuInfo>> GpuReader::Read() {
   return gpus;
 }
 
+Result<std::vector<GpuLoad>> GpuReader::ReadLoad() const {
+  TESSERA_ASSIGN_OR_RETURN(unsigned count, lib_->DeviceCount());
+  std::vector<GpuLoad> out;
+  for (unsigned i = 0; i < count; ++i) {
+    auto device = lib_->DeviceByIndex(i);
+    if (!device.ok()) continue;
+    auto used = lib_->MemoryUsedBytes(*device);
+    if (!used.ok()) continue;
+    GpuLoad load;
+    load.index = static_cast<int>(i);
+    load.memory_used_bytes = *used;
+    if (auto utilization = lib_->Utilization(*device); utilization.ok()) load.utilization = *utilization;
+    out.push_back(load);
+  }
+  return out;
+}
+
 }  // namespace tessera::nvml

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -34,6 +35,15 @@ struct GpuReaderOptions {
   LogFn log;
 };
 
+// How busy one GPU is now, as NVML sees it: every process on it, inside
+// Tessera's containers or not.
+struct GpuLoad {
+  int index = 0;
+  uint64_t memory_used_bytes = 0;
+  std::optional<double> utilization;  // 0..1; nullopt when NVML cannot say
+  bool operator==(const GpuLoad&) const = default;
+};
+
 class GpuReader {
  public:
   // Loads NVML (errors as Library::Open), lists the GPUs and starts the
@@ -49,6 +59,11 @@ class GpuReader {
   // with what was last read from it and healthy = false; one never read
   // successfully is left out. Each change is logged once.
   Result<std::vector<core::GpuInfo>> Read();
+
+  // The load of each GPU NVML counts now, index ascending. A GPU whose
+  // memory query fails is left out (Read reports its health). May run on
+  // another thread than Read.
+  Result<std::vector<GpuLoad>> ReadLoad() const;
 
  private:
   GpuReader(GpuReaderOptions options, std::unique_ptr<Library> lib);

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <utility>
 
 namespace tessera::nvml {
@@ -19,6 +20,7 @@ struct Library::Api {
   // Optional.
   decltype(&nvmlDeviceGetAttributes_v2) get_attributes = nullptr;
   decltype(&nvmlDeviceGetMemoryAffinity) get_memory_affinity = nullptr;
+  decltype(&nvmlDeviceGetUtilizationRates) get_utilization = nullptr;
   decltype(&nvmlEventSetCreate) event_set_create = nullptr;
   decltype(&nvmlEventSetFree) event_set_free = nullptr;
   decltype(&nvmlDeviceGetSupportedEventTypes) get_supported_events = nullptr;
@@ -76,6 +78,7 @@ Result<std::unique_ptr<Library>> Library::Open(const std::string& path) {
   }
   Resolve(handle, "nvmlDeviceGetAttributes_v2", api->get_attributes);
   Resolve(handle, "nvmlDeviceGetMemoryAffinity", api->get_memory_affinity);
+  Resolve(handle, "nvmlDeviceGetUtilizationRates", api->get_utilization);
   Resolve(handle, "nvmlEventSetCreate", api->event_set_create);
   Resolve(handle, "nvmlEventSetFree", api->event_set_free);
   Resolve(handle, "nvmlDeviceGetSupportedEventTypes", api->get_supported_events);
@@ -132,6 +135,19 @@ Result<uint64_t> Library::MemoryTotalBytes(nvmlDevice_t device) const {
   nvmlMemory_t memory{};
   TESSERA_RETURN_IF_ERROR(Check("nvmlDeviceGetMemoryInfo", api_->get_memory(device, &memory)));
   return static_cast<uint64_t>(memory.total);
+}
+
+Result<uint64_t> Library::MemoryUsedBytes(nvmlDevice_t device) const {
+  nvmlMemory_t memory{};
+  TESSERA_RETURN_IF_ERROR(Check("nvmlDeviceGetMemoryInfo", api_->get_memory(device, &memory)));
+  return static_cast<uint64_t>(memory.used);
+}
+
+Result<double> Library::Utilization(nvmlDevice_t device) const {
+  if (api_->get_utilization == nullptr) return Unsupported("nvmlDeviceGetUtilizationRates");
+  nvmlUtilization_t rates{};
+  TESSERA_RETURN_IF_ERROR(Check("nvmlDeviceGetUtilizationRates", api_->get_utilization(device, &rates)));
+  return static_cast<double>(std::min(rates.gpu, 100u)) / 100.0;
 }
 
 Result<int> Library::SmCount(nvmlDevice_t device) const {

@@ -57,6 +57,12 @@ class Library {
   Result<std::string> Name(nvmlDevice_t device) const;
   Result<std::string> Uuid(nvmlDevice_t device) const;
   Result<uint64_t> MemoryTotalBytes(nvmlDevice_t device) const;
+  // Device memory in use by every process and context (nvmlDeviceGetMemoryInfo's used).
+  Result<uint64_t> MemoryUsedBytes(nvmlDevice_t device) const;
+  // nvmlDeviceGetUtilizationRates' gpu field as 0..1: the fraction of the
+  // driver's last sample period during which a kernel ran. UNIMPLEMENTED when
+  // the driver or GPU lacks it.
+  Result<double> Utilization(nvmlDevice_t device) const;
   // nvmlDeviceGetAttributes_v2's multiprocessorCount. UNIMPLEMENTED when the
   // driver or GPU lacks it (before Ampere).
   Result<int> SmCount(nvmlDevice_t device) const;

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include "core/policy.h"
 
@@ -59,7 +60,7 @@ Result<SchedulerConfig> ParseConfig(const std::string& yaml_text, const std::str
   if (!root.IsMap()) return InvalidArgument(where + "expected a mapping at the top level");
   TESSERA_RETURN_IF_ERROR(UnknownKeys(
       root, {"listenAddress", "port", "tls", "kubeconfig", "policy", "resourceNames", "assumeTTLSeconds",
-             "admissionWaitMillis", "leaderElection", "logLevel", "seed", "apiQPS", "apiBurst"},
+             "admissionWaitMillis", "leaderElection", "logLevel", "seed", "apiQPS", "apiBurst", "frontEnds"},
       where));
   TESSERA_RETURN_IF_ERROR(Read(root, "listenAddress", config.listen_address, where));
   TESSERA_RETURN_IF_ERROR(Read(root, "port", config.port, where));
@@ -87,6 +88,30 @@ Result<SchedulerConfig> ParseConfig(const std::string& yaml_text, const std::str
     TESSERA_RETURN_IF_ERROR(Read(names, "gpu", config.resources.gpu, where + "resourceNames."));
     TESSERA_RETURN_IF_ERROR(Read(names, "gpuMem", config.resources.mem, where + "resourceNames."));
     TESSERA_RETURN_IF_ERROR(Read(names, "gpuCore", config.resources.core, where + "resourceNames."));
+  }
+  if (const YAML::Node fe = root["frontEnds"]) {
+    const std::string at = where + "frontEnds: ";
+    if (!fe.IsMap()) return InvalidArgument(at + "expected a mapping with gpushare and hami");
+    TESSERA_RETURN_IF_ERROR(UnknownKeys(fe, {"gpushare", "hami"}, at));
+    if (const YAML::Node g = fe["gpushare"]) {
+      if (!g.IsMap()) return InvalidArgument(at + "gpushare: expected a mapping");
+      TESSERA_RETURN_IF_ERROR(UnknownKeys(g, {"enabled", "gpuMem"}, at + "gpushare: "));
+      auto& names = config.resources.gpushare;
+      TESSERA_RETURN_IF_ERROR(Read(g, "enabled", names.enabled, where + "frontEnds.gpushare."));
+      TESSERA_RETURN_IF_ERROR(Read(g, "gpuMem", names.mem, where + "frontEnds.gpushare."));
+    }
+    if (const YAML::Node h = fe["hami"]) {
+      if (!h.IsMap()) return InvalidArgument(at + "hami: expected a mapping");
+      TESSERA_RETURN_IF_ERROR(
+          UnknownKeys(h, {"enabled", "gpu", "gpuMem", "gpuMemPercentage", "gpuCores"}, at + "hami: "));
+      auto& names = config.resources.hami;
+      const std::string w = where + "frontEnds.hami.";
+      TESSERA_RETURN_IF_ERROR(Read(h, "enabled", names.enabled, w));
+      TESSERA_RETURN_IF_ERROR(Read(h, "gpu", names.gpu, w));
+      TESSERA_RETURN_IF_ERROR(Read(h, "gpuMem", names.mem, w));
+      TESSERA_RETURN_IF_ERROR(Read(h, "gpuMemPercentage", names.mem_percent, w));
+      TESSERA_RETURN_IF_ERROR(Read(h, "gpuCores", names.core, w));
+    }
   }
   if (const YAML::Node le = root["leaderElection"]) {
     if (!le.IsMap()) return InvalidArgument(where + "leaderElection: expected a mapping");
@@ -126,6 +151,23 @@ Status ValidateConfig(const SchedulerConfig& config) {
   if (config.resources.gpu == config.resources.mem || config.resources.gpu == config.resources.core ||
       config.resources.mem == config.resources.core) {
     return InvalidArgument("resourceNames: gpu, gpuMem and gpuCore must differ");
+  }
+  // Every name a pod may use (the enabled front ends' too) must be an
+  // extended resource and mean one thing only.
+  const std::vector<std::string> all = config.resources.All();
+  for (size_t i = 3; i < all.size(); ++i) {
+    if (!ValidResourceName(all[i])) {
+      return InvalidArgument("frontEnds: \"" + all[i] +
+                             "\" is not an extended resource name (want domain/name, e.g. aliyun.com/gpu-mem)");
+    }
+  }
+  for (size_t i = 0; i < all.size(); ++i) {
+    for (size_t j = i + 1; j < all.size(); ++j) {
+      if (all[i] == all[j]) {
+        return InvalidArgument("resourceNames and frontEnds: \"" + all[i] +
+                               "\" is used twice; every enabled resource name must differ");
+      }
+    }
   }
   if (!(config.api_qps > 0) || config.api_burst < 1) {
     return InvalidArgument("apiQPS and apiBurst: must be positive (got " + std::to_string(config.api_qps) + ", " +

@@ -27,6 +27,8 @@ struct SchedulerConfig {
   double api_qps = 200;
   int api_burst = 400;
   std::string policy = "tessera";
+  // Tessera's resource names, and the compatibility front ends (gpushare,
+  // HAMi; both off by default) under `frontEnds` in the file.
   core::ResourceNames resources;
   std::chrono::seconds assume_ttl{60};
   // How long a bind waits for its node (one with a node agent) to admit the
@@ -46,7 +48,7 @@ Result<SchedulerConfig> ParseConfig(const std::string& yaml_text, const std::str
 Result<SchedulerConfig> LoadConfigFile(const std::string& path);
 
 // Checks values a file or a flag may get wrong: port range, policy name,
-// resource names, TLS files given in pairs, positive TTL, log level.
+// resource names (the enabled front ends' too, all distinct), TLS files given in pairs, positive TTL, log level.
 Status ValidateConfig(const SchedulerConfig& config);
 
 }  // namespace tessera::scheduler

@@ -72,6 +72,37 @@ TEST(ConfigTest, RejectsMistakesWithTheFieldName) {
   ExpectError("policy: [unclosed", "YAML");
 }
 
+TEST(ConfigTest, FrontEndsAreOffByDefaultAndConfigurable) {
+  auto defaults = ParseConfig("", "c.yaml");
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_FALSE(defaults->resources.gpushare.enabled);
+  EXPECT_FALSE(defaults->resources.hami.enabled);
+  auto config = ParseConfig(R"(
+frontEnds:
+  gpushare: {enabled: true, gpuMem: aliyun.com/gpu-mem}
+  hami: {enabled: true, gpu: hami.io/vgpu, gpuMem: nvidia.com/gpumem,
+         gpuMemPercentage: nvidia.com/gpumem-percentage, gpuCores: nvidia.com/gpucores}
+)",
+                            "c.yaml");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_TRUE(config->resources.gpushare.enabled);
+  EXPECT_TRUE(config->resources.hami.enabled);
+  EXPECT_EQ(config->resources.hami.gpu, "hami.io/vgpu");
+  EXPECT_EQ(config->resources.All().size(), 8u);
+}
+
+TEST(ConfigTest, FrontEndMistakes) {
+  ExpectError("frontEnds: {gpushare: {enable: true}}", "unknown key \"enable\"");
+  ExpectError("frontEnds: {volcano: {}}", "unknown key \"volcano\"");
+  ExpectError("frontEnds: {hami: {enabled: maybe}}", "frontEnds.hami.enabled");
+  ExpectError("frontEnds: {hami: {enabled: true, gpu: vgpu}}", "\"vgpu\" is not an extended resource name");
+  ExpectError("frontEnds: {hami: {enabled: true, gpu: tessera.io/gpu}}", "\"tessera.io/gpu\" is used twice");
+  ExpectError("frontEnds: {gpushare: {enabled: true, gpuMem: nvidia.com/gpumem}, hami: {enabled: true}}",
+              "used twice");
+  // A disabled front end's names are not checked: nothing reads them.
+  EXPECT_TRUE(ParseConfig("frontEnds: {hami: {gpu: tessera.io/gpu}}", "c.yaml").ok());
+}
+
 TEST(ConfigTest, MissingFileIsNotFound) {
   auto config = LoadConfigFile("no/such/config.yaml");
   ASSERT_FALSE(config.ok());

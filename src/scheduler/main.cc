@@ -84,6 +84,13 @@ int Run(const SchedulerConfig& config) {
   spdlog::info("tessera-scheduler: API server {}, policy {}, resources {} {} {}, assume TTL {}s",
                kube_config->server, config.policy, config.resources.gpu, config.resources.mem,
                config.resources.core, config.assume_ttl.count());
+  if (config.resources.gpushare.enabled) {
+    spdlog::info("front end gpushare: {} (GiB, one GPU per container)", config.resources.gpushare.mem);
+  }
+  if (config.resources.hami.enabled) {
+    const auto& h = config.resources.hami;
+    spdlog::info("front end HAMi: {} {} {} {}", h.gpu, h.mem, h.mem_percent, h.core);
+  }
   kube_config->qps = config.api_qps;
   kube_config->burst = config.api_burst;
   kube::Client client(kube_config.value());
@@ -255,6 +262,17 @@ int main(int argc, char** argv) {
   auto* o_seed = app.add_option("--seed", flags.seed, "seed for random tie-breaks");
   auto* o_qps = app.add_option("--kube-api-qps", flags.api_qps, "requests per second to the API server");
   auto* o_burst = app.add_option("--kube-api-burst", flags.api_burst, "burst of requests to the API server");
+  std::string gpushare, hami;
+  auto* o_gpushare = app.add_option("--gpushare", gpushare,
+                                    "true|false: accept gpushare's aliyun.com/gpu-mem (GiB) (frontEnds.gpushare)");
+  auto* o_hami = app.add_option("--hami", hami,
+                                "true|false: accept HAMi's nvidia.com/gpu, gpumem, gpumem-percentage, gpucores "
+                                "(frontEnds.hami)");
+  auto* o_hami_gpu = app.add_option("--hami-gpu-resource", flags.resources.hami.gpu,
+                                    "HAMi's GPU count resource (default nvidia.com/gpu; rename it where NVIDIA's "
+                                    "device plugin also runs)");
+  o_gpushare->check(CLI::IsMember({"true", "false"}));
+  o_hami->check(CLI::IsMember({"true", "false"}));
   o_leader->check(CLI::IsMember({"true", "false"}));
   CLI11_PARSE(app, argc, argv);
 
@@ -284,6 +302,9 @@ int main(int argc, char** argv) {
   if (o_seed->count()) config.seed = flags.seed;
   if (o_qps->count()) config.api_qps = flags.api_qps;
   if (o_burst->count()) config.api_burst = flags.api_burst;
+  if (o_gpushare->count()) config.resources.gpushare.enabled = gpushare == "true";
+  if (o_hami->count()) config.resources.hami.enabled = hami == "true";
+  if (o_hami_gpu->count()) config.resources.hami.gpu = flags.resources.hami.gpu;
   if (auto s = tessera::scheduler::ValidateConfig(config); !s.ok()) {
     std::fprintf(stderr, "tessera-scheduler: %s\n", s.message().c_str());
     return 2;

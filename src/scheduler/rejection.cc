@@ -65,13 +65,22 @@ std::string ModelMismatch(const ContainerRequest& c, const NodeState& node) {
 }
 
 // Why one GPU container does not fit `node` on its own.
-Rejection ExplainContainer(const ContainerRequest& c, const NodeState& node, FitFailure why, bool detailed) {
+Rejection ExplainContainer(const ContainerRequest& c, const NodeState& node, FitFailure why, bool detailed,
+                           bool needs_mps) {
   Rejection r;
   if (node.info.gpus.empty()) return {"its " + std::string(core::kInventoryAnnotation) + " lists no GPUs", true};
   const std::vector<int> allowed = Allowed(c, node, /*healthy_only=*/false);
   if (allowed.empty()) return {ModelMismatch(c, node), true};
-  const std::vector<int> usable = Allowed(c, node, /*healthy_only=*/true);
+  std::vector<int> usable = Allowed(c, node, /*healthy_only=*/true);
   if (usable.empty()) return {"its allowed GPUs are unhealthy", true};
+  if (needs_mps) {
+    std::erase_if(usable, [&](int i) { return !node.info.gpus[i].mps; });
+    if (usable.empty()) {
+      return {"none of its GPUs runs MPS, which " + std::string(core::kIsolationAnnotation) +
+                  ": mps needs (tessera-node --mps on a node with the MPS control daemon)",
+              true};
+    }
+  }
   int64_t largest_mem = 0;
   for (int i : allowed) largest_mem = std::max(largest_mem, node.info.gpus[i].memory_mib);
   r.unresolvable = static_cast<int>(allowed.size()) < c.gpu_count || c.mem_mib_per_gpu > largest_mem;
@@ -116,10 +125,11 @@ Rejection ExplainGpus(const PodRequest& pod, const NodeState& node, bool detaile
     if (c.gpu_count == 0) continue;
     PodRequest single;
     single.key = pod.key;
+    single.isolation = pod.isolation;
     single.containers = {c};
     const FitFailure f = core::FitsNode(single, node);
     if (f == FitFailure::kNone) continue;
-    Rejection r = ExplainContainer(c, node, f, detailed);
+    Rejection r = ExplainContainer(c, node, f, detailed, pod.isolation == core::Isolation::kMps);
     if (gpu_containers > 1) r.reason = "container \"" + c.name + "\": " + r.reason;
     return r;
   }

@@ -65,6 +65,24 @@ TEST(RejectionTest, SharesNameTheClosestGpu) {
   EXPECT_EQ(r.reason, "no GPU with 4096 MiB and 90% free");
 }
 
+TEST(RejectionTest, MpsPodOnANodeWithoutMps) {
+  core::NodeState node = Node(2, "A100", 40960);
+  core::PodRequest pod = Pod(1, 4096, 300);
+  pod.isolation = core::Isolation::kMps;
+  Rejection r = Explain(pod, node);
+  EXPECT_EQ(r.reason,
+            "node n1: none of its GPUs runs MPS, which tessera.io/isolation: mps needs (tessera-node --mps on a node "
+            "with the MPS control daemon)");
+  EXPECT_TRUE(r.unresolvable);  // evicting pods would not give it MPS
+  // With MPS on a full GPU, the usual share explanation names that GPU.
+  node.info.gpus[1].mps = true;
+  node.gpus[1] = {40000, 900, 1};
+  r = Explain(pod, node);
+  EXPECT_EQ(r.reason.rfind("node n1: no GPU with 4096 MiB and 30% free; largest free share is 960 MiB / 10% on GPU 1", 0),
+            0u)
+      << r.reason;
+}
+
 TEST(RejectionTest, WholeGpusAndModels) {
   core::NodeState node = Node(4, "H100", 81559);
   node.gpus[1] = {0, 100, 1};

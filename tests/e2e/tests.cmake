@@ -24,6 +24,13 @@ tessera_cluster_test(e2e_kubectl_tessera_test SRCS ${CMAKE_CURRENT_LIST_DIR}/kub
 set_tests_properties(e2e_kubectl_tessera_test PROPERTIES TIMEOUT 300)
 add_dependencies(e2e_kubectl_tessera_test tessera-scheduler kubectl-tessera)
 
+# Compatibility front ends: unchanged gpushare and HAMi manifests (the shipped
+# examples/compat/) through the whole hand-over.
+tessera_cluster_test(e2e_compat_test SRCS ${CMAKE_CURRENT_LIST_DIR}/compat_test.cc
+                     DEPS tessera_kubelet_sim tessera_test_support yaml-cpp LABELS e2e)
+set_tests_properties(e2e_compat_test PROPERTIES TIMEOUT 300)
+add_dependencies(e2e_compat_test tessera-scheduler tessera-node)
+
 # The Helm chart (deploy/helm/tessera): linted, rendered, validated by the
 # fixture's API server, installed, upgraded and uninstalled as docs/install.md
 # says, RBAC checked with `kubectl auth can-i`, and its configuration run: the

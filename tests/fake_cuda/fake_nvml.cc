@@ -2,13 +2,15 @@
 // agent's NVML reader (src/nvml) and their tests make. Devices and memory as
 // in fake_cuda.cc's variables (FAKE_CUDA_DEVICES, default 2; FAKE_CUDA_MEM_MIB,
 // default 1024); NVML sees the whole card free (it cannot see the fake
-// driver's per-process usage). Also, read at each call:
+// driver's per-process usage) unless a test sets a load
+// (tessera_fake_nvml_set_load). Also, read at each call:
 //   FAKE_NVML_NAME  marketing name of every device (default "NVIDIA H100 80GB HBM3")
 //   FAKE_NVML_SMS   multiprocessor count (default 132)
 // Device i has uuid GPU-fa4e0000-0000-4000-8000-<i, 12 digits> and sits on
 // NUMA node i % 2. Tests steer it through the exported tessera_fake_nvml_*
 // functions below (find them with dlsym).
 #define NVML_NO_UNVERSIONED_FUNC_DEFS 1
+#include <algorithm>
 #include <nvml.h>
 
 #include <chrono>
@@ -46,6 +48,8 @@ struct Control {
   std::condition_variable cv;
   std::set<EventSet*> sets;
   bool lost[kMaxDevices] = {};
+  uint64_t used[kMaxDevices] = {};  // bytes nvmlDeviceGetMemoryInfo reports in use
+  int util[kMaxDevices] = {};       // percent; < 0: nvmlDeviceGetUtilizationRates is not supported
 };
 Control& C() {
   static Control c;
@@ -96,6 +100,14 @@ void tessera_fake_nvml_set_lost(unsigned index, int lost) {
   std::lock_guard<std::mutex> lock(C().mu);
   if (index < kMaxDevices) C().lost[index] = lost != 0;
 }
+// What device `index` reports in use: memory (nvmlDeviceGetMemoryInfo) and
+// utilization (nvmlDeviceGetUtilizationRates; percent < 0: NOT_SUPPORTED).
+void tessera_fake_nvml_set_load(unsigned index, unsigned long long used_mib, int util_percent) {
+  std::lock_guard<std::mutex> lock(C().mu);
+  if (index >= kMaxDevices) return;
+  C().used[index] = used_mib << 20;
+  C().util[index] = util_percent;
+}
 // Events queued and not yet taken by nvmlEventSetWait_v2.
 unsigned tessera_fake_nvml_pending_events() {
   std::lock_guard<std::mutex> lock(C().mu);
@@ -138,9 +150,19 @@ nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t d, unsigned int* i) {
 }
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t* m) {
   if (nvmlReturn_t r = Check(d); r != NVML_SUCCESS) return r;
+  std::lock_guard<std::mutex> lock(C().mu);
   m->total = Total();
-  m->free = Total();
-  m->used = 0;
+  m->used = std::min<uint64_t>(C().used[IndexOf(d)], Total());
+  m->free = Total() - m->used;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t* u) {
+  if (nvmlReturn_t r = Check(d); r != NVML_SUCCESS) return r;
+  std::lock_guard<std::mutex> lock(C().mu);
+  const int percent = C().util[IndexOf(d)];
+  if (percent < 0) return NVML_ERROR_NOT_SUPPORTED;
+  u->gpu = static_cast<unsigned>(percent);
+  u->memory = 0;
   return NVML_SUCCESS;
 }
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t* m) {

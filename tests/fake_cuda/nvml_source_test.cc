@@ -37,10 +37,14 @@ class FakeNvml : public ::testing::Test {
     set_lost_ = Sym<void (*)(unsigned, int)>("tessera_fake_nvml_set_lost");
     pending_ = Sym<unsigned (*)()>("tessera_fake_nvml_pending_events");
     open_sets_ = Sym<unsigned (*)()>("tessera_fake_nvml_open_event_sets");
+    set_load_ = Sym<void (*)(unsigned, unsigned long long, int)>("tessera_fake_nvml_set_load");
   }
   void TearDown() override {
     if (set_lost_ != nullptr) {
       for (unsigned i = 0; i < 4; ++i) set_lost_(i, 0);
+    }
+    if (set_load_ != nullptr) {
+      for (unsigned i = 0; i < 4; ++i) set_load_(i, 0, 0);
     }
     if (handle_ != nullptr) dlclose(handle_);
   }
@@ -80,6 +84,7 @@ class FakeNvml : public ::testing::Test {
   void (*set_lost_)(unsigned, int) = nullptr;
   unsigned (*pending_)() = nullptr;
   unsigned (*open_sets_)() = nullptr;
+  void (*set_load_)(unsigned, unsigned long long, int) = nullptr;
   std::mutex log_mu_;
   std::vector<std::string> log_;
 };
@@ -220,6 +225,28 @@ TEST_F(FakeNvml, NodeSourceReadsAndValidates) {
   auto gpus = (*source)->Read();
   ASSERT_TRUE(gpus.ok()) << gpus.status().ToString();
   EXPECT_EQ(*gpus, (std::vector<core::GpuInfo>{Expected(0), Expected(1)}));
+}
+
+TEST_F(FakeNvml, LoadIsEachGpusMemoryInUseAndUtilization) {
+  set_load_(0, 300, 42);
+  set_load_(1, 5, -1);  // this one cannot say how busy it is
+  auto source = node::NvmlGpuSource::Open(nullptr, FakePath());
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  auto load = (*source)->ReadLoad();
+  ASSERT_TRUE(load.ok()) << load.status().ToString();
+  ASSERT_EQ(load->size(), 2u);
+  EXPECT_EQ((*load)[0].index, 0);
+  EXPECT_EQ((*load)[0].memory_used_bytes, 300ull << 20);
+  ASSERT_TRUE((*load)[0].utilization.has_value());
+  EXPECT_DOUBLE_EQ(*(*load)[0].utilization, 0.42);
+  EXPECT_EQ((*load)[1].memory_used_bytes, 5ull << 20);
+  EXPECT_FALSE((*load)[1].utilization.has_value());
+  // A lost GPU is left out of the load (Read reports it unhealthy).
+  set_lost_(1, 1);
+  load = (*source)->ReadLoad();
+  ASSERT_TRUE(load.ok()) << load.status().ToString();
+  ASSERT_EQ(load->size(), 1u);
+  EXPECT_EQ((*load)[0].index, 0);
 }
 
 }  // namespace

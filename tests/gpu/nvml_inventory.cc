@@ -3,6 +3,7 @@
 // mismatch, 2 when either side cannot be read. Needs only a C++ compiler and
 // nvml.h to build, and the driver (libnvidia-ml.so.1, nvidia-smi) to run.
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -104,6 +105,32 @@ int main() {
     check(g.index, "healthy", g.healthy ? "true" : "false", "true");
     std::cout << "GPU " << g.index << " sm_count=" << g.sm_count << " numa_node=" << g.numa_node
               << " (not compared)\n";
+  }
+  // The load the usage pass reads: memory in use should match nvidia-smi's
+  // within 64 MiB (other processes may allocate between the two reads);
+  // utilization is printed, not compared (it moves).
+  auto load = (*reader)->ReadLoad();
+  if (!load.ok()) {
+    std::cerr << "NVML load: " << load.status().ToString() << "\n";
+    return 2;
+  }
+  FILE* p = popen("nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader,nounits", "r");
+  std::vector<std::pair<long long, long long>> smi_load;
+  if (p != nullptr) {
+    long long used = 0, util = 0;
+    while (fscanf(p, " %lld , %lld", &used, &util) == 2) smi_load.emplace_back(used, util);
+    pclose(p);
+  }
+  for (const auto& l : *load) {
+    const long long ours = static_cast<long long>(l.memory_used_bytes >> 20);
+    const size_t i = static_cast<size_t>(l.index);
+    const long long theirs = i < smi_load.size() ? smi_load[i].first : -1;
+    const bool close = theirs >= 0 && std::llabs(ours - theirs) <= 64;
+    std::cout << "GPU " << l.index << " memory_used_mib: tessera=" << ours << " nvidia-smi=" << theirs
+              << (close ? "" : "   MISMATCH") << "; utilization: tessera="
+              << (l.utilization ? std::to_string(*l.utilization) : std::string("n/a"))
+              << " nvidia-smi=" << (i < smi_load.size() ? std::to_string(smi_load[i].second) + "%" : "?") << "\n";
+    mismatches += close ? 0 : 1;
   }
   std::cout << (mismatches == 0 ? "OK" : "FAILED") << ": " << mismatches << " mismatch(es)\n";
   return mismatches == 0 ? 0 : 1;

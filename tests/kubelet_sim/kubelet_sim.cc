@@ -119,6 +119,7 @@ struct KubeletSim::Impl : public v1beta1::Registration::Service {
   std::unique_ptr<grpc::Server> server;
   std::thread plugin_thread, pod_thread;
   std::mt19937_64 rng;
+  std::vector<KubeletSim*> forwards;  // set before Start
 
   Impl(kube::Client c, KubeletSimOptions o)
       : client(std::move(c)),
@@ -159,6 +160,11 @@ struct KubeletSim::Impl : public v1beta1::Registration::Service {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "unsupported version " + request->version());
     }
     if (request->resource_name() != options.resource) {
+      for (KubeletSim* other : forwards) {
+        if (other->impl_->options.resource == request->resource_name()) {
+          return other->impl_->Register(nullptr, request, nullptr);
+        }
+      }
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "unexpected resource " + request->resource_name());
     }
     std::lock_guard<std::mutex> lock(mu);
@@ -419,8 +425,10 @@ KubeletSim::KubeletSim(kube::Client client, KubeletSimOptions options)
 
 KubeletSim::~KubeletSim() { Stop(); }
 
+void KubeletSim::Forward(KubeletSim* other) { impl_->forwards.push_back(other); }
+
 Status KubeletSim::Start() {
-  TESSERA_RETURN_IF_ERROR(impl_->Serve());
+  if (impl_->options.serve_registration) TESSERA_RETURN_IF_ERROR(impl_->Serve());
   TESSERA_RETURN_IF_ERROR(impl_->ServePodResources());
   impl_->plugin_thread = std::thread([this] { impl_->PluginLoop(); });
   impl_->pod_thread = std::thread([this] { impl_->PodLoop(); });

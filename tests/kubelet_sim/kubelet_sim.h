@@ -47,6 +47,11 @@ struct KubeletSimOptions {
   // The pod-resources socket; "" -> <dir>/../pod-resources/kubelet.sock (the
   // kubelet's layout). Unix socket paths must stay under 108 bytes.
   std::string pod_resources_socket = "";
+  // False for a stand-in of a second resource on the same node: it serves no
+  // kubelet.sock of its own and gets its registrations through the one that
+  // does (Forward), as a real kubelet's device manager serves every resource
+  // through one socket.
+  bool serve_registration = true;
 };
 
 struct SimDevice {
@@ -60,6 +65,11 @@ class KubeletSim {
 
   // Serves kubelet.sock and starts admitting. INTERNAL when it cannot serve.
   Status Start();
+  // Registrations for `other`'s resource (a stand-in on the same node and
+  // device-plugin folder, built with serve_registration false) are handed to
+  // it; each stand-in admits the pods that ask for its own resource. Call
+  // before Start; `other` must outlive this one's server.
+  void Forward(KubeletSim* other);
   void Stop();
   // While paused no pod is admitted (lets a test make several pods pending at once).
   void SetPaused(bool paused);

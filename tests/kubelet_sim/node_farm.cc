@@ -14,6 +14,7 @@ struct NodeFarm::Member {
   SimNode node;
   std::string dir;  // <work>/<i>: dp/, gpus.yaml, regions/
   std::unique_ptr<KubeletSim> kubelet;
+  std::vector<std::unique_ptr<KubeletSim>> extra_kubelets;  // one per options.extra_resources
   ChildProcess agent;
   int metrics_port = 0;
 };
@@ -24,6 +25,9 @@ NodeFarm::NodeFarm(kube::Client client, NodeFarmOptions options, std::string wor
 NodeFarm::~NodeFarm() {
   for (auto& m : members_) m->agent.Stop(SIGTERM, std::chrono::seconds(5));
   for (auto& m : members_) m->kubelet->Stop();
+  for (auto& m : members_) {
+    for (auto& k : m->extra_kubelets) k->Stop();
+  }
   std::error_code ec;
   std::filesystem::remove_all(work_dir_, ec);
 }
@@ -57,6 +61,17 @@ Result<std::unique_ptr<NodeFarm>> NodeFarm::Start(const kube::Client& client, st
     member.metrics_port = FreeLoopbackPort();
     if (member.metrics_port == 0) return Internal("NodeFarm: no free loopback port for /metrics");
     member.kubelet = std::make_unique<KubeletSim>(farm->client_, kubelet_options);
+    for (size_t k = 0; k < farm->options_.extra_resources.size(); ++k) {
+      KubeletSimOptions extra = kubelet_options;
+      extra.resource = farm->options_.extra_resources[k];
+      extra.serve_registration = false;
+      extra.seed = kubelet_options.seed * 100 + k;
+      extra.pod_resources_socket = member.dir + "/pod-resources-" + std::to_string(k) + ".sock";
+      member.extra_kubelets.push_back(std::make_unique<KubeletSim>(farm->client_, extra));
+      TESSERA_RETURN_IF_ERROR(member.extra_kubelets.back()->Start().WithContext(
+          "kubelet stand-in of " + member.node.info.name + " for " + extra.resource));
+      member.kubelet->Forward(member.extra_kubelets.back().get());
+    }
     TESSERA_RETURN_IF_ERROR(member.kubelet->Start().WithContext("kubelet stand-in of " + member.node.info.name));
     TESSERA_RETURN_IF_ERROR(farm->StartAgent(i));
   }
@@ -67,6 +82,16 @@ Result<std::unique_ptr<NodeFarm>> NodeFarm::Start(const kube::Client& client, st
       return FailedPrecondition("tessera-node of " + m.node.info.name + " did not register and list its slots within " +
                                 std::to_string(farm->options_.ready_timeout.count()) + " s; see " + farm->AgentLog(i));
     }
+    for (size_t k = 0; k < m.extra_kubelets.size(); ++k) {
+      const bool listed = m.extra_kubelets[k]->WaitForDevices(
+          [](const std::vector<SimDevice>& devices) { return !devices.empty(); }, ms);
+      if (!listed) {
+        return FailedPrecondition("tessera-node of " + m.node.info.name + " did not register " +
+                                  farm->options_.extra_resources[k] + " and list its devices within " +
+                                  std::to_string(farm->options_.ready_timeout.count()) + " s; see " +
+                                  farm->AgentLog(i));
+      }
+    }
   }
   return farm;
 }
@@ -74,6 +99,7 @@ Result<std::unique_ptr<NodeFarm>> NodeFarm::Start(const kube::Client& client, st
 size_t NodeFarm::size() const { return members_.size(); }
 const SimNode& NodeFarm::node(size_t i) const { return members_.at(i)->node; }
 KubeletSim& NodeFarm::Kubelet(size_t i) { return *members_.at(i)->kubelet; }
+KubeletSim& NodeFarm::ExtraKubelet(size_t i, size_t k) { return *members_.at(i)->extra_kubelets.at(k); }
 std::string NodeFarm::AgentLog(size_t i) const {
   return options_.log_dir + "/tessera-node-" + members_.at(i)->node.info.name + ".log";
 }

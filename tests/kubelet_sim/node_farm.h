@@ -30,6 +30,11 @@ struct NodeFarmOptions {
   std::chrono::milliseconds reconcile{500};   // tessera-node --reconcile-interval-ms
   std::chrono::milliseconds kubelet_poll{100};
   std::chrono::seconds ready_timeout{60};     // registration and the full slot list
+  // Further device-plugin resources the agents serve (the compatibility front
+  // ends', e.g. aliyun.com/gpu-mem with agent_flags --gpushare=true): each
+  // node gets one more kubelet stand-in per resource behind the same
+  // kubelet.sock, and Start waits until each lists some devices.
+  std::vector<std::string> extra_resources;
 };
 
 class NodeFarm {
@@ -47,6 +52,8 @@ class NodeFarm {
   size_t size() const;
   const SimNode& node(size_t i) const;
   KubeletSim& Kubelet(size_t i);
+  // Node i's stand-in for options.extra_resources[k].
+  KubeletSim& ExtraKubelet(size_t i, size_t k);
   std::string AgentLog(size_t i) const;
   // Where node i's region folders are created (<pod uid>/<container>).
   std::string RegionRoot(size_t i) const;

@@ -119,7 +119,9 @@ start kube-apiserver "$bin/kube-apiserver" \
 wait_for kube-apiserver kube-apiserver 90 curl -sf --cacert "$pki/ca.crt" \
   -H "Authorization: Bearer ${token}" "https://127.0.0.1:${api_port}/readyz"
 
-# The extender entry matches deploy/ (docs/scheduler-extender.md explains it).
+# The extender entry matches deploy/ (docs/scheduler-extender.md explains it),
+# with the compatibility front ends' names too (docs/migration.md): pods that
+# use them reach the extender, which reads them only when its flags enable them.
 extender_yaml=""
 if [[ "$extender" == 1 ]]; then
   extender_yaml="extenders:
@@ -134,7 +136,12 @@ if [[ "$extender" == 1 ]]; then
   managedResources:
   - {name: tessera.io/gpu, ignoredByScheduler: false}
   - {name: tessera.io/gpu-mem, ignoredByScheduler: true}
-  - {name: tessera.io/gpu-core, ignoredByScheduler: true}"
+  - {name: tessera.io/gpu-core, ignoredByScheduler: true}
+  - {name: aliyun.com/gpu-mem, ignoredByScheduler: false}
+  - {name: nvidia.com/gpu, ignoredByScheduler: false}
+  - {name: nvidia.com/gpumem, ignoredByScheduler: true}
+  - {name: nvidia.com/gpumem-percentage, ignoredByScheduler: true}
+  - {name: nvidia.com/gpucores, ignoredByScheduler: true}"
 else
   # The same pods, scheduled by slots only: the share resources are ignored
   # as the extender configuration's ignoredByScheduler would.

@@ -1,0 +1,119 @@
+// The device-plugin resources of the compatibility front ends, served beside
+// the agent's own tessera.io/gpu so that other projects' manifests pass the
+// kubelet unchanged (docs/migration.md):
+//   gpushare: aliyun.com/gpu-mem, one device ID per GiB of each GPU
+//     ("<uuid>-<k>", k = 0 .. GiB-1), so the Node's capacity counts GiB as
+//     gpushare's does and the kubelet calls Allocate for such containers;
+//   HAMi: its GPU count resource (nvidia.com/gpu by default), slots as for
+//     tessera.io/gpu.
+// Allocate identifies the container through the same handshake as the
+// agent's plugin (node/allocator.h): a gpushare container's GiB units stand
+// for the one GPU they lie on. The environment is BuildContainerEnv's, with
+// the front end's own variables. Thread-safe: Run on one thread, gRPC calls
+// on others.
+//
+//   CompatPlugins plugins(options, client, mounts, [&] { return shared.Latest(); }, log);
+//   TESSERA_RETURN_IF_ERROR(plugins.Run(stop));
+#pragma once
+
+#include <spdlog/logger.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/model.h"
+#include "core/podspec.h"
+#include "core/status.h"
+#include "deviceplugin/v1beta1/api.grpc.pb.h"
+#include "kube/client.h"
+#include "node/allocator.h"
+#include "node/container_env.h"
+#include "node/slots.h"
+
+namespace tessera::node {
+
+struct CompatOptions {
+  std::string node_name;
+  std::string device_plugin_dir = "/var/lib/kubelet/device-plugins";
+  core::ResourceNames resources;                          // which front ends are on, and their names
+  int slots_per_gpu = 8;                                  // HAMi count resource: device IDs per GPU
+  std::string gpushare_socket = "tessera-gpushare.sock";  // in device_plugin_dir
+  std::string hami_socket = "tessera-hami.sock";
+  std::chrono::milliseconds resync{1000};                 // GPU refresh and socket check period
+};
+
+// OK, or INVALID_ARGUMENT naming the flag: names must be extended resource
+// names distinct from `own_resource` (the agent's) and from each other.
+Status ValidateCompatOptions(const CompatOptions& options, const std::string& own_resource);
+
+// gpushare's devices: per GPU one ID per whole GiB of its memory, in
+// inventory order. INVALID_ARGUMENT when an ID would pass 63 characters.
+Result<std::vector<Slot>> GibUnits(const std::vector<core::GpuInfo>& gpus);
+
+// The GPUs of unit IDs, each once, in order of first appearance, as one slot
+// ID per GPU ("<uuid>-0"): what the Allocator identifies a container by.
+// INVALID_ARGUMENT for an ID without a "-<k>" suffix.
+Result<std::vector<std::string>> GpuSlotsOfUnits(const std::vector<std::string>& unit_ids);
+
+// `size` IDs among `available` that lie on GPU `uuid`, the `must_include`
+// ones first; empty when that GPU has fewer than `size` available.
+std::vector<std::string> UnitsOn(const std::string& uuid, const std::vector<std::string>& available,
+                                 const std::vector<std::string>& must_include, size_t size);
+
+// The gpushare resource's gRPC service: GiB units in ListAndWatch, steering
+// to the units of the GPU assigned to the next pending container, Allocate
+// through the Allocator.
+class GpushareService final : public v1beta1::DevicePlugin::Service {
+ public:
+  GpushareService(Allocator& allocator, std::shared_ptr<spdlog::logger> log);
+  Status SetGpus(std::vector<core::GpuInfo> gpus);
+  void Shutdown();
+
+  // v1beta1::DevicePlugin::Service
+  grpc::Status GetDevicePluginOptions(grpc::ServerContext* context, const v1beta1::Empty* request,
+                                      v1beta1::DevicePluginOptions* response) override;
+  grpc::Status ListAndWatch(grpc::ServerContext* context, const v1beta1::Empty* request,
+                            grpc::ServerWriter<v1beta1::ListAndWatchResponse>* writer) override;
+  grpc::Status GetPreferredAllocation(grpc::ServerContext* context, const v1beta1::PreferredAllocationRequest* request,
+                                      v1beta1::PreferredAllocationResponse* response) override;
+  grpc::Status Allocate(grpc::ServerContext* context, const v1beta1::AllocateRequest* request,
+                        v1beta1::AllocateResponse* response) override;
+  grpc::Status PreStartContainer(grpc::ServerContext* context, const v1beta1::PreStartContainerRequest* request,
+                                 v1beta1::PreStartContainerResponse* response) override;
+
+ private:
+  Allocator& allocator_;
+  std::shared_ptr<spdlog::logger> log_;
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::vector<core::GpuInfo> gpus_;  // GUARDED_BY(mu_)
+  std::vector<Slot> units_;          // GUARDED_BY(mu_)
+  uint64_t generation_ = 0;          // GUARDED_BY(mu_)
+  bool stopping_ = false;            // GUARDED_BY(mu_)
+};
+
+class CompatPlugins {
+ public:
+  // `gpus` returns the node's GPUs as the agent last read them (empty until
+  // the first read).
+  CompatPlugins(CompatOptions options, kube::Client client, MountPaths mounts,
+                std::function<std::vector<core::GpuInfo>()> gpus, std::shared_ptr<spdlog::logger> log);
+  ~CompatPlugins();
+
+  // Serves and registers every enabled front end's resource, and serves and
+  // registers again when the kubelet wipes the socket or restarts, until
+  // *stop. Fails only when a socket cannot be served at start.
+  Status Run(const std::atomic<bool>& stop);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tessera::node

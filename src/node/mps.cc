@@ -1,0 +1,229 @@
+#include "node/mps.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <set>
+#include <sstream>
+#include <thread>
+
+
+extern char** environ;
+
+namespace tessera::node {
+namespace {
+
+bool Executable(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+// The agent's environment with `extra` set (replacing same-named entries).
+std::vector<std::string> Environment(const std::map<std::string, std::string>& extra) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry(*e);
+    const std::string name = entry.substr(0, entry.find('='));
+    if (!extra.contains(name)) env.push_back(entry);
+  }
+  for (const auto& [name, value] : extra) env.push_back(name + "=" + value);
+  return env;
+}
+
+// Starts argv[0] in its own process group, stdin from `stdin_fd` (or
+// /dev/null), stdout and stderr appended to `log_path`.
+Result<pid_t> Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                    const std::string& log_path, int stdin_fd = -1) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (stdin_fd >= 0) {
+    posix_spawn_file_actions_adddup2(&actions, stdin_fd, STDIN_FILENO);
+  } else {
+    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  }
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, defaults;
+  sigemptyset(&none);
+  sigemptyset(&defaults);
+  sigaddset(&defaults, SIGINT);
+  sigaddset(&defaults, SIGTERM);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  std::vector<char*> args, envp;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, &attr, args.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) return Internal("cannot start " + argv[0] + ": " + std::strerror(rc));
+  return pid;
+}
+
+// Waits up to `timeout` for `pid` to exit. True when it did (and is reaped).
+bool WaitExit(pid_t pid, std::chrono::milliseconds timeout, int* status = nullptr) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    int st = 0;
+    const pid_t r = ::waitpid(pid, &st, WNOHANG);
+    if (r == pid || (r < 0 && errno == ECHILD)) {
+      if (status != nullptr) *status = st;
+      return true;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+std::string DescribeExit(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return "was killed by signal " + std::to_string(WTERMSIG(status));
+  return "stopped";
+}
+
+}  // namespace
+
+Result<std::string> FindMpsControl(const std::string& name) {
+  const std::string missing = ": MPS pods (tessera.io/isolation: mps) cannot run on this node; install the NVIDIA "
+                              "driver's MPS tools or start tessera-node with --mps=off";
+  if (name.find('/') != std::string::npos) {
+    if (Executable(name)) return name;
+    return NotFound(name + " is not an executable file" + missing);
+  }
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path != nullptr ? path : "");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    if (dir.empty()) continue;
+    const std::string candidate = dir + "/" + name;
+    if (Executable(candidate)) return candidate;
+  }
+  return NotFound(name + " is not on PATH" + missing);
+}
+
+MpsSupervisor::MpsSupervisor(MpsOptions options, std::shared_ptr<spdlog::logger> log)
+    : options_(std::move(options)), log_(std::move(log)) {}
+
+MpsSupervisor::~MpsSupervisor() { Stop(); }
+
+std::string MpsSupervisor::PipeDir(const std::string& uuid) const { return options_.root + "/" + uuid + "/pipe"; }
+std::string MpsSupervisor::LogDir(const std::string& uuid) const { return options_.root + "/" + uuid + "/log"; }
+
+Status MpsSupervisor::StartLocked(const std::string& uuid, Daemon& d) {
+  std::error_code ec;
+  for (const std::string& dir : {PipeDir(uuid), LogDir(uuid)}) {
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return Internal("creating " + dir + " for the MPS daemon of GPU " + uuid + ": " + ec.message());
+  }
+  const std::vector<std::string> env = Environment({{"CUDA_VISIBLE_DEVICES", uuid},
+                                                    {"CUDA_MPS_PIPE_DIRECTORY", PipeDir(uuid)},
+                                                    {"CUDA_MPS_LOG_DIRECTORY", LogDir(uuid)}});
+  TESSERA_ASSIGN_OR_RETURN(pid_t pid, Spawn({options_.control, "-f"}, env, LogDir(uuid) + "/tessera-node.out"));
+  d.pid = pid;
+  d.started = std::chrono::steady_clock::now();
+  ++d.starts;
+  log_->info("started the MPS control daemon for GPU {} (pid {}, pipe {}){}", uuid, pid, PipeDir(uuid),
+             d.starts > 1 ? " again, start " + std::to_string(d.starts) : "");
+  return Status::Ok();
+}
+
+bool MpsSupervisor::AliveLocked(const std::string& uuid, Daemon& d) {
+  if (d.pid <= 0) return false;
+  int status = 0;
+  const pid_t r = ::waitpid(d.pid, &status, WNOHANG);
+  if (r == 0) return true;
+  log_->warn("the MPS control daemon of GPU {} (pid {}) {}; see {}", uuid, d.pid,
+             r == d.pid ? DescribeExit(status) : "is gone", LogDir(uuid));
+  d.pid = -1;
+  return false;
+}
+
+void MpsSupervisor::StopLocked(const std::string& uuid, Daemon& d) {
+  if (d.pid <= 0) return;
+  // "quit" on the control pipe ends the daemon and its servers cleanly.
+  int fds[2];
+  if (::pipe(fds) == 0) {
+    const std::vector<std::string> env = Environment({{"CUDA_MPS_PIPE_DIRECTORY", PipeDir(uuid)},
+                                                      {"CUDA_MPS_LOG_DIRECTORY", LogDir(uuid)}});
+    auto client = Spawn({options_.control}, env, LogDir(uuid) + "/tessera-node.out", fds[0]);
+    ::close(fds[0]);
+    const char quit[] = "quit\n";
+    (void)!::write(fds[1], quit, sizeof quit - 1);
+    ::close(fds[1]);
+    if (client.ok() && !WaitExit(*client, options_.stop_grace)) {
+      ::kill(-*client, SIGKILL);
+      WaitExit(*client, std::chrono::seconds(1));
+    }
+  }
+  int status = 0;
+  if (!WaitExit(d.pid, options_.stop_grace, &status)) {
+    log_->warn("the MPS control daemon of GPU {} (pid {}) did not quit; killing it", uuid, d.pid);
+    ::kill(-d.pid, SIGKILL);
+    WaitExit(d.pid, std::chrono::seconds(2));
+  } else {
+    log_->info("the MPS control daemon of GPU {} quit", uuid);
+  }
+  d.pid = -1;
+}
+
+void MpsSupervisor::Ensure(const std::vector<core::GpuInfo>& gpus) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::set<std::string> wanted;
+  for (const core::GpuInfo& g : gpus) {
+    if (g.healthy && !g.uuid.empty()) wanted.insert(g.uuid);
+  }
+  for (auto it = daemons_.begin(); it != daemons_.end();) {
+    if (wanted.contains(it->first)) {
+      ++it;
+      continue;
+    }
+    StopLocked(it->first, it->second);
+    it = daemons_.erase(it);
+  }
+  const auto now = std::chrono::steady_clock::now();
+  for (const std::string& uuid : wanted) {
+    Daemon& d = daemons_[uuid];
+    if (AliveLocked(uuid, d)) continue;
+    if (d.starts > 0 && now - d.started < options_.restart_backoff) continue;
+    if (Status st = StartLocked(uuid, d); !st.ok()) log_->error("{}", st.message());
+  }
+}
+
+bool MpsSupervisor::Running(const std::string& uuid) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = daemons_.find(uuid);
+  return it != daemons_.end() && AliveLocked(uuid, it->second);
+}
+
+void MpsSupervisor::Stop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [uuid, d] : daemons_) StopLocked(uuid, d);
+  daemons_.clear();
+}
+
+std::map<std::string, std::string> MpsEnv(const core::GpuShare& share) {
+  const int64_t percent = std::clamp<int64_t>((share.core_milli + 9) / 10, 1, 100);
+  std::map<std::string, std::string> env = {
+      {"CUDA_MPS_PIPE_DIRECTORY", kMpsPipeContainerPath},
+      {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", std::to_string(percent)},
+  };
+  if (share.mem_mib > 0) env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = "0=" + std::to_string(share.mem_mib) + "M";
+  return env;
+}
+
+}  // namespace tessera::node

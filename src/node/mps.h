@@ -1,0 +1,87 @@
+// MPS for tessera.io/isolation: mps. MpsSupervisor runs one NVIDIA MPS
+// control daemon (`nvidia-cuda-mps-control -f`) per GPU, each with its own
+// pipe and log folders under a root, starts again any that exits (after a
+// back-off), and quits them when it stops. MpsEnv gives an MPS container
+// the variables that make its share MPS's limits.
+//
+// Thread-safety: MpsSupervisor's methods may be called from any thread.
+//
+//   TESSERA_ASSIGN_OR_RETURN(std::string control, FindMpsControl("nvidia-cuda-mps-control"));
+//   MpsSupervisor mps(MpsOptions{control, "/var/run/tessera/mps"}, log);
+//   mps.Ensure(gpus);             // every resync: start what is missing or died
+//   if (mps.Running(uuid)) ...    // the GPU's inventory mps flag
+#pragma once
+
+#include <spdlog/logger.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/model.h"
+#include "core/status.h"
+
+namespace tessera::node {
+
+struct MpsOptions {
+  std::string control;  // path of nvidia-cuda-mps-control (FindMpsControl)
+  std::string root = "/var/run/tessera/mps";  // <root>/<gpu uuid>/{pipe,log}
+  std::chrono::milliseconds restart_backoff{2000};  // least time between two starts of one GPU's daemon
+  std::chrono::milliseconds stop_grace{5000};       // after "quit", before SIGKILL
+};
+
+// `name` when it holds a '/', else the first executable `name` on $PATH.
+// NOT_FOUND saying that MPS pods cannot run on this node.
+Result<std::string> FindMpsControl(const std::string& name);
+
+class MpsSupervisor {
+ public:
+  MpsSupervisor(MpsOptions options, std::shared_ptr<spdlog::logger> log);
+  MpsSupervisor(const MpsSupervisor&) = delete;
+  MpsSupervisor& operator=(const MpsSupervisor&) = delete;
+  // Stop().
+  ~MpsSupervisor();
+
+  // Starts a daemon for each healthy GPU of `gpus` that has none running (a
+  // daemon that exited is reaped and logged first; one is started again only
+  // after the back-off), and stops the daemons of GPUs no longer listed.
+  void Ensure(const std::vector<core::GpuInfo>& gpus);
+  // Whether the daemon of GPU `uuid` is running now.
+  bool Running(const std::string& uuid);
+  // Host folders of GPU `uuid`'s daemon.
+  std::string PipeDir(const std::string& uuid) const;
+  std::string LogDir(const std::string& uuid) const;
+  // Quits every daemon ("quit" to its control pipe), then SIGKILLs what is
+  // left after stop_grace.
+  void Stop();
+
+ private:
+  struct Daemon {
+    pid_t pid = -1;
+    std::chrono::steady_clock::time_point started{};
+    int starts = 0;
+  };
+  Status StartLocked(const std::string& uuid, Daemon& d);
+  bool AliveLocked(const std::string& uuid, Daemon& d);
+  void StopLocked(const std::string& uuid, Daemon& d);
+
+  const MpsOptions options_;
+  std::shared_ptr<spdlog::logger> log_;
+  std::mutex mu_;
+  std::map<std::string, Daemon> daemons_;  // GUARDED_BY(mu_): by GPU uuid
+};
+
+// Where an MPS container finds its daemon's pipe folder.
+inline constexpr const char* kMpsPipeContainerPath = "/var/run/tessera/mps";
+
+// The variables that give an MPS container its share: the pipe folder, the
+// share's compute as MPS's active thread percentage (at least 1) and its
+// memory as the pinned device memory limit of device 0 (an MPS container
+// sees one GPU).
+std::map<std::string, std::string> MpsEnv(const core::GpuShare& share);
+
+}  // namespace tessera::node

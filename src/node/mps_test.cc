@@ -1,0 +1,126 @@
+#include "node/mps.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spdlog/sinks/null_sink.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+namespace tessera::node {
+namespace {
+
+using std::chrono::milliseconds;
+
+// The stand-in daemon in tests/fake_mps (a shell script).
+const char* kFake = TESSERA_FAKE_MPS_CONTROL;
+
+std::vector<core::GpuInfo> Gpus() {
+  std::vector<core::GpuInfo> out(2);
+  out[0].index = 0;
+  out[0].uuid = "GPU-a";
+  out[1].index = 1;
+  out[1].uuid = "GPU-b";
+  return out;
+}
+
+std::string Read(const std::string& path) {
+  std::ifstream in(path);
+  std::string s;
+  std::getline(in, s);
+  return s;
+}
+
+template <typename P>
+bool Eventually(P pred, milliseconds timeout = milliseconds(5000)) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  return pred();
+}
+
+class MpsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/tessera-mps-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+  MpsOptions Options() {
+    MpsOptions o;
+    o.control = kFake;
+    o.root = root_;
+    o.restart_backoff = milliseconds(200);
+    o.stop_grace = milliseconds(3000);
+    return o;
+  }
+  std::shared_ptr<spdlog::logger> log_ =
+      std::make_shared<spdlog::logger>("mps", std::make_shared<spdlog::sinks::null_sink_mt>());
+  std::string root_;
+};
+
+TEST_F(MpsTest, FindsTheControlProgramOrSaysWhatMpsPodsLose) {
+  EXPECT_EQ(*FindMpsControl(kFake), kFake);
+  auto missing = FindMpsControl("tessera-no-such-mps-control");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("MPS pods (tessera.io/isolation: mps) cannot run on this node"),
+            std::string::npos)
+      << missing.status().message();
+  EXPECT_FALSE(FindMpsControl(root_ + "/absent").ok());
+}
+
+TEST_F(MpsTest, OneDaemonPerGpuRestartedWhenItDiesAndQuitOnStop) {
+  MpsSupervisor mps(Options(), log_);
+  mps.Ensure(Gpus());
+  for (const char* uuid : {"GPU-a", "GPU-b"}) {
+    const std::string pipe = mps.PipeDir(uuid);
+    ASSERT_TRUE(Eventually([&] { return std::filesystem::exists(pipe + "/control.pid"); })) << uuid;
+    EXPECT_EQ(Read(pipe + "/devices"), uuid);  // each daemon sees only its GPU
+    EXPECT_TRUE(mps.Running(uuid));
+  }
+  // GPU-a's daemon crashes: reported at once, started again after the back-off.
+  const pid_t first = std::stoi(Read(mps.PipeDir("GPU-a") + "/control.pid"));
+  ASSERT_EQ(::kill(first, SIGKILL), 0);
+  ASSERT_TRUE(Eventually([&] { return !mps.Running("GPU-a"); }));
+  std::filesystem::remove(mps.PipeDir("GPU-a") + "/control.pid");
+  ASSERT_TRUE(Eventually([&] {
+    mps.Ensure(Gpus());
+    return mps.Running("GPU-a") && std::filesystem::exists(mps.PipeDir("GPU-a") + "/control.pid");
+  }));
+  EXPECT_NE(std::stoi(Read(mps.PipeDir("GPU-a") + "/control.pid")), first);
+  // A GPU that leaves the inventory (or turns unhealthy) loses its daemon.
+  std::vector<core::GpuInfo> one = Gpus();
+  one[1].healthy = false;
+  mps.Ensure(one);
+  EXPECT_FALSE(mps.Running("GPU-b"));
+  EXPECT_FALSE(std::filesystem::exists(mps.PipeDir("GPU-b") + "/control.pid")) << "quit, not killed";
+  mps.Stop();
+  EXPECT_FALSE(mps.Running("GPU-a"));
+  EXPECT_FALSE(std::filesystem::exists(mps.PipeDir("GPU-a") + "/control.pid"));
+}
+
+TEST(MpsEnvTest, TheShareBecomesMpsLimits) {
+  core::GpuShare share;
+  share.index = 3;
+  share.uuid = "GPU-c";
+  share.mem_mib = 4096;
+  share.core_milli = 255;
+  auto env = MpsEnv(share);
+  EXPECT_EQ(env["CUDA_MPS_PIPE_DIRECTORY"], "/var/run/tessera/mps");
+  EXPECT_EQ(env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"], "26");  // rounded up: never below the share
+  EXPECT_EQ(env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"], "0=4096M");
+  share.core_milli = 0;
+  share.mem_mib = 0;
+  env = MpsEnv(share);
+  EXPECT_EQ(env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"], "1");
+  EXPECT_FALSE(env.contains("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"));
+}
+
+}  // namespace
+}  // namespace tessera::node
