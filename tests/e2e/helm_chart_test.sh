@@ -137,6 +137,17 @@ step "1. helm lint and helm template"
 "$helm" template tessera "$chart" --namespace "$docs_ns" > "$work/default.yaml"
 "$helm" template tessera "$chart" --namespace "$docs_ns" --set scheduler.mode=configOnly > "$work/configonly.yaml"
 "$helm" template "$rel" "$chart" --namespace "$ns" -f "$work/sim-values.yaml" > "$work/sim.yaml"
+# docs/install.md's gpushare values, as the page shows them.
+python3 - "$src/docs/install.md" > "$work/gpushare.yaml" <<'PY'
+import re, sys
+doc = open(sys.argv[1]).read()
+section = doc[doc.index("## gpushare and HAMi manifests"):]
+print(re.search(r"```yaml\n(.*?)```", section, re.S).group(1), end="")
+PY
+"$helm" template tessera "$chart" --namespace "$docs_ns" -f "$work/gpushare.yaml" > "$work/gpushare-rendered.yaml"
+for want in 'frontEnds:' 'gpuMem: aliyun.com/gpu-mem' '- --gpushare=true' 'name: aliyun.com/gpu-mem'; do
+  grep -qF -- "$want" "$work/gpushare-rendered.yaml" || fail "docs' gpushare values: no '$want' in the rendering"
+done
 if "$helm" template tessera "$chart" --set scheduler.mode=both > /dev/null 2> "$work/bad-mode.err"; then
   fail "scheduler.mode=both rendered"
 fi
@@ -155,7 +166,7 @@ drop_namespace "$ns"; drop_namespace "$docs_ns"   # left by an earlier run on th
 "$kubectl" version -o json | python3 -c 'import json,sys; print("server", json.load(sys.stdin)["serverVersion"]["gitVersion"])'
 "$kubectl" create namespace "$docs_ns" --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
 "$kubectl" create namespace "$ns" --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
-for f in default configonly sim; do
+for f in default configonly sim gpushare-rendered; do
   "$kubectl" apply --dry-run=server --validate=strict -f "$work/$f.yaml" > "$work/$f.dry-run"
   echo "$f: $(wc -l < "$work/$f.dry-run") objects accepted"
 done
