@@ -3,7 +3,8 @@
 # Idempotent: packages already present are not touched, so a second run is
 # quick and needs no network. Later components add their packages here.
 # Then builds the local control plane (kube-apiserver, kube-scheduler, kubectl,
-# etcd) from pinned Go modules; skip that with TESSERA_SKIP_CONTROLPLANE=1.
+# etcd) and helm (for the chart test) from pinned Go modules; skip that with
+# TESSERA_SKIP_CONTROLPLANE=1.
 set -euo pipefail
 
 PACKAGES=(
@@ -84,5 +85,6 @@ fetch_cuda_headers 13.0.96 "$CUDA_HEADERS_DIR/13.0" nvidia/ nvidia-cuda-runtime=
 
 if [[ "${TESSERA_SKIP_CONTROLPLANE:-0}" != 1 ]]; then
   "$(dirname "${BASH_SOURCE[0]}")/../tools/controlplane/build.sh"
+  "$(dirname "${BASH_SOURCE[0]}")/../tools/controlplane/build-helm.sh"
 fi
 echo "setup: done"

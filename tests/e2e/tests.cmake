@@ -30,3 +30,17 @@ tessera_cluster_test(e2e_compat_test SRCS ${CMAKE_CURRENT_LIST_DIR}/compat_test.
                      DEPS tessera_kubelet_sim tessera_test_support yaml-cpp LABELS e2e)
 set_tests_properties(e2e_compat_test PROPERTIES TIMEOUT 300)
 add_dependencies(e2e_compat_test tessera-scheduler tessera-node)
+
+# The Helm chart (deploy/helm/tessera): linted, rendered, validated by the
+# fixture's API server, installed, upgraded and uninstalled as docs/install.md
+# says, RBAC checked with `kubectl auth can-i`, and its configuration run: the
+# binaries with the rendered args, config files and ServiceAccount tokens
+# schedule and allocate a pod. helm comes from scripts/setup.sh
+# (tools/controlplane/build-helm.sh).
+add_test(NAME e2e_helm_chart_test COMMAND ${CMAKE_CURRENT_LIST_DIR}/helm_chart_test.sh)
+set_tests_properties(e2e_helm_chart_test PROPERTIES
+  FIXTURES_REQUIRED cluster
+  RESOURCE_LOCK cluster
+  LABELS e2e
+  TIMEOUT 600
+  ENVIRONMENT "TESSERA_TEST_KUBECONFIG=${TESSERA_TEST_CLUSTER_DIR}/kubeconfig;TESSERA_TEST_CLUSTER_DIR=${TESSERA_TEST_CLUSTER_DIR};TESSERA_BIN_DIR=${CMAKE_BINARY_DIR}/bin")

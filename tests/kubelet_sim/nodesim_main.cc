@@ -5,6 +5,7 @@
 //
 //   tessera-nodesim examples/cluster/nodes.yaml --kubeconfig DIR/kubeconfig
 //                   --log-dir DIR/logs --pid-dir DIR/pids --ready-file DIR/nodesim.ready
+//                   [--agent-flag=--log-level=debug ...]
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -32,6 +33,8 @@ struct NodesimFlags {
   std::string pid_dir;
   std::string ready_file;
   int ready_timeout_s = 60;
+  std::vector<std::string> agent_flags;  // appended to every tessera-node's flags
+  std::string agent_kubeconfig;          // the agents' own credentials; "": --kubeconfig
 };
 
 // One line per node: name, GPUs, slots, where /metrics and the agent's log are.
@@ -105,10 +108,12 @@ int Run(const NodesimFlags& flags, const sigset_t& signals) {
 
   NodeFarmOptions options;
   options.bin_dir = bin_dir;
-  options.kubeconfig = flags.kubeconfig;  // "": each tessera-node resolves it as we did
+  // "": each tessera-node resolves it as we did
+  options.kubeconfig = flags.agent_kubeconfig.empty() ? flags.kubeconfig : flags.agent_kubeconfig;
   options.log_dir = flags.log_dir;
   options.pid_dir = flags.pid_dir;
   options.ready_timeout = std::chrono::seconds(flags.ready_timeout_s);
+  options.agent_flags = flags.agent_flags;
   kube::Client client(std::move(config).value());
   auto farm = NodeFarm::Start(client, std::move(nodes).value(), options);
   if (!farm.ok()) {
@@ -144,6 +149,12 @@ int main(int argc, char** argv) {
   app.add_option("--ready-timeout", flags.ready_timeout_s, "seconds each node may take to list its slots")
       ->capture_default_str()
       ->check(CLI::Range(1, 3600));
+  app.add_option("--agent-kubeconfig", flags.agent_kubeconfig,
+                 "kubeconfig of the tessera-node processes when not --kubeconfig's (e.g. a ServiceAccount's "
+                 "token, to run them with exactly a chart's RBAC; the Node objects are still made with --kubeconfig)");
+  app.add_option("--agent-flag", flags.agent_flags,
+                 "a flag appended to every tessera-node's command line, as --agent-flag=--log-level=debug "
+                 "(repeatable; the helm chart test passes the chart's flags this way)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help

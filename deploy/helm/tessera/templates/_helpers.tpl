@@ -1,0 +1,69 @@
+{{/* Base name of every object: the release name, cut to fit DNS labels. */}}
+{{- define "tessera.fullname" -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "tessera.labels" -}}
+app.kubernetes.io/part-of: tessera
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{/* selectorLabels COMPONENT: the labels a component's pods are selected by. */}}
+{{- define "tessera.selectorLabels" -}}
+app.kubernetes.io/name: {{ .component }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+{{- end -}}
+
+{{- define "tessera.image" -}}
+{{- $tag := .root.Values.image.tag | default .root.Chart.AppVersion -}}
+{{- printf "%s/%s:%s" .root.Values.image.registry .name $tag -}}
+{{- end -}}
+
+{{- define "tessera.extenderName" -}}{{ include "tessera.fullname" . }}-extender{{- end -}}
+{{- define "tessera.schedulerName" -}}{{ include "tessera.fullname" . }}-kube-scheduler{{- end -}}
+{{- define "tessera.nodeName" -}}{{ include "tessera.fullname" . }}-node{{- end -}}
+
+{{/* The extender's in-cluster URL, as kube-scheduler calls it. */}}
+{{- define "tessera.extenderURL" -}}
+http://{{ include "tessera.extenderName" . }}.{{ .Release.Namespace }}.svc:{{ .Values.extender.port }}
+{{- end -}}
+
+{{/* The KubeSchedulerConfiguration `extenders` list (docs/scheduler-extender.md). */}}
+{{- define "tessera.extenders" -}}
+extenders:
+- urlPrefix: {{ include "tessera.extenderURL" . }}
+  filterVerb: filter
+  prioritizeVerb: prioritize
+  bindVerb: bind
+  weight: {{ .Values.scheduler.extender.weight }}
+  nodeCacheCapable: true
+  httpTimeout: {{ .Values.scheduler.extender.httpTimeout }}
+  ignorable: {{ .Values.scheduler.extender.ignorable }}
+  managedResources:
+  - name: {{ .Values.resourceNames.gpu }}
+    ignoredByScheduler: false
+  - name: {{ .Values.resourceNames.gpuMem }}
+    ignoredByScheduler: true
+  - name: {{ .Values.resourceNames.gpuCore }}
+    ignoredByScheduler: true
+  {{- with .Values.scheduler.extender.extraManagedResources }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end -}}
+
+{{/* kube-scheduler's configuration file (mode deployment: a profile of its own). */}}
+{{- define "tessera.schedulerConfig" -}}
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+{{- if eq .Values.scheduler.mode "deployment" }}
+leaderElection:
+  leaderElect: {{ gt (int .Values.scheduler.replicas) 1 }}
+  resourceNamespace: {{ .Release.Namespace }}
+  resourceName: {{ include "tessera.schedulerName" . }}
+profiles:
+- schedulerName: {{ .Values.scheduler.name }}
+{{- end }}
+{{ include "tessera.extenders" . }}
+{{- end -}}

@@ -1,0 +1,405 @@
+#!/usr/bin/env bash
+# e2e_helm_chart_test: the Helm chart deploy/helm/tessera against the ctest
+# `cluster` fixture (real etcd, kube-apiserver, kube-scheduler of the pinned
+# release, tools/controlplane).
+#
+#  1. helm lint, and helm template with the default values, with
+#     scheduler.mode=configOnly, and with the simulated-node values below; a
+#     bad scheduler.mode must fail to render.
+#  2. kubectl apply --dry-run=server of each rendering: the API server of the
+#     pinned release validates every object against its own schemas
+#     (strict field validation: an unknown or misspelt field fails).
+#  3. The operator commands of docs/install.md, as written there: helm
+#     install, helm upgrade, helm uninstall (nothing of the release left).
+#  4. kubectl apply of the simulated rendering into a fresh namespace; the
+#     objects exist. Their pods never start: the fixture runs no
+#     kube-controller-manager and no kubelet, so Deployments and DaemonSets
+#     stay at zero pods.
+#  5. RBAC: kubectl auth can-i as each ServiceAccount, for every call its
+#     binary makes and for some it must not be able to make.
+#  6. The chart's configuration at work: tessera-scheduler, a kube-scheduler
+#     and tessera-node (under tessera-nodesim's kubelet stand-in) run with the
+#     args, env and config files read back from the applied Deployment,
+#     DaemonSet and ConfigMaps, each authenticated with a token of its own
+#     ServiceAccount (so with exactly the chart's RBAC), and a pod with the
+#     chart's schedulerName is scheduled through the extender, bound with its
+#     assignment and allocated by the node agent. Adapted, and only these:
+#     file paths (config files and host paths -> temporary files/folders),
+#     listen addresses and ports (127.0.0.1, free ports), the API server
+#     (a kubeconfig with the ServiceAccount's token instead of the in-cluster
+#     one), and the node agent's timing flags, which tessera-nodesim sets.
+set -euo pipefail
+: "${TESSERA_TEST_KUBECONFIG:?}" "${TESSERA_TEST_CLUSTER_DIR:?}" "${TESSERA_BIN_DIR:?}"
+src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cpbin="${TESSERA_CONTROLPLANE_BIN:-$src/tools/controlplane/bin}"
+helm="$cpbin/helm" kubectl="$cpbin/kubectl"
+for t in "$helm" "$kubectl" "$cpbin/kube-scheduler" "$TESSERA_BIN_DIR/tessera-scheduler" \
+         "$TESSERA_BIN_DIR/tessera-node" "$TESSERA_BIN_DIR/tessera-nodesim"; do
+  [[ -x "$t" ]] || { echo "FAIL: $t missing (scripts/setup.sh builds helm; the build builds the rest)"; exit 1; }
+done
+export KUBECONFIG="$TESSERA_TEST_KUBECONFIG"
+chart="$src/deploy/helm/tessera"
+work="$(mktemp -d "${TMPDIR:-/tmp}/tessera-helm-test.XXXXXX")"
+ns=tessera-chart-e2e          # step 4-6 namespace
+rel=tessera-e2e               # ... and release name
+docs_ns=tessera-system        # step 3, as docs/install.md writes it
+pids=()
+
+step() { echo; echo "=== $*"; }
+fail() { echo "FAIL: $*"; exit 1; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# The fixture runs no kube-controller-manager, so no namespace controller: a
+# deleted namespace stays Terminating. Empty it, then finalize it by hand.
+drop_namespace() {
+  local n=$1
+  "$kubectl" get namespace "$n" >/dev/null 2>&1 || return 0
+  "$kubectl" -n "$n" delete pods --all --grace-period=0 --force >/dev/null 2>&1 || true
+  "$kubectl" -n "$n" delete all,configmaps,serviceaccounts,roles,rolebindings,leases,events,secrets --all \
+    --wait=false >/dev/null 2>&1 || true
+  "$kubectl" delete namespace "$n" --wait=false >/dev/null 2>&1 || true
+  "$kubectl" get namespace "$n" -o json \
+    | python3 -c 'import json,sys; n=json.load(sys.stdin); n["spec"]["finalizers"]=[]; print(json.dumps(n))' \
+    | "$kubectl" replace --raw "/api/v1/namespaces/$n/finalize" -f - >/dev/null
+  for _ in $(seq 50); do "$kubectl" get namespace "$n" >/dev/null 2>&1 || return 0; sleep 0.2; done
+  echo "namespace $n still there"; return 1
+}
+cleanup() {
+  local rc=$?
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  if ((rc != 0)); then
+    for f in "$work"/*.log "$work"/logs/*.log; do
+      [[ -f "$f" ]] && { echo "--- last lines of $f"; tail -n 25 "$f"; }
+    done
+  fi
+  "$kubectl" delete -f "$work/sim.yaml" --ignore-not-found --wait=false >/dev/null 2>&1 || true
+  "$helm" uninstall tessera --namespace "$docs_ns" >/dev/null 2>&1 || true
+  drop_namespace "$ns" || true
+  drop_namespace "$docs_ns" || true
+  "$kubectl" delete node helm-gpu --ignore-not-found --wait=false >/dev/null 2>&1 || true
+  rm -rf "$work"
+  exit $rc
+}
+trap cleanup EXIT
+
+# Values of the simulated node (steps 4-6): GPUs from a file, not NVML.
+cat > "$work/sim-values.yaml" <<'VALUES'
+node:
+  gpuSource: file
+  logLevel: debug
+  simulatedGpus: |
+    - {index: 0, uuid: GPU-helm-0, model: A100, memMiB: 40960, sms: 108}
+  extraArgs: [--usage-interval-ms=1000]     # the pass-through values, with settings the binaries know
+extender:
+  extraArgs: [--log-level=debug]
+  extraConfig: {seed: 7}
+scheduler:
+  extender:
+    extraManagedResources: [{name: example.com/gpu-share, ignoredByScheduler: true}]
+VALUES
+
+step "0. docs/install.md agrees with this test and with values.yaml"
+python3 - "$src/docs/install.md" "${BASH_SOURCE[0]}" "$chart/values.yaml" <<'PY'
+import re, sys
+doc, script, values = (open(p).read() for p in sys.argv[1:4])
+# Every command in a block marked *tested* is a line of this script.
+blocks = re.findall(r"\*tested\*:\s*```sh\n(.*?)```", doc, re.S)
+cmds = [l.strip() for b in blocks for l in b.splitlines() if l.strip()]
+lines = {l.strip() for l in script.splitlines()}
+missing = [c for c in cmds if c not in lines]
+if not cmds or missing:
+    sys.exit(f"docs/install.md commands not run by the test: {missing or 'no tested blocks'}")
+# Every leaf of values.yaml is in the values table.
+stack, leaves = [], []
+for line in values.splitlines():
+    m = re.match(r"^( *)([A-Za-z][\w]*):(.*)$", line)
+    if not m or line.lstrip().startswith("#"):
+        continue
+    depth = len(m.group(1)) // 2
+    stack = stack[:depth] + [m.group(2)]
+    rest = m.group(3).split(" #")[0].strip()
+    if rest:
+        leaves.append(".".join(stack))
+# Keys whose value is a block (Kubernetes fields, not chart settings) are
+# documented as one row.
+blocks = ("node.nodeSelector", "node.tolerations", "extender.resources", "scheduler.resources", "node.resources")
+leaves = [k for k in leaves if not k.startswith(tuple(b + "." for b in blocks))] + list(blocks)
+undocumented = [k for k in leaves if f"| `{k}` |" not in doc]
+if undocumented:
+    sys.exit(f"values not in docs/install.md's table: {undocumented}")
+print(f"docs: {len(cmds)} tested commands present; {len(leaves)} values documented")
+PY
+
+step "1. helm lint and helm template"
+"$helm" lint "$chart"
+"$helm" lint "$chart" --set scheduler.mode=configOnly
+"$helm" lint "$chart" -f "$work/sim-values.yaml"
+"$helm" template tessera "$chart" --namespace "$docs_ns" > "$work/default.yaml"
+"$helm" template tessera "$chart" --namespace "$docs_ns" --set scheduler.mode=configOnly > "$work/configonly.yaml"
+"$helm" template "$rel" "$chart" --namespace "$ns" -f "$work/sim-values.yaml" > "$work/sim.yaml"
+# docs/install.md's gpushare values, as the page shows them.
+python3 - "$src/docs/install.md" > "$work/gpushare.yaml" <<'PY'
+import re, sys
+doc = open(sys.argv[1]).read()
+section = doc[doc.index("## gpushare and HAMi manifests"):]
+print(re.search(r"```yaml\n(.*?)```", section, re.S).group(1), end="")
+PY
+"$helm" template tessera "$chart" --namespace "$docs_ns" -f "$work/gpushare.yaml" > "$work/gpushare-rendered.yaml"
+for want in 'frontEnds:' 'gpuMem: aliyun.com/gpu-mem' '- --gpushare=true' 'name: aliyun.com/gpu-mem'; do
+  grep -qF -- "$want" "$work/gpushare-rendered.yaml" || fail "docs' gpushare values: no '$want' in the rendering"
+done
+if "$helm" template tessera "$chart" --set scheduler.mode=both > /dev/null 2> "$work/bad-mode.err"; then
+  fail "scheduler.mode=both rendered"
+fi
+grep -q "scheduler.mode must be deployment or configOnly" "$work/bad-mode.err" || fail "bad mode: $(cat "$work/bad-mode.err")"
+kinds() { grep '^kind:' "$1" | sort | uniq -c | tr -s ' ' | tr '\n' ';'; }
+echo "default:    $(kinds "$work/default.yaml")"
+echo "configOnly: $(kinds "$work/configonly.yaml")"
+[[ $(grep -c '^kind: Deployment' "$work/default.yaml") == 2 ]] || fail "default: expected 2 Deployments (extender, kube-scheduler)"
+[[ $(grep -c '^kind: Deployment' "$work/configonly.yaml") == 1 ]] || fail "configOnly: expected only the extender's Deployment"
+grep -q 'schedulerName: tessera-scheduler' "$work/default.yaml" || fail "default: no tessera-scheduler profile"
+if grep -q 'schedulerName:' "$work/configonly.yaml"; then fail "configOnly: renders a profile"; fi
+grep -q 'urlPrefix: http://tessera-extender.tessera-system.svc:12345' "$work/configonly.yaml" || fail "configOnly: no extender entry"
+
+step "2. kubectl apply --dry-run=server against the pinned release's API server"
+drop_namespace "$ns"; drop_namespace "$docs_ns"   # left by an earlier run on this cluster
+"$kubectl" version -o json | python3 -c 'import json,sys; print("server", json.load(sys.stdin)["serverVersion"]["gitVersion"])'
+"$kubectl" create namespace "$docs_ns" --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
+"$kubectl" create namespace "$ns" --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
+for f in default configonly sim gpushare-rendered; do
+  "$kubectl" apply --dry-run=server --validate=strict -f "$work/$f.yaml" > "$work/$f.dry-run"
+  echo "$f: $(wc -l < "$work/$f.dry-run") objects accepted"
+done
+# The validation is real: a misspelt field is refused.
+sed 's/^  replicas:/  replicaz:/' "$work/default.yaml" > "$work/misspelt.yaml"
+if "$kubectl" apply --dry-run=server --validate=strict -f "$work/misspelt.yaml" > /dev/null 2> "$work/misspelt.err"; then
+  fail "a misspelt field passed the server's validation"
+fi
+grep -q 'unknown field "spec.replicaz"' "$work/misspelt.err" || fail "misspelt: $(cat "$work/misspelt.err")"
+
+step "3. docs/install.md: install, upgrade, uninstall"
+# These commands are docs/install.md's, word for word (tests/docs_commands_test.sh
+# checks that the page still has them).
+cd "$src"
+helm() { "$cpbin/helm" "$@"; }
+kubectl() { "$cpbin/kubectl" "$@"; }
+{
+  helm install tessera deploy/helm/tessera --namespace tessera-system --create-namespace
+} | tee "$work/install.out"
+grep -q 'STATUS: deployed' "$work/install.out" || fail "helm install: not deployed"
+grep -q 'spec.schedulerName: tessera-scheduler' "$work/install.out" || fail "helm install: NOTES.txt not shown"
+kubectl -n tessera-system get deployments,daemonsets,services,configmaps,serviceaccounts -l app.kubernetes.io/instance=tessera
+helm upgrade tessera deploy/helm/tessera --namespace tessera-system --reuse-values --set extender.policy=bestfit
+kubectl -n tessera-system get configmap tessera-extender -o jsonpath='{.data.tessera-scheduler\.yaml}' | grep -q 'policy: bestfit' \
+  || fail "helm upgrade: the extender's policy did not change"
+helm history tessera --namespace tessera-system
+[[ "$(helm history tessera --namespace tessera-system -o json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')" == 2 ]] \
+  || fail "helm history: expected 2 revisions"
+helm uninstall tessera --namespace tessera-system
+kubectl delete namespace tessera-system --wait=false
+unset -f helm kubectl
+drop_namespace "$docs_ns"
+left="$("$kubectl" get clusterroles,clusterrolebindings -l app.kubernetes.io/instance=tessera -o name)"
+[[ -z "$left" ]] || fail "helm uninstall left: $left"
+
+step "4. kubectl apply of the rendering into namespace $ns"
+"$kubectl" apply -f "$work/sim.yaml"
+for o in deployment/$rel-extender deployment/$rel-kube-scheduler daemonset/$rel-node service/$rel-extender \
+         configmap/$rel-extender configmap/$rel-kube-scheduler configmap/$rel-node-gpus \
+         serviceaccount/$rel-extender serviceaccount/$rel-node serviceaccount/$rel-kube-scheduler \
+         role/$rel-extender rolebinding/$rel-extender role/$rel-kube-scheduler; do
+  "$kubectl" -n "$ns" get "$o" -o name >/dev/null || fail "$o not created"
+done
+"$kubectl" get clusterrole/$rel-extender clusterrole/$rel-node clusterrolebinding/$rel-kube-scheduler -o name >/dev/null
+echo "every object created (no pods: the fixture has no controller-manager or kubelet)"
+
+step "5. RBAC: kubectl auth can-i as each ServiceAccount"
+can() {  # can yes|no SA VERB RESOURCE[/NAME][#SUBRESOURCE] [NAMESPACE]
+  local want=$1 sa=$2 verb=$3 res=$4 in=${5:-}
+  local got sub=()
+  [[ "$res" == *"#"* ]] && sub=(--subresource "${res#*#}")
+  got="$("$kubectl" auth can-i "$verb" "${res%%#*}" "${sub[@]}" --as="system:serviceaccount:$ns:$sa" ${in:+-n "$in"} 2>/dev/null || true)"
+  [[ "$got" == "$want" ]] || fail "can-i $verb $res${in:+ -n $in} as $sa: got '$got', want '$want'"
+  printf '  %-3s %-22s %-6s %s%s\n' "$want" "$sa" "$verb" "$res" "${in:+ (namespace $in)}"
+}
+ext=$rel-extender node=$rel-node ks=$rel-kube-scheduler
+# tessera-scheduler: ledger watches, bind, wake, leader election in its namespace.
+for v in get list watch; do can yes $ext $v nodes; can yes $ext $v pods; done
+can yes $ext patch pods;  can yes $ext create pods#binding
+can yes $ext create leases.coordination.k8s.io "$ns"
+can yes $ext get leases.coordination.k8s.io/tessera-scheduler "$ns"
+can yes $ext update leases.coordination.k8s.io/tessera-scheduler "$ns"
+can no  $ext update leases.coordination.k8s.io/tessera-scheduler kube-system
+can no  $ext update leases.coordination.k8s.io/other "$ns"
+can no  $ext delete pods;  can no $ext patch nodes;  can no $ext get secrets;  can no $ext create pods
+# tessera-node: its Node's inventory, its pods' annotations, Events.
+can yes $node get nodes;  can yes $node patch nodes
+for v in get list watch patch; do can yes $node $v pods; done
+can yes $node create events default
+can no  $node create pods#binding;  can no $node delete nodes;  can no $node delete pods
+can no  $node get secrets;  can no $node update nodes#status
+# The chart's kube-scheduler: the system:kube-scheduler role, its own Lease.
+can yes $ks create pods#binding;  can yes $ks watch nodes
+can yes $ks update leases.coordination.k8s.io/$ks "$ns"
+can no  $ks get secrets
+
+step "6. the chart's configuration schedules and allocates a pod"
+jp() { "$kubectl" -n "$ns" get "$1" -o "jsonpath=$2"; }
+sa_kubeconfig() {  # sa_kubeconfig SA FILE: the admin kubeconfig with SA's token instead
+  local token; token="$("$kubectl" -n "$ns" create token "$1" --duration=1h)"
+  sed "s|^\(\s*token:\).*|\1 $token|" "$KUBECONFIG" > "$2"
+  chmod 600 "$2"
+  [[ "$(KUBECONFIG="$2" "$kubectl" auth whoami -o jsonpath='{.status.userInfo.username}')" == "system:serviceaccount:$ns:$1" ]] \
+    || fail "kubeconfig of $1 does not authenticate as it"
+}
+sa_kubeconfig $ext "$work/extender.kubeconfig"
+sa_kubeconfig $node "$work/node.kubeconfig"
+sa_kubeconfig $ks "$work/kube-scheduler.kubeconfig"
+
+# tessera-scheduler: the Deployment's args, its ConfigMap as the config file.
+ext_port="$(free_port)"
+jp configmap/$ext '{.data.tessera-scheduler\.yaml}' \
+  | sed -e "s|^listenAddress: .*|listenAddress: 127.0.0.1|" -e "s|^port: .*|port: $ext_port|" > "$work/tessera-scheduler.yaml"
+mapfile -t ext_args < <(jp deployment/$ext '{range .spec.template.spec.containers[0].args[*]}{@}{"\n"}{end}')
+[[ "${ext_args[*]}" == "--config=/etc/tessera/tessera-scheduler.yaml --log-level=debug" ]] || fail "extender args: ${ext_args[*]}"
+grep -qx 'seed: 7' "$work/tessera-scheduler.yaml" || fail "extender.extraConfig not in the config file"
+ext_args=("${ext_args[@]/#--config=\/etc\/tessera\//--config=$work/}")
+echo "tessera-scheduler ${ext_args[*]}   (KUBECONFIG: $ext's token)"
+KUBECONFIG="$work/extender.kubeconfig" setsid "$TESSERA_BIN_DIR/tessera-scheduler" "${ext_args[@]}" \
+  > "$work/tessera-scheduler.log" 2>&1 < /dev/null &
+pids+=($!)
+
+# kube-scheduler: the Deployment's command, its ConfigMap as the config file.
+jp configmap/$ks '{.data.scheduler-config\.yaml}' \
+  | sed "s|urlPrefix: http://$ext.$ns.svc:12345|urlPrefix: http://127.0.0.1:$ext_port|" > "$work/scheduler-config.yaml"
+grep -q "urlPrefix: http://127.0.0.1:$ext_port" "$work/scheduler-config.yaml" || fail "no extender URL to adapt"
+grep -q "name: example.com/gpu-share" "$work/scheduler-config.yaml" || fail "extraManagedResources not rendered"
+printf 'clientConnection:\n  kubeconfig: %s\n' "$work/kube-scheduler.kubeconfig" >> "$work/scheduler-config.yaml"
+mapfile -t ks_cmd < <(jp deployment/$ks '{range .spec.template.spec.containers[0].command[*]}{@}{"\n"}{end}')
+[[ "${ks_cmd[0]}" == kube-scheduler && "${ks_cmd[1]}" == --config=/etc/kubernetes/tessera/scheduler-config.yaml ]] \
+  || fail "kube-scheduler command: ${ks_cmd[*]}"
+ks_cmd=("$cpbin/kube-scheduler" "--config=$work/scheduler-config.yaml" "${ks_cmd[@]:2}"
+        --bind-address=127.0.0.1 "--secure-port=$(free_port)"
+        --authentication-skip-lookup --authentication-tolerate-lookup-failure)
+echo "${ks_cmd[*]}"
+setsid "${ks_cmd[@]}" > "$work/kube-scheduler.log" 2>&1 < /dev/null &
+pids+=($!)
+
+# tessera-node: the DaemonSet's args. Every path flag must name a hostPath
+# mounted at the same path (the agent hands these paths to the kubelet);
+# tessera-nodesim replaces those with its temporary folders, and sets the
+# timing flags itself. The rest are passed as rendered.
+"$kubectl" -n "$ns" get daemonset/$node -o json > "$work/ds.json"
+mapfile -t node_args < <(python3 - "$work/ds.json" <<'PY'
+import json, sys
+ds = json.load(open(sys.argv[1]))
+spec = ds["spec"]["template"]["spec"]
+c = next(c for c in spec["containers"] if c["name"] == "tessera-node")
+hostpaths = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
+mounts = [(m["mountPath"], m["name"]) for m in c["volumeMounts"]]
+set_by_nodesim = {"--device-plugin-dir", "--pod-resources-socket", "--library-host-path", "--preload-host-path",
+                  "--region-root", "--simulated-gpus", "--slots-per-gpu", "--metrics-bind-address",
+                  "--resync-ms", "--reconcile-interval-ms"}
+host_files = {"--library-host-path", "--preload-host-path"}  # mounted into workloads, not into the agent
+init = spec["initContainers"][0]
+init_dir = next(hostpaths[m["name"]] for m in init["volumeMounts"])
+for a in c["args"]:
+    flag, _, value = a.partition("=")
+    if flag in ("--device-plugin-dir", "--pod-resources-socket", "--region-root"):
+        ok = any((value == mp or value.startswith(mp + "/")) and hostpaths.get(n) == mp for mp, n in mounts)
+        if not ok:
+            sys.exit(f"{a}: no hostPath mounted at the same path")
+    if flag in host_files and not value.startswith(init_dir + "/"):
+        sys.exit(f"{a}: not in the folder the init step installs to ({init_dir})")
+    if flag not in set_by_nodesim:
+        print(f"--agent-flag={a}")
+env = {e["name"] for e in c.get("env", [])}
+if "NODE_NAME" not in env:
+    sys.exit("no NODE_NAME env")
+PY
+)
+echo "tessera-node flags as rendered: ${node_args[*]}"
+[[ " ${node_args[*]} " == *" --agent-flag=--usage-interval-ms=1000 "* ]] || fail "node.extraArgs not passed"
+slots="$(python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["spec"]["template"]["spec"]["containers"][0]["args"]; print([x.split("=")[1] for x in a if x.startswith("--slots-per-gpu=")][0])' "$work/ds.json")"
+jp configmap/$node-gpus '{.data.gpus\.yaml}' > "$work/chart-gpus.yaml"
+grep -q 'model: A100, memMiB: 40960' "$work/chart-gpus.yaml" || fail "simulated GPUs ConfigMap"
+cat > "$work/nodes.yaml" <<NODES
+slotsPerGpu: $slots
+nodes:
+- {name: helm-gpu, count: 1, cpu: "32", memory: 128Gi, gpus: {model: A100, memMiB: 40960, sms: 108, count: 1}}
+NODES
+mkdir -p "$work/logs"
+setsid "$TESSERA_BIN_DIR/tessera-nodesim" "$work/nodes.yaml" --kubeconfig "$KUBECONFIG" \
+  --agent-kubeconfig "$work/node.kubeconfig" --log-dir "$work/logs" --ready-file "$work/nodesim.ready" \
+  "${node_args[@]}" > "$work/nodesim.log" 2>&1 < /dev/null &
+pids+=($!)
+
+deadline=$((SECONDS + 90))
+until [[ -f "$work/nodesim.ready" ]] && curl -sf "http://127.0.0.1:$ext_port/readyz" >/dev/null; do
+  for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null || fail "a process exited early"; done
+  ((SECONDS < deadline)) || fail "extender or node not ready after 90 s"
+  sleep 0.5
+done
+echo "extender ready (leader), node agent registered: $(cat "$work/nodesim.ready")"
+holder="$("$kubectl" -n "$ns" get lease tessera-scheduler -o jsonpath='{.spec.holderIdentity}')"
+[[ -n "$holder" ]] || fail "no holder of the Lease $ns/tessera-scheduler"
+# A second replica of the same configuration stands by: not Ready, not binding.
+standby_port="$(free_port)"
+sed "s|^port: .*|port: $standby_port|" "$work/tessera-scheduler.yaml" > "$work/standby.yaml"
+KUBECONFIG="$work/extender.kubeconfig" setsid "$TESSERA_BIN_DIR/tessera-scheduler" --config="$work/standby.yaml" \
+  > "$work/tessera-scheduler-standby.log" 2>&1 < /dev/null &
+pids+=($!)
+deadline=$((SECONDS + 30))
+until [[ "$(curl -s "http://127.0.0.1:$standby_port/readyz" || true)" == *standby* ]]; do
+  ((SECONDS < deadline)) || fail "the second replica's /readyz does not say standby: $(curl -s "http://127.0.0.1:$standby_port/readyz")"
+  sleep 0.5
+done
+echo "Lease held by $holder; second replica: $(curl -s "http://127.0.0.1:$standby_port/readyz")"
+
+sched_name="$(awk '$2 == "schedulerName:" {print $3}' "$work/scheduler-config.yaml")"
+[[ "$sched_name" == tessera-scheduler ]] || fail "profile name: '$sched_name'"
+cat > "$work/pod.yaml" <<POD
+apiVersion: v1
+kind: Pod
+metadata: {name: chart-share, namespace: $ns}
+spec:
+  schedulerName: $sched_name
+  affinity:
+    nodeAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        nodeSelectorTerms:
+        - matchFields: [{key: metadata.name, operator: In, values: [helm-gpu]}]
+  containers:
+  - name: work
+    image: busybox
+    resources:
+      limits: {tessera.io/gpu: 1, tessera.io/gpu-mem: 4096, tessera.io/gpu-core: 25}
+POD
+"$kubectl" apply -f "$work/pod.yaml"
+deadline=$((SECONDS + 90))
+until [[ "$("$kubectl" -n "$ns" get pod chart-share -o jsonpath='{.status.phase}')" == Running ]]; do
+  ((SECONDS < deadline)) || { "$kubectl" -n "$ns" describe pod chart-share; fail "chart-share not Running after 90 s"; }
+  sleep 0.5
+done
+"$kubectl" -n "$ns" get pod chart-share -o json | python3 -c '
+import json, sys
+p = json.load(sys.stdin)
+a = p["metadata"].get("annotations", {})
+assert p["spec"]["nodeName"] == "helm-gpu", p["spec"].get("nodeName")
+assignment = a.get("tessera.io/assignment", "")
+assert "4096" in assignment, "assignment: " + assignment
+assert a.get("tessera.io/allocated") == "work", a
+print("bound to", p["spec"]["nodeName"], "with assignment", assignment, "; allocated:", a["tessera.io/allocated"])
+' || fail "chart-share's assignment or allocation"
+grep -q "bind $ns/chart-share -> node helm-gpu" "$work/tessera-scheduler.log" || fail "the leader did not bind chart-share"
+grep -q "filter $ns/chart-share" "$work/tessera-scheduler.log" || fail "kube-scheduler did not call the extender's filter"
+# What the agent's Allocate answer gave the container (the kubelet stand-in logs it).
+admitted="$(grep "admitted $ns/chart-share" "$work/nodesim.log" || true)"
+for want in '"TESSERA_GPU_MEM_LIMIT_MIB_0":"4096"' '"TESSERA_GPU_CORE_PERCENT_0":"25"' \
+            '"containerPath":"/etc/ld.so.preload"' '"containerPath":"/usr/local/lib/tessera/libtessera-cuda.so"'; do
+  grep -qF "$want" <<<"$admitted" || fail "the container was not given $want: $admitted"
+done
+echo "container env and mounts from the agent: limits 4096 MiB / 25 %, library and ld.so.preload mounted"
+"$kubectl" delete pod -n "$ns" chart-share --wait=false
+echo
+echo "PASS: chart rendered, validated, installed, upgraded, uninstalled; RBAC as claimed; its configuration scheduled and allocated a pod"
