@@ -424,12 +424,6 @@ TEST_F(NodePathTest, ContainerUsageReachesMetricsAnnotationEventsAndTop) {
   };
   auto holder = run({"alloc", "300", "term"}, "usage-holder.log");
   ASSERT_TRUE(holder.ok()) << holder.status().ToString();
-  // Past the 1024 MiB share: refused with CUDA_ERROR_OUT_OF_MEMORY (exit 7).
-  auto greedy = run({"alloc", "900", "exit"}, "usage-greedy.log");
-  ASSERT_TRUE(greedy.ok()) << greedy.status().ToString();
-  const int greedy_status = greedy->Stop(0, seconds(20));  // signal 0: just wait for it
-  EXPECT_TRUE(WIFEXITED(greedy_status) && WEXITSTATUS(greedy_status) == 7) << greedy_status;
-
   const std::string labels = "{node=\"" + farm_->node(0).info.name + "\",gpu=\"" + std::to_string(share.index) +
                              "\",uuid=\"" + share.uuid + "\",model=\"A100\",namespace=\"" + ns_ +
                              "\",pod=\"user\",container=\"main\"}";
@@ -449,6 +443,13 @@ TEST_F(NodePathTest, ContainerUsageReachesMetricsAnnotationEventsAndTop) {
   };
   const double mib = 1024.0 * 1024.0;
   wait_for("tessera_container_gpu_memory_used_bytes" + labels, 300 * mib);
+  // Once the holder holds its 300 MiB (so the order is certain), 900 more
+  // pass the 1024 MiB share: refused with CUDA_ERROR_OUT_OF_MEMORY (exit 7).
+  auto greedy = run({"alloc", "900", "exit"}, "usage-greedy.log");
+  ASSERT_TRUE(greedy.ok()) << greedy.status().ToString();
+  const int greedy_status = greedy->Stop(0, seconds(20));  // signal 0: just wait for it
+  EXPECT_TRUE(WIFEXITED(greedy_status) && WEXITSTATUS(greedy_status) == 7) << greedy_status;
+
   wait_for("tessera_container_gpu_memory_limit_bytes" + labels, 1024 * mib);
   wait_for("tessera_container_gpu_core_share_ratio" + labels, 0.3);
   wait_for("tessera_container_gpu_oom_refusals_total" + labels, 1);
