@@ -50,14 +50,17 @@ Status RegisterUsageMetrics(metrics::Registry& registry, const std::string& node
   auto per_gpu = [&](Spec spec, std::function<double(const GpuTotals&)> value) {
     return registry.AddCallback(spec.type, spec.name, spec.help, kGpuLabels, [s, node, value] {
       std::vector<Sample> out;
-      for (const GpuTotals& g : s->Get()->gpus) out.push_back({GpuLabels(node, g.gpu), value(g)});
+      // Held for the loop: a member of a temporary shared_ptr would be freed first.
+      const std::shared_ptr<const UsageSnapshot> snapshot = s->Get();
+      for (const GpuTotals& g : snapshot->gpus) out.push_back({GpuLabels(node, g.gpu), value(g)});
       return out;
     });
   };
   auto per_container = [&](Spec spec, std::function<double(const ContainerGpu&)> value) {
     return registry.AddCallback(spec.type, spec.name, spec.help, kContainerLabels, [s, node, value] {
       std::vector<Sample> out;
-      for (const ContainerGpu& c : s->Get()->containers) out.push_back({ContainerLabels(node, c), value(c)});
+      const std::shared_ptr<const UsageSnapshot> snapshot = s->Get();
+      for (const ContainerGpu& c : snapshot->containers) out.push_back({ContainerLabels(node, c), value(c)});
       return out;
     });
   };
