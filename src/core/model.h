@@ -80,6 +80,12 @@ struct PodRequest {
   std::vector<ContainerRequest> containers;
   Priority priority = Priority::kNormal;
   Isolation isolation = Isolation::kHook;
+  // Burst ceiling (tessera.io/gpu-core-limit) in core milli per GPU, for
+  // every GPU container: the node's arbiter may lend it idle time up to this,
+  // above its gpu-core request, which stays what is scheduled and guaranteed.
+  // 0: no ceiling beyond the policy (work-conserving `share`, or `hard`).
+  int64_t core_limit_milli = 0;
+  bool core_hard = false;  // tessera.io/gpu-core-policy: hard
 
   // Sum over containers of gpu_count * core_milli_per_gpu.
   int64_t TotalCoreMilli() const;

@@ -1,6 +1,7 @@
 #include "core/podspec.h"
 
 #include <algorithm>
+#include <charconv>
 #include <nlohmann/json.hpp>
 
 #include "core/codec.h"
@@ -187,6 +188,50 @@ Result<Isolation> ParseIsolation(const Json& annotations, std::string_view key) 
   }
   return InvalidArgument(std::string(key) + ": annotation " + std::string(kIsolationAnnotation) + ": \"" + text +
                          "\" is not one of hook, mps, none");
+}
+
+Result<bool> ParseCoreHard(const Json& annotations, std::string_view key) {
+  const Json* v = Member(annotations, kCorePolicyAnnotation);
+  if (v == nullptr) return false;
+  const std::string text = v->is_string() ? v->get<std::string>() : v->dump();
+  if (text == "share") return false;
+  if (text == "hard") return true;
+  return InvalidArgument(std::string(key) + ": annotation " + std::string(kCorePolicyAnnotation) + ": \"" +
+                         text + "\" is not one of share, hard");
+}
+
+// tessera.io/gpu-core-limit as core milli per GPU (0 when absent), checked
+// against the pod's GPU containers and policy.
+Result<int64_t> ParseCoreLimit(const Json& annotations, const PodRequest& req) {
+  const Json* v = Member(annotations, kCoreLimitAnnotation);
+  if (v == nullptr) return 0;
+  const std::string text = v->is_string() ? v->get<std::string>() : v->dump();
+  const std::string where = req.key + ": annotation " + std::string(kCoreLimitAnnotation) + ": \"" + text + "\"";
+  int64_t percent = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), percent);
+  if (ec != std::errc() || end != text.data() + text.size() || percent < 1 || percent > kMaxCorePercent)
+    return InvalidArgument(where + " is not a whole percent of one GPU from 1 to 100");
+  if (req.core_hard)
+    return InvalidArgument(where + ": a burst ceiling needs " + std::string(kCorePolicyAnnotation) +
+                           ": share (the default), not hard");
+  if (req.isolation == Isolation::kMps)
+    return InvalidArgument(where + ": MPS fixes a container's thread percentage at start; "
+                           "no burst with tessera.io/isolation: mps");
+  const int64_t milli = percent * (kCoreMilliPerGpu / kMaxCorePercent);
+  bool any = false;
+  for (const ContainerRequest& c : req.containers) {
+    if (c.gpu_count == 0) continue;
+    any = true;
+    if (c.core_milli_per_gpu == 0 || c.core_milli_per_gpu >= kCoreMilliPerGpu)
+      return InvalidArgument(where + ": container \"" + c.name +
+                             "\" asks for no fraction of a GPU's compute (gpu-core), so there is nothing to burst from");
+    if (milli < c.core_milli_per_gpu)
+      return InvalidArgument(where + " is below container \"" + c.name + "\"'s gpu-core request of " +
+                             std::to_string(c.core_milli_per_gpu / (kCoreMilliPerGpu / kMaxCorePercent)) +
+                             " %; the ceiling must be at least the request");
+  }
+  if (!any) return InvalidArgument(where + ": the pod asks for no GPU");
+  return milli;
 }
 
 // The names `c` uses among `candidates` (limits or requests), in that order.
@@ -416,12 +461,14 @@ Result<PodRequest> ReadPodRequest(const Json& pod, const ResourceNames& names) {
   TESSERA_ASSIGN_OR_RETURN(models.avoided, ParseModels(*annotations, kModelAvoidAnnotation, key));
   TESSERA_ASSIGN_OR_RETURN(req.priority, ParsePriority(*annotations, key));
   TESSERA_ASSIGN_OR_RETURN(req.isolation, ParseIsolation(*annotations, key));
+  TESSERA_ASSIGN_OR_RETURN(req.core_hard, ParseCoreHard(*annotations, key));
   for (const auto& c : containers) {
     TESSERA_ASSIGN_OR_RETURN(ContainerRequest cr,
                              ContainerGpus(c, ContainerWhere(key, "container", c.name), names));
     if (cr.gpu_count > 0) cr.models = models;
     req.containers.push_back(std::move(cr));
   }
+  TESSERA_ASSIGN_OR_RETURN(req.core_limit_milli, ParseCoreLimit(*annotations, req));
   TESSERA_RETURN_IF_ERROR(ValidateRequest(req));
   return req;
 }

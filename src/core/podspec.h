@@ -96,6 +96,12 @@ inline constexpr std::string_view kModelAnnotation = "tessera.io/gpu-model";
 inline constexpr std::string_view kModelAvoidAnnotation = "tessera.io/gpu-model-avoid";
 inline constexpr std::string_view kPriorityAnnotation = "tessera.io/priority";
 inline constexpr std::string_view kIsolationAnnotation = "tessera.io/isolation";
+// `share` (default: work-conserving) or `hard` (never above the gpu-core share).
+inline constexpr std::string_view kCorePolicyAnnotation = "tessera.io/gpu-core-policy";
+// Burst: the % of a GPU the arbiter may lend each GPU container when the GPU
+// has idle time (1-100, at least the container's gpu-core; `share` policy,
+// not with MPS).
+inline constexpr std::string_view kCoreLimitAnnotation = "tessera.io/gpu-core-limit";
 
 // "namespace/name" of a Pod object (namespace "default" when absent).
 // INVALID_ARGUMENT when `pod` is not an object or has no metadata.name.

@@ -60,6 +60,45 @@ TEST(PodSpecTest, IsolationAnnotation) {
       << bad.status().message();
 }
 
+TEST(PodSpecTest, CorePolicyAndBurstCeiling) {
+  const std::pair<std::string, Json> c = {"worker", {{"tessera.io/gpu-mem", "1024"}, {"tessera.io/gpu-core", "20"}}};
+  auto plain = Parse(Pod({c}));
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_FALSE(plain->core_hard);
+  EXPECT_EQ(plain->core_limit_milli, 0);
+  EXPECT_TRUE(Parse(Pod({c}, {{"tessera.io/gpu-core-policy", "hard"}}))->core_hard);
+  EXPECT_FALSE(Parse(Pod({c}, {{"tessera.io/gpu-core-policy", "share"}}))->core_hard);
+  EXPECT_EQ(Error(Pod({c}, {{"tessera.io/gpu-core-policy", "Hard"}})),
+            "team/p1: annotation tessera.io/gpu-core-policy: \"Hard\" is not one of share, hard");
+
+  auto burst = Parse(Pod({c}, {{"tessera.io/gpu-core-limit", "60"}}));
+  ASSERT_TRUE(burst.ok()) << burst.status().ToString();
+  EXPECT_EQ(burst->core_limit_milli, 600);
+  EXPECT_EQ(burst->containers[0].core_milli_per_gpu, 200);  // the request stays what is scheduled
+  EXPECT_EQ(Parse(Pod({c}, {{"tessera.io/gpu-core-limit", "20"}}))->core_limit_milli, 200);
+
+  for (const char* bad : {"0", "101", "60%", "0.5", "", "sixty", "-5"}) {
+    EXPECT_NE(Error(Pod({c}, {{"tessera.io/gpu-core-limit", bad}}))
+                  .find("is not a whole percent of one GPU from 1 to 100"),
+              std::string::npos)
+        << bad;
+  }
+  EXPECT_NE(Error(Pod({c}, {{"tessera.io/gpu-core-limit", "10"}})).find("below container \"worker\"'s gpu-core request of 20 %"),
+            std::string::npos);
+  EXPECT_NE(Error(Pod({c}, {{"tessera.io/gpu-core-limit", "60"}, {"tessera.io/gpu-core-policy", "hard"}}))
+                .find("needs tessera.io/gpu-core-policy: share"),
+            std::string::npos);
+  EXPECT_NE(Error(Pod({c}, {{"tessera.io/gpu-core-limit", "60"}, {"tessera.io/isolation", "mps"}}))
+                .find("no burst with tessera.io/isolation: mps"),
+            std::string::npos);
+  const std::pair<std::string, Json> mem_only = {"worker", {{"tessera.io/gpu-mem", "1024"}}};
+  EXPECT_NE(Error(Pod({mem_only}, {{"tessera.io/gpu-core-limit", "60"}})).find("nothing to burst from"),
+            std::string::npos);
+  const std::pair<std::string, Json> cpu_only = {"worker", {{"cpu", "1"}}};
+  EXPECT_NE(Error(Pod({cpu_only}, {{"tessera.io/gpu-core-limit", "60"}})).find("the pod asks for no GPU"),
+            std::string::npos);
+}
+
 TEST(PodSpecTest, CountAloneMeansWholeGpus) {
   auto r = Parse(Pod({{"train", {{"tessera.io/gpu", "2"}}}}));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
