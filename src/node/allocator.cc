@@ -65,7 +65,11 @@ Result<ContainerEnv> Allocator::Allocate(const std::vector<std::string>& device_
   record.policy = pod.core_hard ? CorePolicy::kHard : CorePolicy::kShare;
   record.priority = pod.priority;
   for (const core::GpuShare& g : container.gpus) {
-    record.slots.push_back(ArbiterSlot{g.index, static_cast<uint32_t>(std::clamp<int64_t>(g.core_milli, 0, 1000) * 1000)});
+    ArbiterSlot slot;
+    slot.gpu = g.index;
+    slot.share_ppm = static_cast<uint32_t>(std::clamp<int64_t>(g.core_milli, 0, 1000) * 1000);
+    slot.limit_ppm = static_cast<uint32_t>(std::clamp<int64_t>(pod.core_limit_milli, 0, 1000) * 1000);
+    record.slots.push_back(slot);
   }
   if (Status st = WriteArbiterRecord(env.region_host_dir, record); !st.ok()) {
     log_->warn("Allocate {}: {}; its compute share stays static", pod.Key(), st.message());

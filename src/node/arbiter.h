@@ -14,7 +14,9 @@
 //   3. Work conservation: what is left (idle containers' shares, held
 //      containers' shares above their floor, unassigned capacity) is divided
 //      among the active `share`-policy containers at P, in proportion to
-//      their shares. `hard` containers never get more than their share.
+//      their shares. `hard` containers never get more than their share, and
+//      a container with a burst ceiling (tessera.io/gpu-core-limit) never
+//      more than that ceiling; what one cannot take goes to the others.
 //   4. Idle containers not held get 0 while anyone is active (the gate of a
 //      container that becomes active shows it waiting, and the next pass
 //      grants it); when nobody is active everyone gets their share.
@@ -45,6 +47,8 @@ struct GrantOptions {
 // One container on the GPU.
 struct GrantEntry {
   uint32_t share_ppm = 0;  // its gpu-core share of this GPU
+  // Its burst ceiling on this GPU (`share` policy); 0: none (the whole GPU).
+  uint32_t limit_ppm = 0;
   CorePolicy policy = CorePolicy::kShare;
   core::Priority priority = core::Priority::kNormal;
   bool active = false;  // launched or waited at the gate recently

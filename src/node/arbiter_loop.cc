@@ -108,6 +108,7 @@ void ArbiterLoop::Step() {
       t.last_launches[i] = launches;
       GrantEntry e;
       e.share_ppm = t.spec.slots[i].share_ppm;
+      e.limit_ppm = t.spec.slots[i].limit_ppm;
       e.policy = t.spec.policy;
       if (cs.policy.load(std::memory_order_relaxed) == region::kPolicyHard) e.policy = CorePolicy::kHard;
       e.priority = t.spec.priority;
@@ -182,7 +183,11 @@ std::vector<ArbiterStats> ArbiterLoop::Snapshot() const {
 
 Status WriteArbiterRecord(const std::string& region_dir, const ArbiterContainer& c) {
   nlohmann::json slots = nlohmann::json::array();
-  for (const ArbiterSlot& s : c.slots) slots.push_back({{"gpu", s.gpu}, {"share_ppm", s.share_ppm}});
+  for (const ArbiterSlot& s : c.slots) {
+    nlohmann::json slot = {{"gpu", s.gpu}, {"share_ppm", s.share_ppm}};
+    if (s.limit_ppm != 0) slot["limit_ppm"] = s.limit_ppm;
+    slots.push_back(std::move(slot));
+  }
   const nlohmann::json j = {{"key", c.key},
                             {"slots", slots},
                             {"policy", c.policy == CorePolicy::kHard ? "hard" : "share"},
@@ -245,6 +250,7 @@ ArbiterLoop::Source RegionSource(std::string region_root) {
           ArbiterSlot slot;
           slot.gpu = s["gpu"].get<int>();
           slot.share_ppm = s.value("share_ppm", 0u);
+          slot.limit_ppm = s.value("limit_ppm", 0u);
           c.slots.push_back(slot);
         }
         if (!ok) continue;

@@ -45,6 +45,7 @@ namespace tessera::node {
 struct ArbiterSlot {
   int gpu = 0;             // physical GPU index on the node
   uint32_t share_ppm = 0;  // the container's gpu-core share of it
+  uint32_t limit_ppm = 0;  // its burst ceiling there (tessera.io/gpu-core-limit); 0: none
 };
 
 struct ArbiterContainer {

@@ -176,7 +176,7 @@ TEST(ArbiterLoopTest, RecordsRoundTripThroughTheRegionSource) {
   c.region_dir = root.path() + "/uid-1/worker";
   c.policy = CorePolicy::kHard;
   c.priority = core::Priority::kHigh;
-  c.slots = {ArbiterSlot{3, 250'000}, ArbiterSlot{5, 1'000'000}};
+  c.slots = {ArbiterSlot{3, 250'000, 0}, ArbiterSlot{5, 1'000'000, 400'000}};
   std::filesystem::create_directories(c.region_dir);
   ASSERT_TRUE(WriteArbiterRecord(c.region_dir, c).ok());
   std::vector<ArbiterContainer> got = RegionSource(root.path())();
@@ -188,6 +188,8 @@ TEST(ArbiterLoopTest, RecordsRoundTripThroughTheRegionSource) {
   ASSERT_EQ(got[0].slots.size(), 2u);
   EXPECT_EQ(got[0].slots[1].gpu, 5);
   EXPECT_EQ(got[0].slots[0].share_ppm, 250'000u);
+  EXPECT_EQ(got[0].slots[0].limit_ppm, 0u);
+  EXPECT_EQ(got[0].slots[1].limit_ppm, 400'000u);
 }
 
 }  // namespace

@@ -66,6 +66,54 @@ TEST(ArbiterTest, AHardContainerNeverGetsMoreThanItsShare) {
   EXPECT_EQ(g[1].ppm, 700'000u);
 }
 
+GrantEntry Burst(uint32_t share_ppm, uint32_t limit_ppm, bool active) {
+  GrantEntry e = E(share_ppm, active);
+  e.limit_ppm = limit_ppm;
+  return e;
+}
+
+TEST(ArbiterTest, ABurstContainerAloneGetsItsCeiling) {
+  // gpu-core 20 %, tessera.io/gpu-core-limit 60 %: idle neighbour of 80 %.
+  auto g = ComputeGrants({Burst(200'000, 600'000, true), E(800'000, false)}, {});
+  EXPECT_EQ(g[0].ppm, 600'000u);
+  EXPECT_EQ(g[1].ppm, 0u);
+}
+
+TEST(ArbiterTest, ABurstContainerFallsBackToItsRequestWhenTheOwnerIsActive) {
+  auto g = ComputeGrants({Burst(200'000, 600'000, true), E(800'000, true)}, {});
+  EXPECT_EQ(g[0].ppm, 200'000u);
+  EXPECT_EQ(g[1].ppm, 800'000u);
+}
+
+TEST(ArbiterTest, WhatACappedContainerCannotTakeGoesToTheOthers) {
+  // 500'000 left over: split 1:1 would give each 250'000, but the burst
+  // container stops at 300'000 (50'000 more); the rest goes to the other.
+  auto g = ComputeGrants({Burst(250'000, 300'000, true), E(250'000, true)}, {});
+  EXPECT_EQ(g[0].ppm, 300'000u);
+  EXPECT_GE(g[1].ppm, 699'999u);
+  EXPECT_LE(Sum(g), kGrantPpm);
+  // Two capped containers leave the rest of the GPU unassigned.
+  auto both = ComputeGrants({Burst(100'000, 300'000, true), Burst(100'000, 200'000, true)}, {});
+  EXPECT_EQ(both[0].ppm, 300'000u);
+  EXPECT_EQ(both[1].ppm, 200'000u);
+}
+
+TEST(ArbiterTest, ACeilingBelowTheShareIsTheShare) {
+  auto g = ComputeGrants({Burst(400'000, 100'000, true)}, {});
+  EXPECT_EQ(g[0].ppm, 400'000u);
+}
+
+TEST(ArbiterTest, AHeldBurstContainerKeepsOnlyItsFloor) {
+  GrantEntry high = E(500'000, true, Priority::kHigh);
+  GrantEntry low = Burst(200'000, 600'000, true);
+  low.priority = Priority::kLow;
+  GrantOptions o;
+  o.min_share_percent = 10;
+  auto g = ComputeGrants({high, low}, o);
+  EXPECT_TRUE(g[1].held);
+  EXPECT_EQ(g[1].ppm, 20'000u);
+}
+
 TEST(ArbiterTest, AnActiveHighPriorityContainerHoldsTheLowerOnes) {
   auto g = ComputeGrants({E(300'000, true, Priority::kHigh), E(400'000, true, Priority::kNormal),
                           E(300'000, true, Priority::kLow)},

@@ -1,6 +1,7 @@
 #include "node/identify.h"
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <set>
 #include <sstream>
@@ -88,6 +89,13 @@ std::optional<PendingPod> PendingPodFrom(const nlohmann::json& pod, const std::s
                : priority == "low" ? core::Priority::kLow
                                    : core::Priority::kNormal;
   p.core_hard = Str(annotations, kCorePolicyAnnotation) == "hard";
+  if (const std::string limit = Str(annotations, kCoreLimitAnnotation); !limit.empty() && !p.core_hard) {
+    int percent = 0;
+    const auto [end, ec] = std::from_chars(limit.data(), limit.data() + limit.size(), percent);
+    if (ec == std::errc() && end == limit.data() + limit.size() && percent >= 1 && percent <= 100) {
+      p.core_limit_milli = percent * 10;
+    }
+  }
   const std::set<std::string> done(p.allocated.begin(), p.allocated.end());
   for (const char* list : {"initContainers", "containers"}) {
     const auto it = spec.find(list);

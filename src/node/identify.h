@@ -15,6 +15,7 @@
 
 #include "core/codec.h"
 #include "core/model.h"
+#include "core/podspec.h"
 #include "core/status.h"
 
 namespace tessera::node {
@@ -35,7 +36,10 @@ struct PendingContainer {
 
 // Pod annotation: `hard` caps each container at its gpu-core share even when
 // the GPU is otherwise idle; `share` (default) lets the arbiter give it idle time.
-inline constexpr const char* kCorePolicyAnnotation = "tessera.io/gpu-core-policy";
+inline constexpr const char* kCorePolicyAnnotation = core::kCorePolicyAnnotation.data();
+// Pod annotation: the burst ceiling, in % of one GPU, up to which the arbiter
+// may lend a `share` container idle time (core/podspec.h).
+inline constexpr const char* kCoreLimitAnnotation = core::kCoreLimitAnnotation.data();
 
 // A pod bound to this node with an assignment not yet fully allocated.
 struct PendingPod {
@@ -52,6 +56,9 @@ struct PendingPod {
   std::map<std::string, nlohmann::json> specs;
   core::Priority priority = core::Priority::kNormal;  // tessera.io/priority (unreadable: normal)
   bool core_hard = false;  // tessera.io/gpu-core-policy: hard (default share: work-conserving)
+  // tessera.io/gpu-core-limit in core milli per GPU (the extender checked
+  // it); 0 when absent or unreadable: no burst ceiling.
+  int64_t core_limit_milli = 0;
   std::string Key() const { return ns + "/" + name; }
 };
 

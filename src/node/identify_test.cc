@@ -86,6 +86,23 @@ TEST(PendingPodsTest, PriorityAndCorePolicyComeFromTheAnnotations) {
   EXPECT_EQ(PendingPodFrom(low, "n1")->priority, core::Priority::kLow);
 }
 
+TEST(PendingPodsTest, BurstCeilingComesFromTheAnnotation) {
+  json plain = Pod("p", "t", {{"main", {"GPU-a"}}});
+  EXPECT_EQ(PendingPodFrom(plain, "n1")->core_limit_milli, 0);
+  json burst = plain;
+  burst["metadata"]["annotations"]["tessera.io/gpu-core-limit"] = "60";
+  EXPECT_EQ(PendingPodFrom(burst, "n1")->core_limit_milli, 600);
+  // The extender refuses these; should one get here, no ceiling is set.
+  for (const char* bad : {"0", "101", "60%", "x"}) {
+    json b = plain;
+    b["metadata"]["annotations"]["tessera.io/gpu-core-limit"] = bad;
+    EXPECT_EQ(PendingPodFrom(b, "n1")->core_limit_milli, 0) << bad;
+  }
+  json hard = burst;
+  hard["metadata"]["annotations"]["tessera.io/gpu-core-policy"] = "hard";
+  EXPECT_EQ(PendingPodFrom(hard, "n1")->core_limit_milli, 0);
+}
+
 TEST(PendingPodsTest, SortOldestFirstByAssignedAtThenCreationThenName) {
   auto make = [](const std::string& name, const std::string& assigned_at, const std::string& created_at) {
     PendingPod p;

@@ -174,6 +174,21 @@ class NodePathTest : public ExtenderSuite {
     return a.ok() ? a.value() : core::Assignment{};
   }
 
+  // A "process of the container" `uid`/main on node 0: the fake-CUDA client
+  // with `envs` (its Allocate env), its region on the host and the
+  // interception library preloaded.
+  Result<ChildProcess> RunInContainer(const std::string& uid, const json& envs, const std::vector<std::string>& args,
+                                      const std::string& log, const std::vector<std::string>& extra_env = {}) {
+    std::vector<std::string> argv = {"/usr/bin/env"};
+    for (const auto& [name, value] : envs.items()) argv.push_back(name + "=" + value.get<std::string>());
+    argv.push_back("TESSERA_REGION_DIR=" + farm_->RegionRoot(0) + "/" + uid + "/main");
+    argv.push_back(std::string("LD_PRELOAD=") + std::getenv("TESSERA_TEST_PRELOAD"));
+    argv.insert(argv.end(), extra_env.begin(), extra_env.end());
+    argv.push_back(std::getenv("TESSERA_TEST_CLIENT"));
+    argv.insert(argv.end(), args.begin(), args.end());
+    return ChildProcess::Start(argv, env_->dir + "/logs/" + log);
+  }
+
   std::unique_ptr<NodeFarm> farm_;
 };
 
@@ -412,15 +427,8 @@ TEST_F(NodePathTest, ContainerUsageReachesMetricsAnnotationEventsAndTop) {
   const core::GpuShare share = AssignmentOf(*pod).containers.at(0).gpus.at(0);
   const json envs = json::parse(Annotation(*pod, kSimAllocationsAnnotation))["main"]["envs"];
 
-  // A "process of the container": its Allocate env, its region on the host.
   auto run = [&](const std::vector<std::string>& args, const std::string& log) {
-    std::vector<std::string> argv = {"/usr/bin/env"};
-    for (const auto& [name, value] : envs.items()) argv.push_back(name + "=" + value.get<std::string>());
-    argv.push_back("TESSERA_REGION_DIR=" + farm_->RegionRoot(0) + "/" + uid + "/main");
-    argv.push_back(std::string("LD_PRELOAD=") + preload);
-    argv.push_back(client_bin);
-    argv.insert(argv.end(), args.begin(), args.end());
-    return ChildProcess::Start(argv, env_->dir + "/logs/" + log);
+    return RunInContainer(uid, envs, args, log);
   };
   auto holder = run({"alloc", "300", "term"}, "usage-holder.log");
   ASSERT_TRUE(holder.ok()) << holder.status().ToString();
@@ -511,6 +519,62 @@ TEST_F(NodePathTest, ContainerUsageReachesMetricsAnnotationEventsAndTop) {
   EXPECT_EQ(holder->Stop(SIGTERM, seconds(20)), 0);
   wait_for("tessera_container_gpu_memory_used_bytes" + labels, 0);
   wait_for("tessera_container_gpu_memory_peak_bytes" + labels, 300 * mib);
+}
+
+// Burst (tessera.io/gpu-core-limit): a pod asking 20 % with a 60 % ceiling
+// shares one GPU with a pod asking 80 %. Alone it is granted its ceiling;
+// once the 80 % pod launches, the arbiter takes the loan back and it is
+// granted its request; when that pod stops, the loan resumes. Read from
+// tessera-node's arbiter series (the grant each gate refills at). The
+// processes launch zero-length kernels: each process of the fake driver has
+// its own virtual clock, so kernels with a duration would build up GPU-time
+// debt against the gate's real-time refill; demand (launches) is what the
+// arbiter reads.
+TEST_F(NodePathTest, BurstPodBorrowsIdleTimeUpToItsCeilingAndGivesItBack) {
+  if (std::getenv("TESSERA_TEST_CLIENT") == nullptr || std::getenv("TESSERA_TEST_PRELOAD") == nullptr)
+    GTEST_SKIP() << "needs the fake CUDA client (not in this build)";
+  StartFarm(1, 1, 40960, 4, {"--usage-interval-ms", "100"});
+  json burst = GpuPod(ns_, "burst", {{"main", 1, 1024, 20}}, {{"tessera.io/e2e-group", group_}});
+  burst["metadata"]["annotations"]["tessera.io/gpu-core-limit"] = "60";
+  ASSERT_TRUE(client_->Create(kube::PodsPath(ns_), burst).ok());
+  ASSERT_TRUE(Submit("owner", {{"main", 1, 1024, 80}}).ok());
+  ExpectRunningAsAssigned("burst");
+  ExpectRunningAsAssigned("owner");
+  auto started = [&](const std::string& name, const std::string& log) -> Result<ChildProcess> {
+    TESSERA_ASSIGN_OR_RETURN(json pod, client_->Get(kube::PodPath(ns_, name)));
+    const json envs = json::parse(Annotation(pod, kSimAllocationsAnnotation))["main"]["envs"];
+    return RunInContainer(pod["metadata"]["uid"], envs, {"spin"}, log, {"FAKE_CUDA_KERNEL_US=0"});
+  };
+  auto granted = [&](const std::string& name) -> Result<double> {
+    TESSERA_ASSIGN_OR_RETURN(json pod, client_->Get(kube::PodPath(ns_, name)));
+    const core::GpuShare share = AssignmentOf(pod).containers.at(0).gpus.at(0);
+    const std::string labels = "{node=\"" + farm_->node(0).info.name + "\",gpu=\"" + std::to_string(share.index) +
+                               "\",uuid=\"" + share.uuid + "\",model=\"A100\",namespace=\"" + ns_ + "\",pod=\"" +
+                               name + "\",container=\"main\"}";
+    TESSERA_ASSIGN_OR_RETURN(std::string page, FetchMetrics(farm_->MetricsPort(0)));
+    return SampleValue(page, "tessera_container_gpu_core_granted_ratio" + labels);
+  };
+  auto wait_granted = [&](const std::string& pod, double want) {
+    Result<double> got = NotFound("not scraped yet");
+    for (int i = 0; i < 300; ++i) {
+      got = granted(pod);
+      if (got.ok() && std::abs(*got - want) < 1e-6) return;
+      std::this_thread::sleep_for(milliseconds(100));
+    }
+    ADD_FAILURE() << pod << ": want granted " << want << ", got "
+                  << (got.ok() ? std::to_string(*got) : got.status().ToString()) << "; see " << farm_->AgentLog(0);
+  };
+
+  auto borrower = started("burst", "burst-borrower.log");
+  ASSERT_TRUE(borrower.ok()) << borrower.status().ToString();
+  wait_granted("burst", 0.6);  // alone: its ceiling, not the whole GPU
+  auto owner = started("owner", "burst-owner.log");
+  ASSERT_TRUE(owner.ok()) << owner.status().ToString();
+  wait_granted("owner", 0.8);
+  wait_granted("burst", 0.2);  // the loan taken back: its request
+  EXPECT_EQ(owner->Stop(SIGTERM, seconds(20)), 0);
+  wait_granted("burst", 0.6);  // the owner idle again: the loan resumes
+  EXPECT_EQ(borrower->Stop(SIGTERM, seconds(20)), 0);
 }
 
 }  // namespace

@@ -86,16 +86,16 @@ class ArbiterGateTest : public fake_test::DeviceTest {
     o.idle_after_us = idle_after_us;
     o.source_refresh_us = 0;
     loop_ = std::make_unique<ArbiterLoop>(
-        [=] {
+        [=, a_limit = a_limit_ppm_] {
           ArbiterContainer a, b;
           a.key = "a";
           a.region_dir = DirA();
-          a.slots = {ArbiterSlot{0, 300'000}};
+          a.slots = {ArbiterSlot{0, 300'000, a_limit}};
           a.priority = a_priority;
           a.policy = a_policy;
           b.key = "b";
           b.region_dir = DirB();
-          b.slots = {ArbiterSlot{0, 700'000}};
+          b.slots = {ArbiterSlot{0, 700'000, 0}};
           b.priority = b_priority;
           return std::vector{a, b};
         },
@@ -121,6 +121,9 @@ class ArbiterGateTest : public fake_test::DeviceTest {
       next_pass_us_ = (now / kArbiterEveryUs + 1) * kArbiterEveryUs;
       const bool held = a_->layout()->compute[0].held.load() != 0;
       if (held && hold_written_us_ == 0) hold_written_us_ = now;
+    }
+    if (reclaim_watch_ && reclaimed_at_us_ == 0 && a_->layout()->compute[0].grant_ppm.load() == 300'000u) {
+      reclaimed_at_us_ = now;
     }
     if (hold_written_us_ != 0 && launches_1ms_after_hold_ == 0 && now >= hold_written_us_ + kTickUs) {
       launches_1ms_after_hold_ = tessera_fake_cuda_launches(0);
@@ -153,6 +156,9 @@ class ArbiterGateTest : public fake_test::DeviceTest {
   std::unique_ptr<ArbiterLoop> loop_;
   uint64_t next_pass_us_ = 0;
   uint64_t b_busy_until_us_ = 0;  // B launches until then
+  uint32_t a_limit_ppm_ = 0;      // A's burst ceiling (tessera.io/gpu-core-limit); 0: none
+  bool reclaim_watch_ = false;    // note when A's grant is back at its 30 % request
+  uint64_t reclaimed_at_us_ = 0;
   uint64_t hold_written_us_ = 0;
   uint64_t launches_1ms_after_hold_ = 0;
   uint64_t crash_at_us_ = 0;  // the arbiter dies at the first poll from then on
@@ -195,6 +201,29 @@ TEST_F(ArbiterGateTest, BothSaturatingShareThirtySeventy) {
   const double ratio = a / (b_grant / 1e6);
   EXPECT_NEAR(ratio, 30.0 / 70.0, 0.1 * 30.0 / 70.0);
   b_busy_until_us_ = 0;
+}
+
+TEST_F(ArbiterGateTest, ABurstContainerBorrowsUpToItsCeilingAndGivesItBack) {
+  // A: gpu-core 30 with tessera.io/gpu-core-limit 60; B (70) idle.
+  a_limit_ppm_ = 600'000;
+  StartArbiter();
+  SaturateKernel(2);
+  EXPECT_NEAR(SaturateKernel(20), 0.60, 0.03);
+  EXPECT_EQ(a_->layout()->compute[0].grant_ppm.load(), 600'000u);
+  // B becomes active: A is back at its request within one arbiter pass
+  // (the pass that first sees B's launches).
+  reclaim_watch_ = true;
+  b_busy_until_us_ = UINT64_MAX;
+  const uint64_t b_start = tessera_fake_cuda_now_us();
+  const double mixed = SaturateKernel(2);
+  ASSERT_NE(reclaimed_at_us_, 0u) << mixed;
+  std::printf("  grant back at the request %.1f ms after B became active\n", (reclaimed_at_us_ - b_start) / 1e3);
+  EXPECT_LE(reclaimed_at_us_ - b_start, kArbiterEveryUs + kTickUs);
+  EXPECT_NEAR(SaturateKernel(20), 0.30, 0.03);
+  // B idle again: A borrows again once B counts as idle (50 ms).
+  b_busy_until_us_ = 0;
+  SaturateKernel(2);
+  EXPECT_NEAR(SaturateKernel(20), 0.60, 0.03);
 }
 
 TEST_F(ArbiterGateTest, GraphLaunchesFollowTheGrant) {

@@ -8,6 +8,9 @@
 //                           exit normally (the library gives the memory back)
 //   client info             print "free total" of device 0 in bytes
 //   client lock-and-die DIR take the region lock of DIR, then SIGKILL itself
+//   client spin             launch kernels (FAKE_CUDA_KERNEL_US long) on a
+//                           stream of its own until SIGTERM (checked between
+//                           launches), then exit normally
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
 #include <signal.h>
@@ -54,7 +57,7 @@ int main(int argc, char** argv) {
   sigset_t term;
   sigemptyset(&term);
   sigaddset(&term, SIGTERM);
-  if (cmd == "alloc" && argc == 4 && std::strcmp(argv[3], "term") == 0) {
+  if (cmd == "spin" || (cmd == "alloc" && argc == 4 && std::strcmp(argv[3], "term") == 0)) {
     sigprocmask(SIG_BLOCK, &term, nullptr);  // taken by sigwait below, not by the default action
   }
   Context();
@@ -62,6 +65,23 @@ int main(int argc, char** argv) {
     size_t free_b = 0, total = 0;
     if (cuMemGetInfo_v2(&free_b, &total) != CUDA_SUCCESS) return 5;
     std::printf("%zu %zu\n", free_b, total);
+    return 0;
+  }
+  if (cmd == "spin" && argc == 2) {
+    CUstream stream = nullptr;
+    if (cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) return 8;
+    const CUfunction kernel = reinterpret_cast<CUfunction>(0x5000);
+    const timespec no_wait{0, 0};
+    bool first = true;
+    while (sigtimedwait(&term, nullptr, &no_wait) != SIGTERM) {
+      if (cuLaunchKernel(kernel, 64, 1, 1, 128, 1, 1, 0, stream, nullptr, nullptr) != CUDA_SUCCESS) return 9;
+      if (first) {
+        std::printf("ready\n");
+        std::fflush(stdout);
+        first = false;
+      }
+    }
+    cuStreamSynchronize(stream);
     return 0;
   }
   if (cmd == "fill" && argc == 3) {
