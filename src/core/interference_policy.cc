@@ -6,10 +6,13 @@
 namespace tessera::core {
 
 std::vector<int64_t> InterferencePolicy::PodBusy(const PodRequest& pod) const {
-  if (book_ != nullptr) {
-    if (const std::vector<int64_t>* e = book_->Expected(pod.key)) return *e;
-  }
-  return PredictBusy(pod, std::nullopt, options_.default_factor);
+  std::vector<int64_t> busy;
+  const std::vector<int64_t>* e = book_ != nullptr ? book_->Expected(pod.key) : nullptr;
+  busy = e != nullptr ? *e : PredictBusy(pod, std::nullopt, options_.default_factor);
+  // To the nearest step, so pods of one shape with near-equal predictions
+  // share the placer's cached scores.
+  for (int64_t& b : busy) b = (b + kBusyStep / 2) / kBusyStep * kBusyStep;
+  return busy;
 }
 
 std::string InterferencePolicy::CacheKey(const PodRequest& pod) const {

@@ -12,6 +12,8 @@
 //   over(g)  = max(0, load_g + busy - ceiling) - max(0, load_g - ceiling)
 //   penalty  = weight x 100 x sum over the pick's GPUs of (over(g) - max(0, busy - ceiling))
 //   score    = clamp(tessera_score - penalty, 0, 100)
+// (busy: the pending pod's prediction rounded to 25 milli; load_g from the
+// book as booked.)
 // A node whose every fitting GPU is over the ceiling still fits: it only
 // ranks below nodes with room under it; among nodes all clamped to 0 the
 // smaller penalty wins (Candidate::fine). With weight 0 it is tessera.
@@ -26,6 +28,10 @@ namespace tessera::core {
 
 class InterferencePolicy final : public PlacementPolicy {
  public:
+  // The pending pod's predicted busy milli is rounded to this step (2.5 % of
+  // a GPU) before scoring, which bounds the placer's score cache.
+  static constexpr int64_t kBusyStep = 25;
+
   // `book` may be null (loads then come from the ledger's core allocation x
   // default_factor); when set it must outlive the policy.
   explicit InterferencePolicy(InterferenceOptions options = {}, const GpuLoadBook* book = nullptr)
