@@ -297,8 +297,10 @@ int RunTime(TimeArgs args) {
   if (Status s = WriteTimeCsv(args.out + "/time.csv", runs); !s.ok()) return Fail(s, kExitRuntime);
   if (Status s = WriteTimeSeriesCsv(args.out + "/series.csv", runs); !s.ok()) return Fail(s, kExitRuntime);
   if (args.plot) {
-    const std::string title = args.title.empty() ? workload + " in time mode (speedup " +
-                                                       std::to_string(args.speedup) + ")" : args.title;
+    char setting[96];
+    std::snprintf(setting, sizeof setting, " in time mode (%zu nodes, speedup %g), first seed per policy",
+                  nodes.size(), args.speedup);
+    const std::string title = args.title.empty() ? workload + setting : args.title;
     if (Status s = PlotTimeSeries(runs, args.out + "/time.png", title); !s.ok()) return Fail(s, kExitRuntime);
   }
   return 0;

@@ -175,11 +175,14 @@ Result<TimeResult> ReplayTimed(const std::vector<core::NodeInfo>& nodes, const s
   double alloc_integral = 0, high_integral = 0, shared_high_integral = 0, busy_integral = 0;
   int64_t next_series = w0;
   auto advance = [&](int64_t t) {
-    while (options.series_step_s > 0 && next_series <= std::min(t, w1)) {
+    // A sample at T shows the state after every event at T: it is taken
+    // once time moves past T.
+    while (options.series_step_s > 0 && next_series < t && next_series <= w1) {
       TimeSample s;
       s.t = next_series - w0;
       s.alloc_pct = capacity_milli > 0 ? 100.0 * static_cast<double>(alloc_milli) / capacity_milli : 0;
       s.high_gpus = high;
+      s.shared_high_gpus = shared_high;
       out.series.push_back(s);
       next_series += options.series_step_s;
     }
@@ -311,7 +314,7 @@ Result<TimeResult> ReplayTimed(const std::vector<core::NodeInfo>& nodes, const s
       events.emplace(std::min(pod.arrival_s + options.sample_after_s, pod.departure_s), 1, i);
   }
   // The series runs to the end of the window even when nothing happens there.
-  advance(std::max(now, w1));
+  advance(std::max(now, w1) + 1);
 
   std::vector<double> slow;
   for (size_t i = 0; i < pods.size(); ++i) {
@@ -362,11 +365,12 @@ Status WriteTimeCsv(const std::string& path, const std::vector<TimeResult>& resu
 }
 
 Status WriteTimeSeriesCsv(const std::string& path, const std::vector<TimeResult>& results) {
-  std::string text = "policy,seed,hour,alloc_pct,high_gpus\n";
+  std::string text = "policy,seed,hour,alloc_pct,high_gpus,shared_high_gpus\n";
   for (const TimeResult& r : results)
     for (const TimeSample& s : r.series)
       text += r.policy + "," + std::to_string(r.seed) + "," + Fixed(static_cast<double>(s.t) / 3600.0, 3) + "," +
-              Fixed(s.alloc_pct, 4) + "," + std::to_string(s.high_gpus) + "\n";
+              Fixed(s.alloc_pct, 4) + "," + std::to_string(s.high_gpus) + "," + std::to_string(s.shared_high_gpus) +
+              "\n";
   return WriteFile(path, text);
 }
 
@@ -375,7 +379,7 @@ Status PlotTimeSeries(const std::vector<TimeResult>& results, const std::string&
   const std::filesystem::path png(png_path);
   const std::string dat_path = std::filesystem::path(png).replace_extension(".dat").string();
   const std::string gp_path = std::filesystem::path(png).replace_extension(".gp").string();
-  std::string data, alloc_plots, high_plots;
+  std::string data, alloc_plots, high_plots, shared_plots;
   std::vector<std::string> seen;
   int block = 0;
   for (const TimeResult& r : results) {
@@ -384,28 +388,31 @@ Status PlotTimeSeries(const std::vector<TimeResult>& results, const std::string&
     data += "# " + r.policy + " seed " + std::to_string(r.seed) + "\n";
     for (const TimeSample& s : r.series)
       data += Fixed(static_cast<double>(s.t) / 3600.0, 3) + " " + Fixed(s.alloc_pct, 4) + " " +
-              std::to_string(s.high_gpus) + "\n";
+              std::to_string(s.high_gpus) + " " + std::to_string(s.shared_high_gpus) + "\n";
     data += "\n\n";
     const std::string sep = block == 0 ? "" : ", \\\n     ";
     const std::string src = GnuplotString(dat_path) + " index " + std::to_string(block);
     alloc_plots += sep + src + " using 1:2 with lines lw 2 title " + GnuplotString(r.policy);
     high_plots += sep + src + " using 1:3 with lines lw 2 title " + GnuplotString(r.policy);
+    shared_plots += sep + src + " using 1:4 with lines lw 2 title " + GnuplotString(r.policy);
     ++block;
   }
   const std::string script =
       "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
-      "  set terminal pngcairo noenhanced size 1200,900\n"
+      "  set terminal pngcairo noenhanced size 1200,1200\n"
       "} else {\n"
-      "  set terminal png noenhanced size 1200,900\n"
+      "  set terminal png noenhanced size 1200,1200\n"
       "}\n"
       "set output " + GnuplotString(png_path) + "\n"
-      "set multiplot layout 2,1 title " + GnuplotString(title) + "\n"
+      "set multiplot layout 3,1 title " + GnuplotString(title) + "\n"
       "set grid\nset key left top\n"
+      "set ylabel 'GPUs above the knee, 2+ pods'\n"
+      "plot " + shared_plots + "\n"
+      "set ylabel 'GPUs above the knee, all'\n"
+      "plot " + high_plots + "\n"
+      "set xlabel 'hours since the first arrival'\n"
       "set ylabel 'allocated GPU core (% of capacity)'\n"
       "plot " + alloc_plots + "\n"
-      "set xlabel 'hours since the first arrival'\n"
-      "set ylabel 'GPUs above the interference knee'\n"
-      "plot " + high_plots + "\n"
       "unset multiplot\n";
   TESSERA_RETURN_IF_ERROR(WriteFile(dat_path, data));
   TESSERA_RETURN_IF_ERROR(WriteFile(gp_path, script));

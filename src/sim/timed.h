@@ -104,6 +104,7 @@ struct TimeSample {
   int64_t t = 0;            // seconds since the first arrival
   double alloc_pct = 0;     // allocated GPU core, % of the cluster's
   int high_gpus = 0;        // GPUs busier than the knee
+  int shared_high_gpus = 0; // of those, GPUs with two or more pods
 };
 
 struct TimeResult {
@@ -135,10 +136,11 @@ Result<TimeResult> ReplayTimed(const std::vector<core::NodeInfo>& nodes, const s
 // alloc_pct,high_util_gpu_hours,shared_high_gpu_hours,busy_gpu_hours,gpu_jobs,mean_slowdown,
 // p95_slowdown,slowed_pct. INTERNAL "PATH: REASON" when it cannot be written.
 Status WriteTimeCsv(const std::string& path, const std::vector<TimeResult>& results);
-// The time series: policy,seed,hour,alloc_pct,high_gpus.
+// The time series: policy,seed,hour,alloc_pct,high_gpus,shared_high_gpus.
 Status WriteTimeSeriesCsv(const std::string& path, const std::vector<TimeResult>& results);
-// Two panels over trace hours, one line per policy (its first seed):
-// allocated GPU % and GPUs above the knee. Same gnuplot needs as PlotAllocCurves.
+// Three panels over trace hours, one line per policy (its first seed):
+// GPUs above the knee shared by two or more pods, all GPUs above the knee,
+// and allocated GPU %. Same gnuplot needs as PlotAllocCurves.
 Status PlotTimeSeries(const std::vector<TimeResult>& results, const std::string& png_path,
                       const std::string& title);
 

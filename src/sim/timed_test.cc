@@ -93,8 +93,10 @@ TEST(ReplayTimed, SlowdownIsTimeWeightedOverEachJobsLife) {
   EXPECT_NEAR(r->alloc_pct, 75.0, 1e-9);                    // 50 % then 100 % over [0, 100]
   EXPECT_NEAR(r->high_util_gpu_hours, 50.0 / 3600, 1e-12);  // above 0.7 for 50 s
   EXPECT_NEAR(r->busy_gpu_hours, (0.4 * 50 + 0.8 * 50) / 3600, 1e-12);
-  ASSERT_FALSE(r->series.empty());
+  ASSERT_EQ(r->series.size(), 1u);  // hourly, over [0, 100 s]
   EXPECT_EQ(r->series.front().t, 0);
+  EXPECT_NEAR(r->series.front().alloc_pct, 50.0, 1e-9);
+  EXPECT_EQ(r->series.front().high_gpus, 0);
 }
 
 TEST(ReplayTimed, TheInterferencePolicyKeepsGpusUnderTheKneeWhereTesseraPacks) {
