@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Fidelity and policy benchmark on every openb trace present.
 
-For each trace in the data folder, runs `tessera-sim fgd` with all seven
-policies over seeds 42-51 (the FGD protocol: arrival-only, tune 1.3), then
+For each trace in the data folder, runs `tessera-sim fgd` with every
+policy (`--policy all`) over seeds 42-51 (the FGD protocol: arrival-only, tune 1.3), then
  - compares the six baselines with the FGD artifact's published means at
    100 % and 130 % arrived (pass: within +-1.0 percentage point), and
  - compares tessera's unallocated-GPU % at 130 % with fgd's, measured in

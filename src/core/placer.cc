@@ -14,6 +14,7 @@ int Placer::ShapeId(const PodRequest& pod) {
     for (const auto& m : c.models.allowed) key += "+" + m;
     for (const auto& m : c.models.avoided) key += "-" + m;
   }
+  if (std::string extra = policy_.CacheKey(pod); !extra.empty()) key += "#" + extra;
   auto [it, inserted] = shapes_.emplace(std::move(key), static_cast<int>(shapes_.size()));
   if (inserted) cache_.emplace_back();
   return it->second;

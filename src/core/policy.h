@@ -15,6 +15,7 @@
 
 #include "core/fragmentation.h"
 #include "core/ledger.h"
+#include "core/load.h"
 #include "core/model.h"
 #include "core/random.h"
 
@@ -104,16 +105,24 @@ class PlacementPolicy {
   // Changes when the policy's own state changes in a way that alters scores.
   virtual uint64_t epoch() const { return 0; }
   virtual TieBreak tie_break() const { return TieBreak::kNodeOrder; }
+  // What Evaluate depends on in the pod beyond its shape (requests and
+  // models), e.g. a predicted load; the placer caches scores per shape and
+  // this key. Empty for policies that look at the shape only.
+  virtual std::string CacheKey(const PodRequest& /*pod*/) const { return {}; }
 };
 
 // The built-in policy names: random, dotprod, clustering, packing, bestfit,
-// fgd, tessera.
+// fgd, tessera, tessera-interference.
 std::vector<std::string> PolicyNames();
 
 // Settings for policies that need them. `workload` is FGD's target workload
 // (the typical pods of the trace); tessera learns its own.
 struct PolicyConfig {
   TargetWorkload workload;
+  // tessera-interference: its knobs, and the predicted loads of placed pods
+  // (may be null: loads then follow the ledger's core allocation).
+  InterferenceOptions interference = {};
+  const GpuLoadBook* load = nullptr;
 };
 
 // INVALID_ARGUMENT naming the known policies when `name` is unknown.

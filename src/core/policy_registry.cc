@@ -1,12 +1,13 @@
 // MakePolicy and PolicyNames (policy.h).
 #include "core/baseline_policies.h"
 #include "core/fgd_policy.h"
+#include "core/interference_policy.h"
 #include "core/tessera_policy.h"
 
 namespace tessera::core {
 
 std::vector<std::string> PolicyNames() {
-  return {"random", "dotprod", "clustering", "packing", "bestfit", "fgd", "tessera"};
+  return {"random", "dotprod", "clustering", "packing", "bestfit", "fgd", "tessera", "tessera-interference"};
 }
 
 Result<std::unique_ptr<PlacementPolicy>> MakePolicy(std::string_view name, const PolicyConfig& config) {
@@ -18,6 +19,7 @@ Result<std::unique_ptr<PlacementPolicy>> MakePolicy(std::string_view name, const
   else if (name == "bestfit") p = std::make_unique<BestFitPolicy>();
   else if (name == "fgd") p = std::make_unique<FgdPolicy>(config.workload);
   else if (name == "tessera") p = std::make_unique<TesseraPolicy>();
+  else if (name == "tessera-interference") p = std::make_unique<InterferencePolicy>(config.interference, config.load);
   if (!p) {
     std::string known;
     for (const auto& n : PolicyNames()) known += (known.empty() ? "" : ", ") + n;

@@ -57,22 +57,16 @@ double TesseraPolicy::FragNow(const NodeState& node) {
   return value;
 }
 
-Candidate TesseraPolicy::Evaluate(const PodRequest& pod, const NodeState& node, Rng& /*rng*/) {
-  Candidate best;
+void TesseraPolicy::ForEachPick(const PodRequest& pod, const NodeState& node,
+                                const std::function<void(const GpuPick&, int64_t)>& fn) {
   const double before = FragNow(node);
   // The stranding term after placement does not depend on which GPUs.
   const GpuLeft left = FreeCore(node);
   int64_t idle_after = -pod.TotalCoreMilli();
   for (int i = 0; i < left.n; ++i) idle_after += left.left[i];
   const double strand_after = Strand(node.CpuFree() - pod.cpu_milli, idle_after);
-  bool first = true;
   auto consider = [&](const GpuPick& pick) {
-    const int64_t score = FgdScore(FragAfter(workload_, pod, node, pick) + strand_after - before);
-    if (first || score > best.score) {  // lowest GPU index wins ties
-      best.score = score;
-      best.pick = pick;
-      first = false;
-    }
+    fn(pick, FgdScore(FragAfter(workload_, pod, node, pick) + strand_after - before));
   };
   if (!IsSingleShare(pod)) {
     GpuPick pick;
@@ -81,6 +75,18 @@ Candidate TesseraPolicy::Evaluate(const PodRequest& pod, const NodeState& node, 
   } else {
     for (const GpuPick& pick : ShareCandidates(pod, node)) consider(pick);
   }
+}
+
+Candidate TesseraPolicy::Evaluate(const PodRequest& pod, const NodeState& node, Rng& /*rng*/) {
+  Candidate best;
+  bool first = true;
+  ForEachPick(pod, node, [&](const GpuPick& pick, int64_t score) {
+    if (first || score > best.score) {  // lowest GPU index wins ties
+      best.score = score;
+      best.pick = pick;
+      first = false;
+    }
+  });
   return best;
 }
 

@@ -9,6 +9,7 @@
 // the node first in a fixed order, which packs work onto fewer nodes.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <tuple>
 #include <unordered_map>
@@ -40,6 +41,12 @@ class TesseraPolicy final : public PlacementPolicy {
   TieBreak tie_break() const override { return TieBreak::kNodeOrder; }
 
   const TargetWorkload& workload() const { return workload_; }
+
+  // Calls `fn(pick, score)` for every GPU choice Evaluate weighs on `node`,
+  // in the order it weighs them (Evaluate keeps the first best), so policies
+  // that build on tessera can adjust each choice's score.
+  void ForEachPick(const PodRequest& pod, const NodeState& node,
+                   const std::function<void(const GpuPick&, int64_t)>& fn);
 
  private:
   void Refresh();

@@ -3,6 +3,7 @@
 //   tessera-sim fgd --nodes NODES.csv --pods PODS.csv --policy fgd --seeds 42-51 --tune 1.3 --out DIR
 //   tessera-sim compare --ours DIR --expected analysis_allo_discrete.csv
 //   tessera-sim plot --in DIR --out alloc.png
+//   tessera-sim time --nodes NODES.csv --pods PODS.csv --policy tessera,tessera-interference --seeds 42-46 --out DIR
 //
 // Wiring only: flags, files, threads and exit codes. Exit 0 on success, 1 on a
 // runtime failure, 2 on bad input; every error is one line on stderr.
@@ -18,6 +19,7 @@
 #include "core/fragmentation.h"
 #include "core/policy.h"
 #include "sim/replay.h"
+#include "sim/timed.h"
 #include "sim/report.h"
 #include "sim/trace.h"
 #include "sim/workload.h"
@@ -185,6 +187,125 @@ int RunFgd(const FgdArgs& args) {
   return 0;
 }
 
+struct TimeArgs {
+  std::string nodes, pods, policy = "tessera,tessera-interference", seeds = "42", out, workload, title;
+  double speedup = 1.0;
+  double node_sample = 1.0;
+  bool no_history = false;
+  int jobs = 0;
+  bool quiet = false;
+  bool plot = false;
+  TimeOptions options;
+};
+
+// Means over seeds per policy, in the order the policies were named.
+void PrintTimeSummary(const std::vector<TimeResult>& runs, const std::vector<std::string>& policies) {
+  std::printf("%-22s %5s %8s %8s %9s %12s %11s %8s %8s\n", "policy", "seeds", "alloc%", "failed", "failGPU%",
+              "highUtilGPUh", "sharedHighh", "slowdown", "p95");
+  for (const auto& p : policies) {
+    double alloc = 0, failed = 0, fgpu = 0, high = 0, shared = 0, slow = 0, p95 = 0;
+    int n = 0;
+    for (const auto& r : runs) {
+      if (r.policy != p) continue;
+      alloc += r.alloc_pct;
+      failed += static_cast<double>(r.failed);
+      fgpu += r.failed_gpu_pct;
+      high += r.high_util_gpu_hours;
+      shared += r.shared_high_gpu_hours;
+      slow += r.mean_slowdown;
+      p95 += r.p95_slowdown;
+      ++n;
+    }
+    if (n == 0) continue;
+    std::printf("%-22s %5d %8.3f %8.1f %9.3f %12.1f %11.1f %8.4f %8.4f\n", p.c_str(), n, alloc / n, failed / n,
+                fgpu / n, high / n, shared / n, slow / n, p95 / n);
+  }
+}
+
+int RunTime(TimeArgs args) {
+  auto policies = ParsePolicies(args.policy);
+  if (!policies.ok()) return Fail(policies.status(), kExitBadInput);
+  auto seeds = ParseSeeds(args.seeds);
+  if (!seeds.ok()) return Fail(seeds.status(), kExitBadInput);
+  const core::InterferenceOptions& io = args.options.interference;
+  if (!(io.ceiling > 0) || io.ceiling > 1 || io.default_factor < 0 || io.weight < 0)
+    return Fail(InvalidArgument("--ceiling must be in (0, 1], --default-factor and --load-weight >= 0"), kExitBadInput);
+  const UtilizationModel& um = args.options.utilization;
+  if (um.mean_low < 0 || um.mean_high > 1 || um.mean_low > um.mean_high || um.jitter < 0)
+    return Fail(InvalidArgument("need 0 <= --util-low <= --util-high <= 1 and --util-jitter >= 0"), kExitBadInput);
+  if (!(args.options.model.knee >= 0 && args.options.model.knee < 1) || args.options.model.slope < 0)
+    return Fail(InvalidArgument("--knee must be in [0, 1), --slope >= 0"), kExitBadInput);
+  auto nodes_in = ReadNodeCsv(args.nodes);
+  if (!nodes_in.ok()) return Fail(nodes_in.status(), kExitBadInput);
+  auto pods_in = ReadPodCsv(args.pods);
+  if (!pods_in.ok()) return Fail(pods_in.status(), kExitBadInput);
+  auto arrivals = TimedArrivals(*pods_in, args.speedup);
+  if (!arrivals.ok()) return Fail(arrivals.status(), kExitBadInput);
+  auto trace = LoadTrace(args.nodes, args.pods);  // nodes in name order and the typical workload
+  if (!trace.ok()) return Fail(trace.status(), kExitBadInput);
+  args.options.typical = core::TypicalWorkload(trace->pods, 0.95);
+  if (!(args.node_sample > 0) || args.node_sample > 1)
+    return Fail(InvalidArgument("--node-sample must be in (0, 1]"), kExitBadInput);
+  const std::vector<core::NodeInfo> nodes = SampleNodes(trace->nodes, args.node_sample);
+  args.options.history = !args.no_history;
+  const std::string workload = args.workload.empty() ? WorkloadName(args.pods) : args.workload;
+
+  struct Job { std::string policy; uint64_t seed; };
+  std::vector<Job> jobs;
+  for (const auto& p : *policies)
+    for (uint64_t s : *seeds) jobs.push_back({p, s});
+  std::vector<std::optional<TimeResult>> results(jobs.size());
+  std::vector<Status> errors(jobs.size());
+  std::atomic<size_t> next{0};
+  std::mutex print_mu;
+  auto worker = [&] {
+    for (size_t j; (j = next.fetch_add(1)) < jobs.size();) {
+      TimeOptions opt = args.options;
+      opt.policy = jobs[j].policy;
+      opt.seed = jobs[j].seed;
+      auto run = ReplayTimed(nodes, *arrivals, opt);
+      if (!run.ok()) {
+        errors[j] = run.status();
+        continue;
+      }
+      run->workload = workload;
+      if (!args.quiet) {
+        std::lock_guard<std::mutex> lock(print_mu);
+        std::printf("%s policy=%s seed=%llu pods=%lld placed=%lld failed=%lld alloc=%.3f%% "
+                    "high_util_gpu_h=%.1f shared=%.1f slowdown=%.4f p95=%.4f time=%.2fs\n",
+                    workload.c_str(), run->policy.c_str(), static_cast<unsigned long long>(run->seed),
+                    static_cast<long long>(run->pods), static_cast<long long>(run->placed),
+                    static_cast<long long>(run->failed), run->alloc_pct, run->high_util_gpu_hours,
+                    run->shared_high_gpu_hours, run->mean_slowdown, run->p95_slowdown, run->seconds);
+        std::fflush(stdout);
+      }
+      results[j] = std::move(*run);
+    }
+  };
+  const int njobs = args.jobs > 0 ? args.jobs : std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> threads;
+  for (int t = 0; t < std::min<int>(njobs, static_cast<int>(jobs.size())); ++t) threads.emplace_back(worker);
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors)
+    if (!e.ok()) return Fail(e, kExitRuntime);
+  std::vector<TimeResult> runs;
+  for (auto& r : results) runs.push_back(std::move(*r));
+  PrintTimeSummary(runs, *policies);
+  std::error_code ec;
+  std::filesystem::create_directories(args.out, ec);
+  if (ec) return Fail(Internal(args.out + ": cannot create: " + ec.message()), kExitRuntime);
+  if (Status s = WriteTimeCsv(args.out + "/time.csv", runs); !s.ok()) return Fail(s, kExitRuntime);
+  if (Status s = WriteTimeSeriesCsv(args.out + "/series.csv", runs); !s.ok()) return Fail(s, kExitRuntime);
+  if (args.plot) {
+    char setting[96];
+    std::snprintf(setting, sizeof setting, " in time mode (%zu nodes, speedup %g), first seed per policy",
+                  nodes.size(), args.speedup);
+    const std::string title = args.title.empty() ? workload + setting : args.title;
+    if (Status s = PlotTimeSeries(runs, args.out + "/time.png", title); !s.ok()) return Fail(s, kExitRuntime);
+  }
+  return 0;
+}
+
 int RunCompare(const std::string& ours_path, const std::string& expected_path, const std::string& loads_text) {
   std::string ours_file = ours_path;
   if (std::filesystem::is_directory(ours_file)) ours_file += "/alloc.csv";
@@ -246,6 +367,47 @@ int main(int argc, char** argv) {
   plot->add_option("--out", plot_out, "PNG to write")->required();
   plot->add_option("--title", title, "plot title");
 
+  TimeArgs tm;
+  auto* time_cmd = app.add_subcommand(
+      "time", "time mode: pods arrive at creation_time and leave at deletion_time; modelled utilization "
+              "and interference (docs/simulator.md)");
+  time_cmd->add_option("--nodes", tm.nodes, "node list CSV (sn,cpu_milli,memory_mib,gpu,model)")->required();
+  time_cmd->add_option("--pods", tm.pods, "pod list CSV with creation_time and deletion_time")->required();
+  time_cmd->add_option("--policy", tm.policy, "policy name, comma list, or all")->capture_default_str();
+  time_cmd->add_option("--seeds", tm.seeds, "seeds: 42, 42-51 or 1,5,9")->capture_default_str();
+  time_cmd->add_option("--out", tm.out, "output directory for time.csv and series.csv")->required();
+  time_cmd->add_option("--speedup", tm.speedup, "divide the gaps between arrivals by this (lifetimes kept)")
+      ->capture_default_str();
+  time_cmd->add_option("--node-sample", tm.node_sample,
+                       "keep every round(1/F)-th node in name order (a smaller cluster, same mix)")
+      ->capture_default_str();
+  time_cmd->add_option("--ceiling", tm.options.interference.ceiling,
+                       "tessera-interference: predicted GPU busy fraction to stay under")->capture_default_str();
+  time_cmd->add_option("--default-factor", tm.options.interference.default_factor,
+                       "tessera-interference: predicted busy / request without history")->capture_default_str();
+  time_cmd->add_option("--load-weight", tm.options.interference.weight,
+                       "tessera-interference: score points per % of load over the ceiling")->capture_default_str();
+  time_cmd->add_flag("--no-history", tm.no_history, "predict every pod from its request (no workload history)");
+  time_cmd->add_option("--history-alpha", tm.options.history_options.alpha, "history: EWMA weight of a new sample")
+      ->capture_default_str();
+  time_cmd->add_option("--history-spread", tm.options.history_options.spread_weight,
+                       "history: prediction = mean + this x mean absolute deviation")->capture_default_str();
+  time_cmd->add_option("--util-low", tm.options.utilization.mean_low, "model: lowest per-workload busy factor")
+      ->capture_default_str();
+  time_cmd->add_option("--util-high", tm.options.utilization.mean_high, "model: highest per-workload busy factor")
+      ->capture_default_str();
+  time_cmd->add_option("--util-jitter", tm.options.utilization.jitter, "model: per-pod +- jitter of the factor")
+      ->capture_default_str();
+  time_cmd->add_option("--knee", tm.options.model.knee, "model: GPU busy fraction where slowdown starts")
+      ->capture_default_str();
+  time_cmd->add_option("--slope", tm.options.model.slope, "model: extra slowdown at 100 % busy")
+      ->capture_default_str();
+  time_cmd->add_option("--workload", tm.workload, "workload name in the CSV (default: pods file stem)");
+  time_cmd->add_option("--jobs", tm.jobs, "parallel runs (default: CPU count)");
+  time_cmd->add_flag("--plot", tm.plot, "also draw DIR/time.png with gnuplot");
+  time_cmd->add_option("--title", tm.title, "plot title");
+  time_cmd->add_flag("--quiet", tm.quiet, "no per-run summary lines");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -254,5 +416,6 @@ int main(int argc, char** argv) {
   if (*fgd_cmd) return RunFgd(fgd);
   if (*cmp) return RunCompare(ours, expected, loads);
   if (*plot) return RunPlot(plot_in, plot_out, title);
+  if (*time_cmd) return RunTime(tm);
   return 2;
 }

@@ -481,6 +481,16 @@ Status PlotAllocCurves(const std::vector<CurveRow>& rows, const std::string& png
   TESSERA_RETURN_IF_ERROR(WriteTextFile(dat_path, data));
   TESSERA_RETURN_IF_ERROR(WriteTextFile(gp_path, script));
 
+  return RunGnuplot(gp_path, png_path);
+}
+
+std::string GnuplotString(const std::string& s) { return GnuplotQuote(s); }
+
+Status RunGnuplot(const std::string& gp_path, const std::string& png_path) {
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
+    return FailedPrecondition("gnuplot not found on PATH (install gnuplot-nox)");
+  }
+  const std::filesystem::path png(png_path);
   std::error_code ec;
   std::filesystem::remove(png, ec);  // so a stale PNG cannot pass for a new one
   const std::string command = "gnuplot " + ShellQuote(gp_path) + " 2>&1";

@@ -137,6 +137,12 @@ std::string FormatDeviationTable(const std::vector<Deviation>& deviations);
 Status PlotAllocCurves(const std::vector<CurveRow>& rows, const std::string& png_path,
                        const std::string& title);
 
+// Runs gnuplot on the script at `gp_path`, which must write `png_path`.
+// Errors as PlotAllocCurves.
+Status RunGnuplot(const std::string& gp_path, const std::string& png_path);
+// `s` as a gnuplot single-quoted string.
+std::string GnuplotString(const std::string& s);
+
 // Python's repr() of a finite double ("0.25", "50.0", "1e-05"); exposed for
 // tests and other CSV writers.
 std::string FormatPythonFloat(double value);
