@@ -52,24 +52,19 @@ Result<ContainerEnv> Allocator::Allocate(const std::vector<std::string>& device_
   const PendingPod& pod = pending[identified->pod];
   const PendingContainer& container = pod.containers[identified->container];
   concerned.push_back({pod.ns, pod.name, pod.uid});  // kept only if a step below fails
-  TESSERA_ASSIGN_OR_RETURN(ContainerEnv env, BuildContainerEnv(pod, container, gpus, paths_));
+  std::vector<core::GpuInfo> now = gpus;
+  if (pod.isolation == core::Isolation::kMps && mps_probe_) {
+    for (core::GpuInfo& g : now) g.mps = mps_probe_(g.uuid);
+  }
+  TESSERA_ASSIGN_OR_RETURN(ContainerEnv env, BuildContainerEnv(pod, container, now, paths_));
   std::error_code ec;
   std::filesystem::create_directories(env.region_host_dir, ec);
   if (ec) return Internal("creating region directory " + env.region_host_dir + ": " + ec.message());
   // What the compute arbiter needs, beside the region (not in it: the
   // container must not rewrite its own priority). Without it the container
-  // keeps its static share; Allocate goes on.
-  ArbiterContainer record;
-  record.key = pod.uid + "/" + container.name;
-  record.region_dir = env.region_host_dir;
-  record.policy = pod.core_hard ? CorePolicy::kHard : CorePolicy::kShare;
-  record.priority = pod.priority;
-  for (const core::GpuShare& g : container.gpus) {
-    record.slots.push_back(ArbiterSlot{g.index, static_cast<uint32_t>(std::clamp<int64_t>(g.core_milli, 0, 1000) * 1000)});
-  }
-  if (Status st = WriteArbiterRecord(env.region_host_dir, record); !st.ok()) {
-    log_->warn("Allocate {}: {}; its compute share stays static", pod.Key(), st.message());
-  }
+  // keeps its static share; Allocate goes on. An MPS container has none: MPS
+  // limits its compute, the launch gate does not.
+  if (pod.isolation != core::Isolation::kMps) WriteArbiterFor(pod, container, env.region_host_dir);
   TESSERA_RETURN_IF_ERROR(MarkAllocated(pod, container.name));
   concerned.clear();
   steered_.reset();
@@ -77,6 +72,21 @@ Result<ContainerEnv> Allocator::Allocate(const std::vector<std::string>& device_
              JoinUuids(device_ids), pod.Key(), container.name, pending.size(),
              read.listed ? "listed" : "from the watch cache", env.envs["NVIDIA_VISIBLE_DEVICES"]);
   return env;
+}
+
+void Allocator::WriteArbiterFor(const PendingPod& pod, const PendingContainer& container,
+                                const std::string& region_dir) {
+  ArbiterContainer record;
+  record.key = pod.uid + "/" + container.name;
+  record.region_dir = region_dir;
+  record.policy = pod.core_hard ? CorePolicy::kHard : CorePolicy::kShare;
+  record.priority = pod.priority;
+  for (const core::GpuShare& g : container.gpus) {
+    record.slots.push_back(ArbiterSlot{g.index, static_cast<uint32_t>(std::clamp<int64_t>(g.core_milli, 0, 1000) * 1000)});
+  }
+  if (Status st = WriteArbiterRecord(region_dir, record); !st.ok()) {
+    log_->warn("Allocate {}: {}; its compute share stays static", pod.Key(), st.message());
+  }
 }
 
 Status Allocator::MarkAllocated(const PendingPod& pod, const std::string& container) {
