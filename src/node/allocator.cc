@@ -68,9 +68,10 @@ Result<ContainerEnv> Allocator::Allocate(const std::vector<std::string>& device_
   TESSERA_RETURN_IF_ERROR(MarkAllocated(pod, container.name));
   concerned.clear();
   steered_.reset();
-  log_->info("Allocate [{}]: {} container {} (the one match among {} pending pod(s), {}); NVIDIA_VISIBLE_DEVICES={}",
+  log_->info("Allocate [{}]: {} container {} (the one match among {} pending pod(s), {}); NVIDIA_VISIBLE_DEVICES={}{}",
              JoinUuids(device_ids), pod.Key(), container.name, pending.size(),
-             read.listed ? "listed" : "from the watch cache", env.envs["NVIDIA_VISIBLE_DEVICES"]);
+             read.listed ? "listed" : "from the watch cache", env.envs["NVIDIA_VISIBLE_DEVICES"],
+             pod.isolation == core::Isolation::kMps ? ", MPS" : "");
   return env;
 }
 
