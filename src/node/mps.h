@@ -30,7 +30,7 @@ namespace tessera::node {
 struct MpsOptions {
   std::string control;  // path of nvidia-cuda-mps-control (FindMpsControl)
   std::string root = "/var/run/tessera/mps";  // <root>/<gpu uuid>/{pipe,log}
-  std::chrono::milliseconds restart_backoff{2000};  // least time between two starts of one GPU's daemon
+  std::chrono::milliseconds restart_backoff{2000};  // least time between two start attempts of one GPU's daemon
   std::chrono::milliseconds stop_grace{5000};       // after "quit", before SIGKILL
 };
 
