@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -50,6 +51,15 @@ Status ValidateConfig(const NodeConfig& c) {
     return InvalidArgument("--usage-annotation-interval-ms must be 0 (off) or positive");
   }
   if (!c.metrics_bind_address.empty()) TESSERA_RETURN_IF_ERROR(ParseBindAddress(c.metrics_bind_address).status());
+  if (c.mps != "auto" && c.mps != "on" && c.mps != "off") {
+    return InvalidArgument("--mps must be auto, on or off, got \"" + c.mps + "\"");
+  }
+  if (c.mps != "off" && c.mps_control.empty()) {
+    return InvalidArgument("--mps-control must name the MPS control program (or use --mps=off)");
+  }
+  if (c.mps != "off" && (c.mps_root.empty() || c.mps_root.front() != '/')) {
+    return InvalidArgument("--mps-root must be an absolute path, got \"" + c.mps_root + "\"");
+  }
   return Status::Ok();
 }
 
@@ -86,6 +96,7 @@ struct NodeAgent::Impl {
   std::unique_ptr<MetricsServer> metrics_server;
   std::unique_ptr<grpc::Server> server;
   std::unique_ptr<ArbiterLoop> arbiter;  // compute grants; Snapshot() has per-container stats
+  std::unique_ptr<MpsSupervisor> mps;    // null when this node runs no MPS; the allocator asks it while serving
   std::vector<core::GpuInfo> gpus;  // written by the main loop only
   mutable std::mutex inventory_mu;
   std::vector<core::GpuInfo> inventory;  // GUARDED_BY(inventory_mu): a copy of gpus for the usage loop
@@ -99,7 +110,8 @@ struct NodeAgent::Impl {
   bool registered = false;
   bool published = false;
 
-  Impl(NodeConfig c, kube::Client k, std::unique_ptr<GpuSource> s, std::shared_ptr<spdlog::logger> l)
+  Impl(NodeConfig c, kube::Client k, std::unique_ptr<GpuSource> s, std::shared_ptr<spdlog::logger> l,
+       const MpsPlan& mps_plan)
       : config(std::move(c)),
         client(std::move(k)),
         source(std::move(s)),
@@ -112,6 +124,34 @@ struct NodeAgent::Impl {
         service(allocator, config.slots_per_gpu, log,
                 [this](const Status& st, const std::vector<PodRef>& pods) { OnAllocate(st, pods); }) {
     service.SetReplyDelayForTesting(config.testing_allocate_reply_delay);
+    if (mps_plan.enabled) {
+      MpsOptions options;
+      options.control = mps_plan.control;
+      options.root = config.mps_root;
+      mps = std::make_unique<MpsSupervisor>(std::move(options), log);
+      allocator.SetMpsProbe([this](const std::string& uuid) { return mps->Running(uuid); });
+    }
+  }
+
+  // Starts what is missing among the GPUs' MPS daemons (when MPS is on) and
+  // sets each GPU's mps flag: whether its daemon runs now.
+  void MarkMps(std::vector<core::GpuInfo>& read) {
+    if (mps) mps->Ensure(read);
+    for (core::GpuInfo& g : read) g.mps = mps != nullptr && g.healthy && mps->Running(g.uuid);
+  }
+
+  // Logs each GPU whose mps flag changed since the last inventory.
+  void LogMpsChanges(const std::vector<core::GpuInfo>& read) const {
+    for (const core::GpuInfo& g : read) {
+      auto old = std::find_if(gpus.begin(), gpus.end(), [&](const core::GpuInfo& o) { return o.uuid == g.uuid; });
+      if (old == gpus.end() || old->mps == g.mps) continue;
+      if (g.mps) {
+        log->info("GPU {}: its MPS daemon runs again; MPS pods may be placed on it", g.uuid);
+      } else {
+        log->warn("GPU {}: its MPS daemon is not running; MPS pods are neither placed on it nor admitted until it is "
+                  "started again", g.uuid);
+      }
+    }
   }
 
   kube::EventSpec WarningOn(const PodRef& pod, const char* reason, const std::string& message) const {
@@ -332,6 +372,8 @@ struct NodeAgent::Impl {
     if (read.ok()) {
       // The scheduler must not put more containers on a GPU than it has slots.
       for (auto& g : *read) g.max_sharers = config.slots_per_gpu;
+      MarkMps(*read);
+      LogMpsChanges(*read);
     }
     if (!read.ok()) {
       log->warn("reading GPUs from {} failed, keeping the last inventory: {}", source->Describe(),
@@ -355,9 +397,17 @@ struct NodeAgent::Impl {
   }
 };
 
+namespace {
+NodeConfig WithMpsRoot(NodeConfig config, const MpsPlan& mps) {
+  config.mounts.mps_root = mps.enabled ? config.mps_root : "";
+  return config;
+}
+}  // namespace
+
 NodeAgent::NodeAgent(NodeConfig config, kube::Client client, std::unique_ptr<GpuSource> source,
-                     std::shared_ptr<spdlog::logger> log)
-    : impl_(std::make_unique<Impl>(std::move(config), std::move(client), std::move(source), std::move(log))) {}
+                     std::shared_ptr<spdlog::logger> log, MpsPlan mps)
+    : impl_(std::make_unique<Impl>(WithMpsRoot(std::move(config), mps), std::move(client), std::move(source),
+                                   std::move(log), mps)) {}
 
 NodeAgent::~NodeAgent() {
   impl_->service.Shutdown();
@@ -370,6 +420,7 @@ Status NodeAgent::Run(const std::atomic<bool>& stop) {
   TESSERA_RETURN_IF_ERROR(RegisterUsageMetrics(s.registry, s.config.node_name, s.usage_store));
   TESSERA_ASSIGN_OR_RETURN(std::vector<core::GpuInfo> first, s.source->Read());
   for (auto& g : first) g.max_sharers = s.config.slots_per_gpu;
+  s.MarkMps(first);  // the first publication already says which GPUs run MPS
   TESSERA_RETURN_IF_ERROR(s.service.SetGpus(first));
   s.SetInventory(std::move(first));
   s.Resync();  // publishes
@@ -458,6 +509,7 @@ Status NodeAgent::Run(const std::atomic<bool>& stop) {
   s.service.Shutdown();
   s.StopServing();
   if (s.metrics_server) s.metrics_server->Stop();
+  if (s.mps) s.mps->Stop();  // quits the daemons: MPS clients left on this node lose their server
   return Status::Ok();
 }
 

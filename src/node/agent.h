@@ -7,10 +7,12 @@
 // reconcile interval, raises Events on mismatches and refused Allocates, and
 // serves its counters on /metrics. A third loop reads the containers' regions
 // (node/usage.h): GPU and container series on /metrics, OOM-refusal Events
-// and each pod's tessera.io/usage annotation. Run() blocks until its stop flag, which
-// any thread may set, becomes true.
+// and each pod's tessera.io/usage annotation. Where MPS is on (--mps), it runs
+// one MPS control daemon per healthy GPU (node/mps.h) and publishes each GPU's
+// `mps` flag as whether its daemon runs. Run() blocks until its stop flag,
+// which any thread may set, becomes true.
 //
-//   NodeAgent agent(config, client, std::make_unique<FileGpuSource>(path), log);
+//   NodeAgent agent(config, client, std::make_unique<FileGpuSource>(path), log, *PlanMps("auto", control));
 //   return agent.Run(stop_flag).ok() ? 0 : 1;
 #pragma once
 
@@ -26,6 +28,7 @@
 #include "node/arbiter_loop.h"
 #include "node/container_env.h"
 #include "node/inventory.h"
+#include "node/mps.h"
 
 namespace tessera::node {
 
@@ -54,6 +57,10 @@ struct NodeConfig {
   std::chrono::milliseconds usage_annotation_interval{10000};
   std::chrono::milliseconds testing_allocate_reply_delay{0};        // fault injection for restart tests
   ArbiterConfig arbiter;                                            // the per-GPU compute arbiter
+  // MPS (tessera.io/isolation: mps); main.cc turns these into an MpsPlan.
+  std::string mps = "auto";                             // auto|on|off (PlanMps)
+  std::string mps_control = "nvidia-cuda-mps-control";  // a name looked up on PATH, or a path
+  std::string mps_root = "/var/run/tessera/mps";        // <root>/<gpu uuid>/{pipe,log}, absolute
 };
 
 // OK, or INVALID_ARGUMENT saying which setting to fix.
@@ -65,14 +72,17 @@ std::string EffectiveGpuSource(const NodeConfig& config);
 
 class NodeAgent {
  public:
+  // `mps` (PlanMps of config.mps and config.mps_control) says whether this
+  // node runs MPS; when it does, config.mounts.mps_root becomes config.mps_root.
   NodeAgent(NodeConfig config, kube::Client client, std::unique_ptr<GpuSource> source,
-            std::shared_ptr<spdlog::logger> log);
+            std::shared_ptr<spdlog::logger> log, MpsPlan mps = {});
   ~NodeAgent();
 
-  // Runs until *stop becomes true (checked every resync period). Fails only
-  // when the first inventory cannot be read, the socket cannot be served or
-  // the metrics address cannot be bound; later errors (API server, kubelet
-  // away) are logged and retried.
+  // Runs until *stop becomes true (checked every resync period), then quits
+  // the MPS daemons. Fails only when the first inventory cannot be read, the
+  // socket cannot be served or the metrics address cannot be bound; later
+  // errors (API server, kubelet away, an MPS daemon that will not start) are
+  // logged and retried.
   Status Run(const std::atomic<bool>& stop);
 
  private:

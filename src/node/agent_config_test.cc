@@ -42,5 +42,51 @@ TEST(GpuSourceFlag, MistakesSayWhatToFix) {
   EXPECT_EQ(ValidateConfig(c).message(), "--simulated-gpus is not read with --gpu-source=nvml: drop one of them");
 }
 
+TEST(MpsFlags, DefaultsAreValidAndMistakesSayWhatToFix) {
+  NodeConfig c = Base();
+  EXPECT_EQ(c.mps, "auto");
+  EXPECT_EQ(c.mps_control, "nvidia-cuda-mps-control");
+  EXPECT_EQ(c.mps_root, "/var/run/tessera/mps");
+  ASSERT_TRUE(ValidateConfig(c).ok());
+  c.mps = "yes";
+  EXPECT_EQ(ValidateConfig(c).message(), "--mps must be auto, on or off, got \"yes\"");
+  c.mps = "on";
+  c.mps_root = "run/mps";
+  EXPECT_EQ(ValidateConfig(c).message(), "--mps-root must be an absolute path, got \"run/mps\"");
+  c.mps_root = "/run/mps";
+  c.mps_control = "";
+  EXPECT_EQ(ValidateConfig(c).message(), "--mps-control must name the MPS control program (or use --mps=off)");
+  c.mps = "off";  // neither is read then
+  c.mps_root = "";
+  EXPECT_TRUE(ValidateConfig(c).ok());
+}
+
+TEST(MpsFlags, PlanSaysWhetherMpsRunsAndWhy) {
+  auto off = PlanMps("off", "nvidia-cuda-mps-control");
+  ASSERT_TRUE(off.ok());
+  EXPECT_FALSE(off->enabled);
+  EXPECT_EQ(off->reason, "--mps=off");
+  // auto without the program: off, and the reason says what is missing.
+  auto missing = PlanMps("auto", "tessera-no-such-mps-control");
+  ASSERT_TRUE(missing.ok());
+  EXPECT_FALSE(missing->enabled);
+  EXPECT_TRUE(missing->control.empty());
+  EXPECT_EQ(missing->reason, "--mps=auto found no executable tessera-no-such-mps-control on PATH");
+  // on without it: tessera-node must not start.
+  auto required = PlanMps("on", "tessera-no-such-mps-control");
+  ASSERT_FALSE(required.ok());
+  EXPECT_EQ(required.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(required.status().message().find("--mps=on: tessera-no-such-mps-control is not on PATH"),
+            std::string::npos)
+      << required.status().message();
+  EXPECT_EQ(PlanMps("sometimes", "x").status().code(), StatusCode::kInvalidArgument);
+  // A path that is there (any executable stands in for the program here).
+  auto found = PlanMps("on", "/bin/sh");
+  ASSERT_TRUE(found.ok()) << found.status().ToString();
+  EXPECT_TRUE(found->enabled);
+  EXPECT_EQ(found->control, "/bin/sh");
+  EXPECT_EQ(found->reason, "--mps=on found /bin/sh");
+}
+
 }  // namespace
 }  // namespace tessera::node

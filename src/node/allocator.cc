@@ -52,16 +52,34 @@ Result<ContainerEnv> Allocator::Allocate(const std::vector<std::string>& device_
   const PendingPod& pod = pending[identified->pod];
   const PendingContainer& container = pod.containers[identified->container];
   concerned.push_back({pod.ns, pod.name, pod.uid});  // kept only if a step below fails
-  TESSERA_ASSIGN_OR_RETURN(ContainerEnv env, BuildContainerEnv(pod, container, gpus, paths_));
+  std::vector<core::GpuInfo> now = gpus;
+  if (pod.isolation == core::Isolation::kMps && mps_probe_) {
+    for (core::GpuInfo& g : now) g.mps = mps_probe_(g.uuid);
+  }
+  TESSERA_ASSIGN_OR_RETURN(ContainerEnv env, BuildContainerEnv(pod, container, now, paths_));
   std::error_code ec;
   std::filesystem::create_directories(env.region_host_dir, ec);
   if (ec) return Internal("creating region directory " + env.region_host_dir + ": " + ec.message());
   // What the compute arbiter needs, beside the region (not in it: the
   // container must not rewrite its own priority). Without it the container
-  // keeps its static share; Allocate goes on.
+  // keeps its static share; Allocate goes on. An MPS container has none: MPS
+  // limits its compute, the launch gate does not.
+  if (pod.isolation != core::Isolation::kMps) WriteArbiterFor(pod, container, env.region_host_dir);
+  TESSERA_RETURN_IF_ERROR(MarkAllocated(pod, container.name));
+  concerned.clear();
+  steered_.reset();
+  log_->info("Allocate [{}]: {} container {} (the one match among {} pending pod(s), {}); NVIDIA_VISIBLE_DEVICES={}{}",
+             JoinUuids(device_ids), pod.Key(), container.name, pending.size(),
+             read.listed ? "listed" : "from the watch cache", env.envs["NVIDIA_VISIBLE_DEVICES"],
+             pod.isolation == core::Isolation::kMps ? ", MPS" : "");
+  return env;
+}
+
+void Allocator::WriteArbiterFor(const PendingPod& pod, const PendingContainer& container,
+                                const std::string& region_dir) {
   ArbiterContainer record;
   record.key = pod.uid + "/" + container.name;
-  record.region_dir = env.region_host_dir;
+  record.region_dir = region_dir;
   record.policy = pod.core_hard ? CorePolicy::kHard : CorePolicy::kShare;
   record.priority = pod.priority;
   for (const core::GpuShare& g : container.gpus) {
@@ -71,16 +89,9 @@ Result<ContainerEnv> Allocator::Allocate(const std::vector<std::string>& device_
     slot.limit_ppm = static_cast<uint32_t>(std::clamp<int64_t>(pod.core_limit_milli, 0, 1000) * 1000);
     record.slots.push_back(slot);
   }
-  if (Status st = WriteArbiterRecord(env.region_host_dir, record); !st.ok()) {
+  if (Status st = WriteArbiterRecord(region_dir, record); !st.ok()) {
     log_->warn("Allocate {}: {}; its compute share stays static", pod.Key(), st.message());
   }
-  TESSERA_RETURN_IF_ERROR(MarkAllocated(pod, container.name));
-  concerned.clear();
-  steered_.reset();
-  log_->info("Allocate [{}]: {} container {} (the one match among {} pending pod(s), {}); NVIDIA_VISIBLE_DEVICES={}",
-             JoinUuids(device_ids), pod.Key(), container.name, pending.size(),
-             read.listed ? "listed" : "from the watch cache", env.envs["NVIDIA_VISIBLE_DEVICES"]);
-  return env;
 }
 
 Status Allocator::MarkAllocated(const PendingPod& pod, const std::string& container) {

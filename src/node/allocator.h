@@ -12,6 +12,7 @@
 
 #include <spdlog/logger.h>
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -27,10 +28,19 @@
 
 namespace tessera::node {
 
+// Whether the MPS daemon of GPU `uuid` runs now (MpsSupervisor::Running).
+// Called with the Allocator's lock held; must not call back into it.
+using MpsProbe = std::function<bool(const std::string& uuid)>;
+
 class Allocator {
  public:
   Allocator(kube::Client client, std::string node, MountPaths paths, std::shared_ptr<spdlog::logger> log,
             NodePodsOptions pods = {});
+
+  // For MPS pods, Allocate asks `probe` whether their GPU's daemon runs,
+  // rather than trusting the `mps` flags of the inventory it is given (which
+  // may be a resync old). Call before Start; without it the flags decide.
+  void SetMpsProbe(MpsProbe probe) { mps_probe_ = std::move(probe); }
 
   // Starts the watch of this node's pods. Until it has synced, and whenever
   // it cannot vouch for its copy, calls LIST the pods instead. Fails only when
@@ -41,7 +51,8 @@ class Allocator {
   // region directory and adds it to the pod's tessera.io/allocated annotation
   // (a merge PATCH carrying the pod's resourceVersion; re-read and retried on
   // 409). Errors say why nothing was allocated (IdentifyContainer's messages,
-  // an unknown GPU, an API failure); nothing is marked then. On an error,
+  // an unknown GPU, an MPS pod whose GPU runs no MPS daemon, an API failure);
+  // nothing is marked then. On an error,
   // `named` (when given) receives the pods it concerns: the candidates
   // IdentifyContainer names, or the identified pod when a later step failed;
   // empty when it concerns none (bad device IDs, the pod list unreadable).
@@ -66,11 +77,14 @@ class Allocator {
 
  private:
   Status MarkAllocated(const PendingPod& pod, const std::string& container);
+  // The compute arbiter's record of `container` (logged, not fatal, when it cannot be written).
+  void WriteArbiterFor(const PendingPod& pod, const PendingContainer& container, const std::string& region_dir);
 
   kube::Client client_;
   const std::string node_;
   const MountPaths paths_;
   std::shared_ptr<spdlog::logger> log_;
+  MpsProbe mps_probe_;  // set before Start; may be empty
   NodePods pods_;
   std::mutex mu_;  // one handshake at a time
   std::optional<ContainerRef> steered_;        // GUARDED_BY(mu_)

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "node/mps.h"
+
 namespace tessera::node {
 
 std::string CorePercent(int64_t core_milli) {
@@ -60,6 +62,35 @@ Status AddFrontEndEnv(const PendingPod& pod, const PendingContainer& container,
   return Status::Ok();
 }
 
+// MPS's limits for a container of an MPS pod, and its GPU's pipe folder.
+// Precondition: every GPU of `container` is in `inventory`.
+Status AddMps(const PendingPod& pod, const PendingContainer& container, const std::vector<core::GpuInfo>& inventory,
+              const MountPaths& paths, ContainerEnv& out) {
+  const std::string who = pod.Key() + " container " + container.name + " asks for tessera.io/isolation: mps";
+  if (container.gpus.size() != 1) {
+    return InvalidArgument(who + " with " + std::to_string(container.gpus.size()) +
+                           " GPUs; MPS gives a container one GPU");
+  }
+  const core::GpuShare& share = container.gpus[0];
+  if (paths.mps_root.empty()) {
+    return FailedPrecondition(who + ", but tessera-node on this node runs no MPS (--mps=off, or --mps=auto found "
+                              "no control program), so GPU " + share.uuid + " cannot be shared through MPS here");
+  }
+  const auto gpu = std::find_if(inventory.begin(), inventory.end(),
+                                [&](const core::GpuInfo& g) { return g.uuid == share.uuid; });
+  if (!gpu->mps) {
+    return FailedPrecondition(who + ", but the MPS control daemon of GPU " + share.uuid +
+                              " is not running (it exited and has not been started again; see tessera-node's log "
+                              "and " + paths.mps_root + "/" + share.uuid + "/log)");
+  }
+  for (const auto& [name, value] : MpsEnv(share)) out.envs[name] = value;
+  // MPS's thread percentage limits the container's compute; the launch gate must not cut it again.
+  out.envs["TESSERA_GPU_CORE_PERCENT_0"] = "100";
+  out.envs.erase("TESSERA_GPU_CORE_POLICY");
+  out.mounts.push_back({kMpsPipeContainerPath, MpsPipeDir(paths.mps_root, share.uuid), false});
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<ContainerEnv> BuildContainerEnv(const PendingPod& pod, const PendingContainer& container,
@@ -100,6 +131,7 @@ Result<ContainerEnv> BuildContainerEnv(const PendingPod& pod, const PendingConta
   out.mounts = {{kLibraryContainerPath, paths.library_host, true},
                 {kPreloadContainerPath, paths.preload_host, true},
                 {kRegionContainerPath, out.region_host_dir, false}};
+  if (pod.isolation == core::Isolation::kMps) TESSERA_RETURN_IF_ERROR(AddMps(pod, container, inventory, paths, out));
   return out;
 }
 

@@ -1,6 +1,7 @@
 // What a sharing container receives from Allocate: NVIDIA_VISIBLE_DEVICES,
 // its TESSERA_* limits, and the mounts of the interception library,
-// /etc/ld.so.preload and its region directory. Pure; thread-safe.
+// /etc/ld.so.preload and its region directory; for an MPS pod also the MPS
+// variables and its GPU's daemon pipe folder. Pure; thread-safe.
 // docs/node-agent.md lists the variables.
 //
 //   TESSERA_ASSIGN_OR_RETURN(ContainerEnv env, BuildContainerEnv(pod, container, gpus, paths));
@@ -24,6 +25,10 @@ struct MountPaths {
   std::string library_host = "/usr/local/lib/tessera/libtessera-cuda.so";  // the interception library
   std::string preload_host = "/usr/local/lib/tessera/ld.so.preload";      // names the library's container path
   std::string region_root_host = "/var/run/tessera/regions";              // + /<pod uid>/<container>
+  // Root of the per-GPU MPS daemons' folders (MpsPipeDir, tessera-node
+  // --mps-root); empty when this node runs no MPS (--mps=off, or auto
+  // without the control program).
+  std::string mps_root;
   core::ResourceNames resources;  // front ends off by default (tessera-node --gpushare, --hami)
 };
 
@@ -55,8 +60,17 @@ struct ContainerEnv {
 //     ALIYUN_COM_GPU_MEM_POD (the sum over the pod's containers);
 //   HAMi: CUDA_DEVICE_MEMORY_LIMIT_i ("<MiB>m") and CUDA_DEVICE_SM_LIMIT
 //     (percent; 0 when the share names no compute, HAMi's "no limit").
+// A container of an MPS pod (tessera.io/isolation: mps; one GPU) gets
+// MpsEnv's variables and its GPU's pipe folder mounted read-write at
+// kMpsPipeContainerPath; MPS's thread percentage is its compute limit, so
+// TESSERA_GPU_CORE_PERCENT_0 is "100" (the launch gate stands aside rather
+// than cut the share twice) and no core policy is set, while the memory
+// limit stays with the interception library as for any pod.
 // INVALID_ARGUMENT when a GPU of the share is not in `inventory` or its
-// memory is unknown.
+// memory is unknown. FAILED_PRECONDITION, naming the GPU and why, when an MPS
+// pod's GPU runs no MPS daemon: paths.mps_root is empty (MPS is off on this
+// node) or the GPU's `mps` flag in `inventory` is false (its daemon is not
+// running).
 Result<ContainerEnv> BuildContainerEnv(const PendingPod& pod, const PendingContainer& container,
                                        const std::vector<core::GpuInfo>& inventory, const MountPaths& paths);
 

@@ -156,5 +156,84 @@ TEST(ContainerEnvTest, GpushareContainerOnTwoGpusIsAnError) {
   EXPECT_NE(env.status().message().find("gpushare gives one"), std::string::npos);
 }
 
+PendingPod MpsPod() {
+  PendingPod p = Pod();
+  p.isolation = core::Isolation::kMps;
+  p.core_hard = true;  // no effect under MPS: its percentage is the limit
+  return p;
+}
+
+std::vector<core::GpuInfo> MpsGpus() {
+  std::vector<core::GpuInfo> gpus = Gpus();
+  gpus[1].mps = true;  // GPU-b's daemon runs, GPU-a's does not
+  return gpus;
+}
+
+MountPaths MpsPaths() {
+  MountPaths paths;
+  paths.mps_root = "/run/mps";
+  return paths;
+}
+
+TEST(ContainerEnvTest, MpsContainerGetsMpsLimitsAndItsGpusPipeFolder) {
+  PendingContainer c{"main", {{1, "GPU-b", 8192, 300}}};
+  auto env = BuildContainerEnv(MpsPod(), c, MpsGpus(), MpsPaths());
+  ASSERT_TRUE(env.ok()) << env.status().ToString();
+  EXPECT_EQ(env->envs.at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "30");
+  EXPECT_EQ(env->envs.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=8192M");
+  EXPECT_EQ(env->envs.at("CUDA_MPS_PIPE_DIRECTORY"), "/var/run/tessera/mps");
+  // The interception library keeps the memory limit; MPS alone limits compute.
+  EXPECT_EQ(env->envs.at("TESSERA_GPU_MEM_LIMIT_MIB_0"), "8192");
+  EXPECT_EQ(env->envs.at("TESSERA_GPU_CORE_PERCENT_0"), "100");
+  EXPECT_EQ(env->envs.count("TESSERA_GPU_CORE_POLICY"), 0u);
+  EXPECT_EQ(env->envs.at("NVIDIA_VISIBLE_DEVICES"), "GPU-b");
+  ASSERT_EQ(env->mounts.size(), 4u);
+  EXPECT_EQ(env->mounts[3], (MountSpec{"/var/run/tessera/mps", "/run/mps/GPU-b/pipe", false}));
+}
+
+TEST(ContainerEnvTest, OtherIsolationsGetNoMpsVariables) {
+  PendingContainer c{"main", {{1, "GPU-b", 8192, 300}}};
+  for (core::Isolation isolation : {core::Isolation::kHook, core::Isolation::kNone}) {
+    PendingPod pod = Pod();
+    pod.isolation = isolation;
+    auto env = BuildContainerEnv(pod, c, MpsGpus(), MpsPaths());
+    ASSERT_TRUE(env.ok()) << env.status().ToString();
+    EXPECT_EQ(env->envs.count("CUDA_MPS_PIPE_DIRECTORY"), 0u);
+    EXPECT_EQ(env->envs.at("TESSERA_GPU_CORE_PERCENT_0"), "30");
+    EXPECT_EQ(env->mounts.size(), 3u);
+  }
+}
+
+TEST(ContainerEnvTest, MpsPodOnAGpuWithoutItsDaemonIsRefusedNamingTheGpu) {
+  PendingContainer c{"main", {{0, "GPU-a", 8192, 300}}};
+  auto env = BuildContainerEnv(MpsPod(), c, MpsGpus(), MpsPaths());
+  ASSERT_FALSE(env.ok());
+  EXPECT_EQ(env.status().code(), StatusCode::kFailedPrecondition);
+  const std::string message = env.status().message();
+  EXPECT_NE(message.find("ns/p container main asks for tessera.io/isolation: mps"), std::string::npos) << message;
+  EXPECT_NE(message.find("the MPS control daemon of GPU GPU-a is not running"), std::string::npos) << message;
+  EXPECT_NE(message.find("/run/mps/GPU-a/log"), std::string::npos) << message;
+}
+
+TEST(ContainerEnvTest, MpsPodOnANodeWithoutMpsIsRefusedNamingTheGpu) {
+  PendingContainer c{"main", {{1, "GPU-b", 8192, 300}}};
+  auto env = BuildContainerEnv(MpsPod(), c, MpsGpus(), MountPaths{});  // no mps_root: MPS off
+  ASSERT_FALSE(env.ok());
+  EXPECT_EQ(env.status().code(), StatusCode::kFailedPrecondition);
+  const std::string message = env.status().message();
+  EXPECT_NE(message.find("runs no MPS (--mps=off"), std::string::npos) << message;
+  EXPECT_NE(message.find("GPU GPU-b"), std::string::npos) << message;
+}
+
+TEST(ContainerEnvTest, MpsContainerOnTwoGpusIsAnError) {
+  std::vector<core::GpuInfo> gpus = MpsGpus();
+  gpus[0].mps = true;
+  PendingContainer c{"main", {{0, "GPU-a", 8192, 300}, {1, "GPU-b", 8192, 300}}};
+  auto env = BuildContainerEnv(MpsPod(), c, gpus, MpsPaths());
+  ASSERT_FALSE(env.ok());
+  EXPECT_EQ(env.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(env.status().message().find("MPS gives a container one GPU"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace tessera::node

@@ -72,6 +72,16 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--hami-socket-name", compat.hami_socket, "socket file of the HAMi count resource")
       ->capture_default_str();
+  // MPS for tessera.io/isolation: mps (docs/node-agent.md).
+  app.add_option("--mps", config.mps,
+                 "auto|on|off: run an MPS control daemon per GPU (auto: where --mps-control is found; on: refuse to "
+                 "start without it)")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
+  app.add_option("--mps-control", config.mps_control, "the MPS control program: a name on PATH, or a path")
+      ->capture_default_str();
+  app.add_option("--mps-root", config.mps_root, "host folder of the MPS daemons' <gpu uuid>/{pipe,log} folders")
+      ->capture_default_str();
   int reply_delay_ms = 0;
   int arbiter_interval_ms = static_cast<int>(config.arbiter.interval.count());
   int arbiter_idle_after_ms = static_cast<int>(config.arbiter.idle_after.count());
@@ -117,6 +127,16 @@ int main(int argc, char** argv) {
     log->critical("{}", st.message());
     return 2;
   }
+  auto mps = tessera::node::PlanMps(config.mps, config.mps_control);
+  if (!mps.ok()) {
+    log->critical("{}", mps.status().message());
+    return 2;
+  }
+  if (mps->enabled) {
+    log->info("MPS on ({}): one control daemon per healthy GPU, folders under {}", mps->reason, config.mps_root);
+  } else {
+    log->info("MPS off ({}): pods with tessera.io/isolation: mps are not placed on this node", mps->reason);
+  }
   auto kube_config = tessera::kube::ResolveConfig(config.kubeconfig);
   if (!kube_config.ok()) {
     log->critical("cannot find the API server: {}", kube_config.status().message());
@@ -155,7 +175,7 @@ int main(int argc, char** argv) {
   auto shared = std::make_unique<tessera::node::SharedGpuSource>(std::move(source));
   tessera::node::SharedGpuSource* shared_view = shared.get();
   tessera::kube::Client client(std::move(kube_config).value());
-  tessera::node::NodeAgent agent(config, client, std::move(shared), log);
+  tessera::node::NodeAgent agent(config, client, std::move(shared), log, std::move(mps).value());
   std::unique_ptr<tessera::node::CompatPlugins> plugins;
   std::thread compat_thread;
   std::atomic<bool> compat_failed{false};

@@ -116,15 +116,39 @@ Result<std::string> FindMpsControl(const std::string& name) {
   return NotFound(name + " is not on PATH" + missing);
 }
 
+Result<MpsPlan> PlanMps(const std::string& mode, const std::string& control) {
+  MpsPlan plan;
+  if (mode == "off") {
+    plan.reason = "--mps=off";
+    return plan;
+  }
+  if (mode != "auto" && mode != "on") return InvalidArgument("--mps must be auto, on or off, got \"" + mode + "\"");
+  Result<std::string> found = FindMpsControl(control);
+  if (!found.ok()) {
+    if (mode == "on") return found.status().WithContext("--mps=on");
+    plan.reason = "--mps=auto found no executable " + control +
+                  (control.find('/') == std::string::npos ? " on PATH" : "");
+    return plan;
+  }
+  plan.enabled = true;
+  plan.control = *found;
+  plan.reason = "--mps=" + mode + " found " + *found;
+  return plan;
+}
+
+std::string MpsPipeDir(const std::string& root, const std::string& uuid) { return root + "/" + uuid + "/pipe"; }
+
 MpsSupervisor::MpsSupervisor(MpsOptions options, std::shared_ptr<spdlog::logger> log)
     : options_(std::move(options)), log_(std::move(log)) {}
 
 MpsSupervisor::~MpsSupervisor() { Stop(); }
 
-std::string MpsSupervisor::PipeDir(const std::string& uuid) const { return options_.root + "/" + uuid + "/pipe"; }
+std::string MpsSupervisor::PipeDir(const std::string& uuid) const { return MpsPipeDir(options_.root, uuid); }
 std::string MpsSupervisor::LogDir(const std::string& uuid) const { return options_.root + "/" + uuid + "/log"; }
 
 Status MpsSupervisor::StartLocked(const std::string& uuid, Daemon& d) {
+  // A failed start waits out the back-off too, so a missing program is not retried (and logged) every pass.
+  d.started = std::chrono::steady_clock::now();
   std::error_code ec;
   for (const std::string& dir : {PipeDir(uuid), LogDir(uuid)}) {
     std::filesystem::create_directories(dir, ec);
@@ -135,7 +159,6 @@ Status MpsSupervisor::StartLocked(const std::string& uuid, Daemon& d) {
                                                     {"CUDA_MPS_LOG_DIRECTORY", LogDir(uuid)}});
   TESSERA_ASSIGN_OR_RETURN(pid_t pid, Spawn({options_.control, "-f"}, env, LogDir(uuid) + "/tessera-node.out"));
   d.pid = pid;
-  d.started = std::chrono::steady_clock::now();
   ++d.starts;
   log_->info("started the MPS control daemon for GPU {} (pid {}, pipe {}){}", uuid, pid, PipeDir(uuid),
              d.starts > 1 ? " again, start " + std::to_string(d.starts) : "");
@@ -199,7 +222,7 @@ void MpsSupervisor::Ensure(const std::vector<core::GpuInfo>& gpus) {
   for (const std::string& uuid : wanted) {
     Daemon& d = daemons_[uuid];
     if (AliveLocked(uuid, d)) continue;
-    if (d.starts > 0 && now - d.started < options_.restart_backoff) continue;
+    if (d.started != std::chrono::steady_clock::time_point{} && now - d.started < options_.restart_backoff) continue;
     if (Status st = StartLocked(uuid, d); !st.ok()) log_->error("{}", st.message());
   }
 }

@@ -30,13 +30,31 @@ namespace tessera::node {
 struct MpsOptions {
   std::string control;  // path of nvidia-cuda-mps-control (FindMpsControl)
   std::string root = "/var/run/tessera/mps";  // <root>/<gpu uuid>/{pipe,log}
-  std::chrono::milliseconds restart_backoff{2000};  // least time between two starts of one GPU's daemon
+  std::chrono::milliseconds restart_backoff{2000};  // least time between two start attempts of one GPU's daemon
   std::chrono::milliseconds stop_grace{5000};       // after "quit", before SIGKILL
 };
 
 // `name` when it holds a '/', else the first executable `name` on $PATH.
 // NOT_FOUND saying that MPS pods cannot run on this node.
 Result<std::string> FindMpsControl(const std::string& name);
+
+// What tessera-node --mps decided: whether this node runs MPS, and with
+// which control program.
+struct MpsPlan {
+  bool enabled = false;
+  std::string control;  // FindMpsControl's path when enabled
+  std::string reason;   // one sentence for the log: why MPS is on or off
+};
+
+// `mode` "off": disabled; "auto": enabled when FindMpsControl(control) finds
+// the program, else disabled (the reason says what was missing); "on":
+// enabled, or FindMpsControl's NOT_FOUND (tessera-node must not start).
+// INVALID_ARGUMENT for any other mode.
+Result<MpsPlan> PlanMps(const std::string& mode, const std::string& control);
+
+// The host folder of GPU `uuid`'s daemon pipes under `root`
+// (MpsSupervisor::PipeDir; Allocate mounts it into MPS containers).
+std::string MpsPipeDir(const std::string& root, const std::string& uuid);
 
 class MpsSupervisor {
  public:
@@ -62,8 +80,8 @@ class MpsSupervisor {
  private:
   struct Daemon {
     pid_t pid = -1;
-    std::chrono::steady_clock::time_point started{};
-    int starts = 0;
+    std::chrono::steady_clock::time_point started{};  // the last start attempted, failed or not
+    int starts = 0;                                    // successful starts
   };
   Status StartLocked(const std::string& uuid, Daemon& d);
   bool AliveLocked(const std::string& uuid, Daemon& d);

@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spdlog/sinks/null_sink.h>
+#include <spdlog/sinks/ostream_sink.h>
 #include <stdlib.h>
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 namespace tessera::node {
@@ -105,6 +107,32 @@ TEST_F(MpsTest, OneDaemonPerGpuRestartedWhenItDiesAndQuitOnStop) {
   EXPECT_FALSE(std::filesystem::exists(mps.PipeDir("GPU-a") + "/control.pid"));
 }
 
+TEST_F(MpsTest, PlanFindsTheProgramWithAutoAndOn) {
+  for (const char* mode : {"auto", "on"}) {
+    auto plan = PlanMps(mode, kFake);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    EXPECT_TRUE(plan->enabled);
+    EXPECT_EQ(plan->control, kFake);
+  }
+}
+
+TEST_F(MpsTest, AProgramThatCannotStartIsRetriedOnlyAfterTheBackOff) {
+  std::ostringstream lines;
+  auto log = std::make_shared<spdlog::logger>("mps", std::make_shared<spdlog::sinks::ostream_sink_mt>(lines));
+  MpsOptions options = Options();
+  options.control = root_ + "/absent";
+  options.restart_backoff = milliseconds(60000);
+  MpsSupervisor mps(options, log);
+  for (int i = 0; i < 5; ++i) mps.Ensure(Gpus());
+  EXPECT_FALSE(mps.Running("GPU-a"));
+  const std::string text = lines.str();
+  size_t failures = 0;
+  for (size_t at = text.find("cannot start"); at != std::string::npos; at = text.find("cannot start", at + 1)) {
+    ++failures;
+  }
+  EXPECT_EQ(failures, 2u) << "one attempt per GPU, then the back-off: " << text;
+}
+
 TEST(MpsEnvTest, TheShareBecomesMpsLimits) {
   core::GpuShare share;
   share.index = 3;
@@ -113,6 +141,7 @@ TEST(MpsEnvTest, TheShareBecomesMpsLimits) {
   share.core_milli = 255;
   auto env = MpsEnv(share);
   EXPECT_EQ(env["CUDA_MPS_PIPE_DIRECTORY"], "/var/run/tessera/mps");
+  EXPECT_EQ(MpsPipeDir("/run/mps", "GPU-c"), "/run/mps/GPU-c/pipe");
   EXPECT_EQ(env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"], "26");  // rounded up: never below the share
   EXPECT_EQ(env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"], "0=4096M");
   share.core_milli = 0;

@@ -18,6 +18,15 @@ if(NOT TESSERA_SANITIZE)
     "TESSERA_TEST_CLIENT=$<TARGET_FILE:fake_cuda_client>" "TESSERA_TEST_PRELOAD=$<TARGET_FILE:tessera-cuda>")
 endif()
 
+# MPS isolation: an --mps=on node running the stand-in control daemon of
+# tests/fake_mps and an --mps=off node, through the whole hand-over.
+tessera_cluster_test(e2e_mps_test SRCS ${CMAKE_CURRENT_LIST_DIR}/mps_test.cc
+                     DEPS tessera_kubelet_sim tessera_test_support LABELS e2e)
+set_tests_properties(e2e_mps_test PROPERTIES TIMEOUT 300)
+add_dependencies(e2e_mps_test tessera-scheduler tessera-node)
+target_compile_definitions(e2e_mps_test PRIVATE
+  TESSERA_FAKE_MPS_CONTROL="${PROJECT_SOURCE_DIR}/tests/fake_mps/nvidia-cuda-mps-control")
+
 # kubectl-tessera: its inspect output against tessera-scheduler's own books.
 tessera_cluster_test(e2e_kubectl_tessera_test SRCS ${CMAKE_CURRENT_LIST_DIR}/kubectl_tessera_test.cc
                      DEPS tessera_scheduler tessera_test_support LABELS e2e)

@@ -1,0 +1,251 @@
+// End-to-end MPS isolation (tessera.io/isolation: mps) through the whole
+// hand-over: kube-scheduler with tessera-scheduler as its extender, and two
+// simulated nodes with a real tessera-node each: one with --mps=on running
+// the stand-in control daemon of tests/fake_mps (no real MPS daemon runs
+// here), one with --mps=off. An MPS pod runs on the first with MPS's
+// variables and its GPU's pipe folder; one held to the second is refused at
+// scheduling time, saying MPS; and a pod whose GPU's daemon died (and cannot
+// be started again) is refused at admission, naming the GPU.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include "core/codec.h"
+#include "kube/paths.h"
+#include "node/mps.h"
+#include "tests/kubelet_sim/node_farm.h"
+#include "tests/support/cluster_env.h"
+#include "tests/support/extender_suite.h"
+#include "tests/support/sim_nodes.h"
+
+namespace tessera::testing {
+namespace {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// The stand-in daemon (a shell script).
+const char* kFakeControl = TESSERA_FAKE_MPS_CONTROL;
+
+std::string Annotation(const json& object, std::string_view key_view) {
+  const std::string key(key_view);
+  const auto& meta = object["metadata"];
+  if (!meta.contains("annotations") || !meta["annotations"].contains(key)) return "";
+  return meta["annotations"][key].get<std::string>();
+}
+
+std::string Phase(const json& pod) { return pod.contains("status") ? pod["status"].value("phase", "") : ""; }
+
+std::string FirstLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+class MpsPathTest : public ExtenderSuite {
+ protected:
+  static void SetUpTestSuite() { StartExtender("e2e-mps"); }
+  static void TearDownTestSuite() { StopExtender(); }
+  void SetUp() override {
+    OpenNamespace("mps", 20);
+    // Short: the daemons' pipe folders live here. The control program is a
+    // copy, so the test can take it away.
+    std::string tmpl = (std::filesystem::temp_directory_path() / "tessera-mps-e2e-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    control_ = dir_ + "/nvidia-cuda-mps-control";
+    mps_root_ = dir_ + "/mps";
+    InstallControl();
+  }
+  void TearDown() override {
+    if (!dir_.empty()) InstallControl();  // the agent quits its daemons through it
+    if (client_) {
+      CloseNamespace();
+      std::vector<SimNode> nodes;
+      for (auto* farm : {&mps_farm_, &plain_farm_}) {
+        if (*farm) nodes.push_back((*farm)->node(0));
+        farm->reset();  // tessera-node quits its daemons on SIGTERM
+      }
+      (void)DeleteSimNodes(*client_, nodes);
+    }
+    KillLeftoverDaemons();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  // A stand-in daemon still running (its agent killed before it could quit
+  // it) would loop for ever: its control.pid names it.
+  void KillLeftoverDaemons() {
+    std::error_code ec;
+    if (mps_root_.empty() || !std::filesystem::exists(mps_root_, ec)) return;
+    for (const auto& gpu : std::filesystem::directory_iterator(mps_root_, ec)) {
+      const std::string pid = FirstLine(gpu.path().string() + "/pipe/control.pid");
+      if (pid.empty() || FirstLine("/proc/" + pid + "/cmdline").find("nvidia-cuda-mps-control") == std::string::npos) {
+        continue;
+      }
+      ::kill(static_cast<pid_t>(std::stol(pid)), SIGKILL);
+    }
+  }
+
+  void InstallControl() {
+    std::error_code ec;
+    std::filesystem::copy_file(kFakeControl, control_, std::filesystem::copy_options::overwrite_existing, ec);
+    ASSERT_FALSE(ec) << ec.message();
+    std::filesystem::permissions(control_, std::filesystem::perms::owner_all, ec);
+    ASSERT_FALSE(ec) << ec.message();
+  }
+
+  // One node named <group>-<suffix>, labelled tessera.io/e2e-mps=<suffix>.
+  std::unique_ptr<NodeFarm> StartNode(const std::string& suffix, std::vector<std::string> flags) {
+    auto nodes = UniformSimNodes(group_ + "-" + suffix, 1, 2, "A100", 40960, 4);
+    nodes[0].labels["tessera.io/e2e-group"] = group_;
+    nodes[0].labels["tessera.io/e2e-mps"] = suffix;
+    NodeFarmOptions options;
+    options.bin_dir = env_->bin_dir;
+    options.kubeconfig = env_->kubeconfig;
+    options.log_dir = env_->dir + "/logs";
+    options.pid_dir = env_->dir + "/pids";
+    options.agent_flags = std::move(flags);
+    auto farm = NodeFarm::Start(*client_, std::move(nodes), options);
+    EXPECT_TRUE(farm.ok()) << farm.status().ToString();
+    return farm.ok() ? std::move(farm).value() : nullptr;
+  }
+
+  // The mps flag of each GPU in the node's published inventory, by uuid.
+  std::map<std::string, bool> PublishedMps(const std::string& node) {
+    std::map<std::string, bool> out;
+    auto object = client_->Get(kube::NodePath(node));
+    if (!object.ok()) return out;
+    auto gpus = core::DecodeInventory(Annotation(*object, core::kInventoryAnnotation));
+    if (!gpus.ok()) return out;
+    for (const auto& g : *gpus) out[g.uuid] = g.mps;
+    return out;
+  }
+  bool WaitForPublishedMps(const std::string& node, const std::map<std::string, bool>& want,
+                           seconds timeout = seconds(20)) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (PublishedMps(node) == want) return true;
+      std::this_thread::sleep_for(milliseconds(100));
+    }
+    return false;
+  }
+
+  Status SubmitMps(const std::string& name, const std::string& node_kind, int64_t mem_mib, int core_percent) {
+    json pod = GpuPod(ns_, name, {{"main", 1, mem_mib, core_percent}},
+                      {{"tessera.io/e2e-group", group_}, {"tessera.io/e2e-mps", node_kind}},
+                      {{"tessera.io/isolation", "mps"}});
+    return client_->Create(kube::PodsPath(ns_), pod).status();
+  }
+  std::string AssignedGpu(const json& pod) {
+    auto a = core::DecodeAssignment(Annotation(pod, core::kAssignmentAnnotation));
+    EXPECT_TRUE(a.ok()) << a.status().ToString();
+    return a.ok() ? a->containers.at(0).gpus.at(0).uuid : "";
+  }
+  std::vector<std::string> EventsOf(const std::string& pod, const std::string& reason) {
+    std::vector<std::string> events;
+    for (int i = 0; i < 150 && events.empty(); ++i) {
+      events = PodEvents(*client_, ns_, pod, reason);
+      if (events.empty()) std::this_thread::sleep_for(milliseconds(100));
+    }
+    return events;
+  }
+
+  std::string dir_, control_, mps_root_;
+  std::unique_ptr<NodeFarm> mps_farm_, plain_farm_;
+};
+
+TEST_F(MpsPathTest, MpsPodsRunOnlyWhereTheirGpusDaemonRuns) {
+  mps_farm_ = StartNode("on", {"--mps=on", "--mps-control", control_, "--mps-root", mps_root_});
+  plain_farm_ = StartNode("off", {"--mps=off"});
+  ASSERT_TRUE(mps_farm_ && plain_farm_);
+  const SimNode& on = mps_farm_->node(0);
+  const SimNode& off = plain_farm_->node(0);
+  const std::string uuid0 = on.info.gpus[0].uuid, uuid1 = on.info.gpus[1].uuid;
+
+  // Each node says truthfully which GPUs run MPS: the scheduler reads it there.
+  ASSERT_TRUE(WaitForPublishedMps(on.info.name, {{uuid0, true}, {uuid1, true}})) << "see " << mps_farm_->AgentLog(0);
+  ASSERT_TRUE(WaitForPublishedMps(off.info.name, {{off.info.gpus[0].uuid, false}, {off.info.gpus[1].uuid, false}}));
+  for (const auto& g : on.info.gpus) {
+    const std::string pipe = node::MpsPipeDir(mps_root_, g.uuid);
+    EXPECT_EQ(FirstLine(pipe + "/devices"), g.uuid) << "each daemon sees only its own GPU";
+  }
+
+  // An MPS pod runs with MPS's limits from its share and its GPU's pipe folder.
+  ASSERT_TRUE(SubmitMps("mps-a", "on", 8192, 30).ok());
+  auto running = WaitForPod(*client_, ns_, "mps-a", [](const json& p) {
+    return Phase(p) == "Running" || Phase(p) == "Failed";
+  });
+  ASSERT_TRUE(running.ok()) << running.status().ToString();
+  ASSERT_EQ(Phase(*running), "Running") << (*running)["status"].dump() << "; see " << mps_farm_->AgentLog(0);
+  const std::string gpu = AssignedGpu(*running);
+  const json alloc = json::parse(Annotation(*running, kSimAllocationsAnnotation))["main"];
+  const json& envs = alloc["envs"];
+  EXPECT_EQ(envs.value("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", ""), "30");
+  EXPECT_EQ(envs.value("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", ""), "0=8192M");
+  EXPECT_EQ(envs.value("CUDA_MPS_PIPE_DIRECTORY", ""), node::kMpsPipeContainerPath);
+  EXPECT_EQ(envs.value("NVIDIA_VISIBLE_DEVICES", ""), gpu);
+  EXPECT_EQ(envs.value("TESSERA_GPU_MEM_LIMIT_MIB_0", ""), "8192") << "the hook keeps the memory limit";
+  EXPECT_EQ(envs.value("TESSERA_GPU_CORE_PERCENT_0", ""), "100") << "MPS alone limits compute";
+  bool pipe_mounted = false;
+  for (const auto& m : alloc["mounts"]) {
+    if (m.value("containerPath", "") != node::kMpsPipeContainerPath) continue;
+    pipe_mounted = true;
+    EXPECT_EQ(m.value("hostPath", ""), node::MpsPipeDir(mps_root_, gpu));
+    EXPECT_FALSE(m.value("readOnly", true));
+  }
+  EXPECT_TRUE(pipe_mounted) << alloc["mounts"].dump();
+
+  // Held to the node without MPS: refused when scheduling, saying why.
+  ASSERT_TRUE(SubmitMps("mps-nowhere", "off", 4096, 20).ok());
+  auto rejections = EventsOf("mps-nowhere", "FailedScheduling");
+  ASSERT_FALSE(rejections.empty()) << "no FailedScheduling for an MPS pod held to a node without MPS";
+  EXPECT_NE(rejections.back().find("runs MPS"), std::string::npos) << rejections.back();
+  auto nowhere = client_->Get(kube::PodPath(ns_, "mps-nowhere"));
+  ASSERT_TRUE(nowhere.ok());
+  EXPECT_FALSE(IsBound(*nowhere)) << "an MPS pod must never fall back to the hook";
+
+  // Bound, not yet admitted, when its GPU's daemon dies and cannot start again.
+  mps_farm_->Kubelet(0).SetPaused(true);
+  ASSERT_TRUE(SubmitMps("mps-late", "on", 4096, 20).ok());
+  auto bound = WaitForPod(*client_, ns_, "mps-late", IsBound);
+  ASSERT_TRUE(bound.ok()) << bound.status().ToString();
+  const std::string lost = AssignedGpu(*bound);
+  std::filesystem::remove(control_);
+  const std::string pid_file = node::MpsPipeDir(mps_root_, lost) + "/control.pid";
+  const pid_t daemon = static_cast<pid_t>(std::stol(FirstLine(pid_file)));
+  ASSERT_EQ(::kill(daemon, SIGKILL), 0);
+  const std::string kept = lost == uuid0 ? uuid1 : uuid0;
+  ASSERT_TRUE(WaitForPublishedMps(on.info.name, {{lost, false}, {kept, true}}))
+      << "the node still says GPU " << lost << " runs MPS; see " << mps_farm_->AgentLog(0);
+  mps_farm_->Kubelet(0).SetPaused(false);
+  auto refused = WaitForPod(*client_, ns_, "mps-late", [](const json& p) {
+    return Phase(p) == "Running" || Phase(p) == "Failed";
+  });
+  ASSERT_TRUE(refused.ok()) << refused.status().ToString();
+  EXPECT_EQ(Phase(*refused), "Failed") << "an MPS pod must not start without its GPU's daemon";
+  EXPECT_EQ((*refused)["status"].value("reason", ""), "UnexpectedAdmissionError");
+  const std::string message = (*refused)["status"].value("message", "");
+  EXPECT_NE(message.find("the MPS control daemon of GPU " + lost + " is not running"), std::string::npos) << message;
+  EXPECT_TRUE(Annotation(*refused, kSimAllocationsAnnotation).empty());
+  auto events = EventsOf("mps-late", "TesseraAllocateFailed");
+  ASSERT_FALSE(events.empty()) << "no TesseraAllocateFailed Event on the pod";
+  EXPECT_NE(events.back().find(lost), std::string::npos) << events.back();
+
+  // The program is back: the daemon is started again and the flag follows.
+  InstallControl();
+  EXPECT_TRUE(WaitForPublishedMps(on.info.name, {{lost, true}, {kept, true}}))
+      << "GPU " << lost << "'s daemon was not started again; see " << mps_farm_->AgentLog(0);
+  EXPECT_EQ(Phase(*client_->Get(kube::PodPath(ns_, "mps-a"))), "Running");
+}
+
+}  // namespace
+}  // namespace tessera::testing
