@@ -4,8 +4,11 @@
 # release, tools/controlplane).
 #
 #  1. helm lint, and helm template with the default values, with
-#     scheduler.mode=configOnly, and with the simulated-node values below; a
-#     bad scheduler.mode must fail to render.
+#     scheduler.mode=configOnly, with the simulated-node values below, and
+#     with docs/install.md's frontEnds values (gpushare; HAMi with its count
+#     renamed), which must reach the extender's config, tessera-node's args
+#     and kube-scheduler's managedResources (and by default none of them);
+#     a bad scheduler.mode must fail to render.
 #  2. kubectl apply --dry-run=server of each rendering: the API server of the
 #     pinned release validates every object against its own schemas
 #     (strict field validation: an unknown or misspelt field fails).
@@ -137,17 +140,46 @@ step "1. helm lint and helm template"
 "$helm" template tessera "$chart" --namespace "$docs_ns" > "$work/default.yaml"
 "$helm" template tessera "$chart" --namespace "$docs_ns" --set scheduler.mode=configOnly > "$work/configonly.yaml"
 "$helm" template "$rel" "$chart" --namespace "$ns" -f "$work/sim-values.yaml" > "$work/sim.yaml"
-# docs/install.md's gpushare values, as the page shows them.
-python3 - "$src/docs/install.md" > "$work/gpushare.yaml" <<'PY'
+# The compatibility front ends (frontEnds.*): off by default, nothing of
+# them in the node's args or kube-scheduler's managedResources.
+if grep -qF -- '--gpushare' "$work/default.yaml"; then fail "default: renders a --gpushare flag"; fi
+if grep -qF -- '--hami' "$work/default.yaml"; then fail "default: renders a --hami flag"; fi
+if grep -qF 'name: aliyun.com/gpu-mem' "$work/default.yaml"; then fail "default: manages aliyun.com/gpu-mem"; fi
+[[ $(grep -c '^ *enabled: false$' "$work/default.yaml") -ge 2 ]] || fail "default: frontEnds not in the extender's config"
+# docs/install.md's front-end values, as the page shows them: gpushare in all
+# three places, then HAMi with its count renamed.
+python3 - "$src/docs/install.md" "$work" <<'PY'
 import re, sys
 doc = open(sys.argv[1]).read()
 section = doc[doc.index("## gpushare and HAMi manifests"):]
-print(re.search(r"```yaml\n(.*?)```", section, re.S).group(1), end="")
+blocks = re.findall(r"```yaml\n(.*?)```", section, re.S)
+for name, text in zip(("gpushare", "hami"), blocks[:2]):
+    open(f"{sys.argv[2]}/{name}.yaml", "w").write(text)
+if len(blocks) < 2:
+    sys.exit("docs/install.md: the gpushare and HAMi values blocks are missing")
 PY
 "$helm" template tessera "$chart" --namespace "$docs_ns" -f "$work/gpushare.yaml" > "$work/gpushare-rendered.yaml"
-for want in 'frontEnds:' 'gpuMem: aliyun.com/gpu-mem' '- --gpushare=true' 'name: aliyun.com/gpu-mem'; do
-  grep -qF -- "$want" "$work/gpushare-rendered.yaml" || fail "docs' gpushare values: no '$want' in the rendering"
-done
+"$helm" template tessera "$chart" --namespace "$docs_ns" -f "$work/hami.yaml" > "$work/hami-rendered.yaml"
+expect_rendered() {  # expect_rendered FILE TEXT...: each TEXT is a line of FILE (leading blanks ignored)
+  local f=$1; shift
+  sed 's/^ *//' "$f" > "$f.lines"
+  for want in "$@"; do
+    grep -qxF -- "$want" "$f.lines" || fail "$(basename "$f"): no line '$want'"
+  done
+}
+expect_rendered "$work/gpushare-rendered.yaml" '- --gpushare=true' '- --gpushare-resource=aliyun.com/gpu-mem' \
+  'gpuMem: aliyun.com/gpu-mem' '- name: aliyun.com/gpu-mem'
+python3 - "$work/gpushare-rendered.yaml" <<'PY' || fail "gpushare: frontEnds.gpushare.enabled is not true in the extender's config"
+import re, sys
+text = open(sys.argv[1]).read()
+sys.exit(0 if re.search(r"\n *gpushare:\n *enabled: true\n *gpuMem: aliyun.com/gpu-mem\n", text) else 1)
+PY
+if grep -qF -- '--hami' "$work/gpushare-rendered.yaml"; then fail "gpushare values: renders --hami"; fi
+hami_gpu="$(sed -n 's/^ *gpu: *//p' "$work/hami.yaml")"
+[[ -n "$hami_gpu" ]] || fail "docs/install.md's HAMi values rename no count resource"
+expect_rendered "$work/hami-rendered.yaml" '- --hami=true' "- --hami-gpu-resource=$hami_gpu" "gpu: $hami_gpu" \
+  "- name: $hami_gpu" '- name: nvidia.com/gpumem' '- name: nvidia.com/gpumem-percentage' '- name: nvidia.com/gpucores'
+if grep -qF -- '--gpushare' "$work/hami-rendered.yaml"; then fail "HAMi values: renders --gpushare"; fi
 if "$helm" template tessera "$chart" --set scheduler.mode=both > /dev/null 2> "$work/bad-mode.err"; then
   fail "scheduler.mode=both rendered"
 fi
@@ -166,7 +198,7 @@ drop_namespace "$ns"; drop_namespace "$docs_ns"   # left by an earlier run on th
 "$kubectl" version -o json | python3 -c 'import json,sys; print("server", json.load(sys.stdin)["serverVersion"]["gitVersion"])'
 "$kubectl" create namespace "$docs_ns" --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
 "$kubectl" create namespace "$ns" --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
-for f in default configonly sim gpushare-rendered; do
+for f in default configonly sim gpushare-rendered hami-rendered; do
   "$kubectl" apply --dry-run=server --validate=strict -f "$work/$f.yaml" > "$work/$f.dry-run"
   echo "$f: $(wc -l < "$work/$f.dry-run") objects accepted"
 done
@@ -178,8 +210,8 @@ fi
 grep -q 'unknown field "spec.replicaz"' "$work/misspelt.err" || fail "misspelt: $(cat "$work/misspelt.err")"
 
 step "3. docs/install.md: install, upgrade, uninstall"
-# These commands are docs/install.md's, word for word (tests/docs_commands_test.sh
-# checks that the page still has them).
+# These commands are docs/install.md's, word for word (step 0 checks that the
+# page still has them).
 cd "$src"
 helm() { "$cpbin/helm" "$@"; }
 kubectl() { "$cpbin/kubectl" "$@"; }

@@ -53,3 +53,14 @@ set_tests_properties(e2e_helm_chart_test PROPERTIES
   LABELS e2e
   TIMEOUT 600
   ENVIRONMENT "TESSERA_TEST_KUBECONFIG=${TESSERA_TEST_CLUSTER_DIR}/kubeconfig;TESSERA_TEST_CLUSTER_DIR=${TESSERA_TEST_CLUSTER_DIR};TESSERA_BIN_DIR=${CMAKE_BINARY_DIR}/bin")
+
+# Every example under examples/ (but the node list in examples/cluster/):
+# validated by the API server, applied, and each pod Running on simulated
+# nodes of examples/cluster/nodes.yaml (the test does the Deployment and Job
+# controllers' part: the loopback cluster runs no controller-manager), except
+# those meant not to fit, which must carry their FailedScheduling reason; and
+# the TF Serving example's three replicas on one 16 GB GPU.
+tessera_cluster_test(e2e_examples_test SRCS ${CMAKE_CURRENT_LIST_DIR}/examples_test.cc
+                     DEPS tessera_kubelet_sim tessera_test_support LABELS e2e)
+set_tests_properties(e2e_examples_test PROPERTIES TIMEOUT 400)
+add_dependencies(e2e_examples_test tessera-scheduler tessera-node)

@@ -48,6 +48,26 @@ extenders:
     ignoredByScheduler: true
   - name: {{ .Values.resourceNames.gpuCore }}
     ignoredByScheduler: true
+  {{- with .Values.frontEnds.gpushare }}
+  {{- if .enabled }}
+  # gpushare: the nodes advertise GiB, so kube-scheduler counts them too.
+  - name: {{ .gpuMem }}
+    ignoredByScheduler: false
+  {{- end }}
+  {{- end }}
+  {{- with .Values.frontEnds.hami }}
+  {{- if .enabled }}
+  # HAMi: the nodes advertise the count as slots; the rest only the extender checks.
+  - name: {{ .gpu }}
+    ignoredByScheduler: false
+  - name: {{ .gpuMem }}
+    ignoredByScheduler: true
+  - name: {{ .gpuMemPercentage }}
+    ignoredByScheduler: true
+  - name: {{ .gpuCores }}
+    ignoredByScheduler: true
+  {{- end }}
+  {{- end }}
   {{- with .Values.scheduler.extender.extraManagedResources }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
