@@ -111,9 +111,8 @@ TEST_F(ServerTest, PreemptVerbAnswersMetaVictimsByUid) {
   EXPECT_EQ(r->get_header_value("Content-Type"), "application/json");
   EXPECT_EQ(r->body, R"({"NodeNameToMetaVictims":{"n1":{"Pods":[{"UID":"uid-ns-low"}],"NumPDBViolations":2}}})");
   // Full Pods (not nodeCacheCapable) are read by metadata.uid.
-  const json full = {{"Pod", preemptor},
-                     {"NodeNameToVictims",
-                      {{"n1", {{"Pods", json::array({{{"metadata", {{"uid", "uid-ns-low"}}}}})}}}}}}};
+  json full = json::parse(R"({"NodeNameToVictims":{"n1":{"Pods":[{"metadata":{"uid":"uid-ns-low"}}]}}})");
+  full["Pod"] = preemptor;
   r = client.Post("/preempt", full.dump(), "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->body, R"({"NodeNameToMetaVictims":{"n1":{"Pods":[{"UID":"uid-ns-low"}],"NumPDBViolations":0}}})");
