@@ -44,3 +44,10 @@ set_tests_properties(e2e_helm_chart_test PROPERTIES
   LABELS e2e
   TIMEOUT 600
   ENVIRONMENT "TESSERA_TEST_KUBECONFIG=${TESSERA_TEST_CLUSTER_DIR}/kubeconfig;TESSERA_TEST_CLUSTER_DIR=${TESSERA_TEST_CLUSTER_DIR};TESSERA_BIN_DIR=${CMAKE_BINARY_DIR}/bin")
+
+# GPU preemption: PriorityClasses, evictions through the Eviction API, Events,
+# and the preemptor landing on the freed share.
+tessera_cluster_test(e2e_preemption_test SRCS ${CMAKE_CURRENT_LIST_DIR}/preemption_test.cc
+                     DEPS tessera_test_support LABELS e2e)
+set_tests_properties(e2e_preemption_test PROPERTIES TIMEOUT 300)
+add_dependencies(e2e_preemption_test tessera-scheduler)
