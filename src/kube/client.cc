@@ -72,8 +72,11 @@ struct Client::Impl {
   }
 
   // Sends with the retry policy of client.h; a 2xx response or the error.
+  // `retry_429`: false sends a 429 straight back (an eviction refused by a
+  // PodDisruptionBudget); `error_code`, when given, gets the HTTP code of an
+  // error answer.
   Result<HttpResponse> Send(const std::string& verb, const std::string& path, std::string body = "",
-                            const char* content_type = nullptr) {
+                            const char* content_type = nullptr, bool retry_429 = true, long* error_code = nullptr) {
     const HttpRequest request = MakeRequest(verb, path, std::move(body), content_type);
     const bool idempotent = verb != "POST";
     Backoff backoff(kRetryBase, kRetryCap);
@@ -91,7 +94,8 @@ struct Client::Impl {
         return response;
       } else {
         error = ErrorFromResponse(verb, path, response->code, response->body);
-        retryable = response->code == 429 || (idempotent && response->code >= 500);
+        if (error_code != nullptr) *error_code = response->code;
+        retryable = (response->code == 429 && retry_429) || (idempotent && response->code >= 500);
         retry_after = response->retry_after;
       }
       if (!retryable || attempt >= config.max_retries) return error;
@@ -200,6 +204,21 @@ Status Client::Bind(const std::string& ns, const std::string& name, const std::s
                                   {"metadata", std::move(meta)},
                                   {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}}}};
   return impl_->Send("POST", PodPath(ns, name) + "/binding", binding.dump(), "application/json").status();
+}
+
+Status Client::Evict(const std::string& ns, const std::string& name, const std::string& uid, bool dry_run) {
+  nlohmann::json meta = {{"name", name}, {"namespace", ns}};
+  nlohmann::json eviction = {{"apiVersion", "policy/v1"}, {"kind", "Eviction"}, {"metadata", std::move(meta)}};
+  nlohmann::json options = {{"apiVersion", "v1"}, {"kind", "DeleteOptions"}};
+  if (!uid.empty()) options["preconditions"] = {{"uid", uid}};
+  if (dry_run) options["dryRun"] = nlohmann::json::array({"All"});
+  eviction["deleteOptions"] = std::move(options);
+  long code = 0;
+  Status st = impl_->Send("POST", PodPath(ns, name) + "/eviction", eviction.dump(), "application/json",
+                          /*retry_429=*/false, &code)
+                  .status();
+  if (!st.ok() && code == 429) return Status(StatusCode::kResourceExhausted, st.message());
+  return st;
 }
 
 Status Client::Watch(const std::string& path, const std::string& resource_version,

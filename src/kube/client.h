@@ -75,6 +75,13 @@ class Client {
   Status Bind(const std::string& ns, const std::string& name, const std::string& uid, const std::string& node,
               const std::map<std::string, std::string>& annotations = {});
 
+  // Evicts pod ns/name through POST .../pods/{name}/eviction (a policy/v1
+  // Eviction, which honours PodDisruptionBudgets), with `uid` as a
+  // precondition when non-empty; with `dry_run` the server only checks
+  // (dryRun: [All]). kResourceExhausted when a PodDisruptionBudget forbids
+  // it now (429, not retried); kNotFound when the pod is gone.
+  Status Evict(const std::string& ns, const std::string& name, const std::string& uid = "", bool dry_run = false);
+
   // Streams `path`?watch=1&allowWatchBookmarks=true&timeoutSeconds=T
   // [&resourceVersion=RV] (`path` may already carry a query, e.g. a
   // labelSelector) and calls on_event for each event, BOOKMARKs included, on

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/codec.h"
+#include "core/timestamp.h"
 
 namespace tessera::scheduler {
 namespace {
@@ -66,6 +67,33 @@ bool IsAdmitted(const core::Assignment& assignment, const std::string& phase, co
   return true;
 }
 
+// What preemption needs to know of a pod (PodRecord's priority, start, terminating).
+struct PodMeta {
+  int32_t priority = 0;
+  int64_t started_unix = 0;
+  bool terminating = false;
+};
+
+int64_t UnixSeconds(const std::string& text) {
+  if (text.empty()) return 0;
+  auto t = core::ParseRfc3339(text);
+  if (!t.ok()) return 0;
+  return std::chrono::duration_cast<std::chrono::seconds>(t->time_since_epoch()).count();
+}
+
+PodMeta MetaOf(const Json& pod) {
+  PodMeta m;
+  const Json* spec = Member(pod, "spec");
+  const Json* prio = spec ? Member(*spec, "priority") : nullptr;
+  if (prio != nullptr && prio->is_number_integer()) m.priority = prio->get<int32_t>();
+  m.started_unix = UnixSeconds(StringAt(pod, "status", "startTime"));
+  if (m.started_unix == 0) m.started_unix = UnixSeconds(StringAt(pod, "metadata", "creationTimestamp"));
+  const Json* meta = Member(pod, "metadata");
+  const Json* deletion = meta ? Member(*meta, "deletionTimestamp") : nullptr;
+  m.terminating = deletion != nullptr && !deletion->is_null();
+  return m;
+}
+
 }  // namespace
 
 int64_t GpuSummary::core_free_milli() const { return core::kCoreMilliPerGpu - core_used_milli; }
@@ -119,6 +147,32 @@ std::vector<core::PodRequest> ClusterView::NewHoldsSince(uint64_t* cursor) const
   for (uint64_t i = std::max(*cursor, first); i < end; ++i) out.push_back(state_->new_holds_[i - first]);
   *cursor = end;
   return out;
+}
+
+std::vector<core::PreemptionPod> ClusterView::HeldPodsOn(std::string_view node) const {
+  std::vector<core::PreemptionPod> out;
+  for (const std::string& key : state_->ledger_.PodsOn(node)) {
+    auto it = state_->pods_.find(key);
+    if (it == state_->pods_.end()) continue;
+    const ClusterState::PodRecord& rec = it->second;
+    core::PreemptionPod p;
+    p.key = key;
+    p.uid = rec.uid;
+    p.priority = rec.priority;
+    p.started_unix = rec.started_unix;
+    p.terminating = rec.terminating;
+    p.evictable = rec.seen && !rec.uid.empty();
+    p.request = rec.request;
+    p.assignment = rec.assignment;
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+const core::PodRequest* ClusterView::HeldRequest(std::string_view key) const {
+  auto it = state_->pods_.find(key);
+  if (it == state_->pods_.end() || it->second.place != ClusterState::Place::kHeld) return nullptr;
+  return &it->second.request;
 }
 
 // ---- ClusterState ----
@@ -218,9 +272,17 @@ void ClusterState::UpsertPod(const Json& pod) {
       allocated_json != nullptr && allocated_json->is_string() ? allocated_json->get<std::string>() : "";
   const bool wants_gpu = node.empty() && !terminal && core::WantsGpu(pod, options_.resources);
   // Work that needs no lock first.
+  const PodMeta meta = MetaOf(pod);
+  auto note_meta = [&meta](PodRecord& rec) {
+    rec.priority = meta.priority;
+    rec.started_unix = meta.started_unix;
+    rec.terminating = meta.terminating;
+    rec.seen = true;
+  };
   PendingPod pending;
   if (wants_gpu) {
     pending.uid = uid;
+    pending.nominated_node = StringAt(pod, "status", "nominatedNodeName");
     auto req = core::PodRequestFromJson(pod, options_.resources);
     if (req.ok()) pending.request = std::move(req).value();
     else pending.error = req.status();
@@ -261,6 +323,7 @@ void ClusterState::UpsertPod(const Json& pod) {
   const std::string& text = annotation->get_ref<const std::string&>();
   if (it != pods_.end() && it->second.assignment_text == text && it->second.assignment.node == node) {
     // An update that does not change the share (status, labels, admission).
+    note_meta(it->second);
     it->second.admitted = IsAdmitted(it->second.assignment, phase, allocated);
     SyncAwaiting(key, it->second);
     return;
@@ -283,6 +346,7 @@ void ClusterState::UpsertPod(const Json& pod) {
         log_->debug("pod {} confirmed on {}", key, node);
       }
       rec.admitted = IsAdmitted(rec.assignment, phase, allocated);
+      note_meta(rec);
       SyncAwaiting(key, rec);
       return;
     }
@@ -292,6 +356,7 @@ void ClusterState::UpsertPod(const Json& pod) {
   PodRecord rec;
   rec.uid = uid;
   rec.assignment_text = text;
+  note_meta(rec);
   if (!request.ok()) {
     // Unusable annotation: kept as a conflict on the pod's node so it shows.
     rec.assignment.node = node;
@@ -356,6 +421,13 @@ Status ClusterState::ClaimAdmissionTurn(std::string_view pod_key, Clock::time_po
 Result<core::Assignment> ClusterState::AssumeOnNode(const core::PodRequest& pod, std::string_view uid,
                                                     std::string_view node, const PickFn& pick,
                                                     Clock::time_point now) {
+  return AssumeOnNodeInView(
+      pod, uid, node, [&pick](const core::NodeState& n, const ClusterView&) { return pick(n); }, now);
+}
+
+Result<core::Assignment> ClusterState::AssumeOnNodeInView(const core::PodRequest& pod, std::string_view uid,
+                                                          std::string_view node, const PickInViewFn& pick,
+                                                          Clock::time_point now) {
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = pods_.find(pod.key); it != pods_.end())
     return AlreadyExists("pod " + pod.key + " already has a share on node " + it->second.assignment.node);
@@ -365,7 +437,7 @@ Result<core::Assignment> ClusterState::AssumeOnNode(const core::PodRequest& pod,
     if (n == nodes_.end()) return NotFound("node " + std::string(node) + " is not known to tessera-scheduler");
     return FailedPrecondition("node " + std::string(node) + ": " + n->second.not_gpu_reason);
   }
-  TESSERA_ASSIGN_OR_RETURN(core::Assignment assignment, pick(*state));
+  TESSERA_ASSIGN_OR_RETURN(core::Assignment assignment, pick(*state, ClusterView(this)));
   TESSERA_RETURN_IF_ERROR(ledger_.Assume(pod, assignment));
   PodRecord rec;
   rec.uid = std::string(uid);
@@ -411,6 +483,14 @@ Result<core::PodRequest> ClusterState::PendingRequest(std::string_view pod_key, 
     return NotFound("pod " + std::string(pod_key) + " is not a pending GPU pod seen by the pod watch");
   if (!it->second.error.ok()) return it->second.error;
   return it->second.request;
+}
+
+bool ClusterState::IsPending(std::string_view pod_key, std::string_view uid, std::string* nominated_node) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = pending_.find(std::string(pod_key));
+  if (it == pending_.end() || (!uid.empty() && !it->second.uid.empty() && it->second.uid != uid)) return false;
+  if (nominated_node != nullptr) *nominated_node = it->second.nominated_node;
+  return true;
 }
 
 // ---- internals (mu_ held) ----

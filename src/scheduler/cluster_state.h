@@ -54,6 +54,7 @@
 #include "core/ledger.h"
 #include "core/model.h"
 #include "core/podspec.h"
+#include "core/preemption.h"
 #include "core/status.h"
 
 namespace spdlog {
@@ -131,6 +132,13 @@ class ClusterView {
   // Requests of pods that started holding a share since `*cursor` (in the
   // order they did), and advances the cursor. Keeps the last 8192 only.
   std::vector<core::PodRequest> NewHoldsSince(uint64_t* cursor) const;
+  // The pods holding shares on `node`, for preemption planning: key, uid,
+  // spec.priority, start time, whether deletion was requested, and what they
+  // hold. Pods this extender bound that the pod watch has not shown yet are
+  // not evictable (their priority is not known).
+  std::vector<core::PreemptionPod> HeldPodsOn(std::string_view node) const;
+  // What pod `key` holds (request and assignment); nullptr when it holds no share.
+  const core::PodRequest* HeldRequest(std::string_view key) const;
 
  private:
   friend class ClusterState;
@@ -167,6 +175,10 @@ class ClusterState {
   using PickFn = std::function<Result<core::Assignment>(const core::NodeState& node)>;
   Result<core::Assignment> AssumeOnNode(const core::PodRequest& pod, std::string_view uid,
                                         std::string_view node, const PickFn& pick, Clock::time_point now);
+  // The same, `pick` also seeing the rest of the state (for nominations).
+  using PickInViewFn = std::function<Result<core::Assignment>(const core::NodeState& node, const ClusterView& view)>;
+  Result<core::Assignment> AssumeOnNodeInView(const core::PodRequest& pod, std::string_view uid,
+                                              std::string_view node, const PickInViewFn& pick, Clock::time_point now);
   // Releases an assumption (the bind failed). FAILED_PRECONDITION, changing
   // nothing, when the pod watch already confirmed the pod; NOT_FOUND if the
   // pod holds nothing.
@@ -178,6 +190,10 @@ class ClusterState {
   // matches (any uid when `uid` is empty). NOT_FOUND when unknown; the pod's
   // validation error when it is malformed.
   Result<core::PodRequest> PendingRequest(std::string_view pod_key, std::string_view uid) const;
+  // Whether pod `pod_key` (with `uid`, any when empty) is an unbound GPU pod
+  // the pod watch shows, and the node in its status.nominatedNodeName
+  // ("" when none: kube-scheduler's own preemption did not pick a node).
+  bool IsPending(std::string_view pod_key, std::string_view uid, std::string* nominated_node = nullptr) const;
 
   // Runs `fn(const ClusterView&)` under the mutex and returns its result.
   // `fn` must not call back into this object.
@@ -216,6 +232,13 @@ class ClusterState {
     bool admitted = false;        // its node's agent allocated every GPU container, or it runs
     bool awaiting = false;        // listed in awaiting_ (SyncAwaiting)
     bool unposted = false;        // assumed here, its Binding not sent yet (ClaimAdmissionTurn)
+    // For preemption: spec.priority, start time (status.startTime, else
+    // creation; unix seconds), deletionTimestamp set; known once the pod
+    // watch showed the pod.
+    int32_t priority = 0;
+    int64_t started_unix = 0;
+    bool terminating = false;
+    bool seen = false;
   };
   struct NodeEntry {
     std::string fingerprint;      // inventory + allocatable as last seen
@@ -226,6 +249,7 @@ class ClusterState {
     std::string uid;
     Status error;                 // OK when `request` is valid
     core::PodRequest request;
+    std::string nominated_node;   // status.nominatedNodeName
   };
 
   // The functions below need mu_ held.

@@ -60,7 +60,8 @@ Result<SchedulerConfig> ParseConfig(const std::string& yaml_text, const std::str
   if (!root.IsMap()) return InvalidArgument(where + "expected a mapping at the top level");
   TESSERA_RETURN_IF_ERROR(UnknownKeys(
       root, {"listenAddress", "port", "tls", "kubeconfig", "policy", "resourceNames", "assumeTTLSeconds",
-             "admissionWaitMillis", "leaderElection", "logLevel", "seed", "apiQPS", "apiBurst", "frontEnds"},
+             "admissionWaitMillis", "leaderElection", "logLevel", "seed", "apiQPS", "apiBurst", "frontEnds",
+             "preemption"},
       where));
   TESSERA_RETURN_IF_ERROR(Read(root, "listenAddress", config.listen_address, where));
   TESSERA_RETURN_IF_ERROR(Read(root, "port", config.port, where));
@@ -112,6 +113,16 @@ Result<SchedulerConfig> ParseConfig(const std::string& yaml_text, const std::str
       TESSERA_RETURN_IF_ERROR(Read(h, "gpuMemPercentage", names.mem_percent, w));
       TESSERA_RETURN_IF_ERROR(Read(h, "gpuCores", names.core, w));
     }
+  }
+  if (const YAML::Node pe = root["preemption"]) {
+    if (!pe.IsMap()) return InvalidArgument(where + "preemption: expected a mapping");
+    TESSERA_RETURN_IF_ERROR(
+        UnknownKeys(pe, {"enabled", "nominationTTLSeconds", "maxVictims"}, where + "preemption: "));
+    TESSERA_RETURN_IF_ERROR(Read(pe, "enabled", config.preemption.enabled, where + "preemption."));
+    int64_t nomination_ttl = config.preemption.nomination_ttl.count();
+    TESSERA_RETURN_IF_ERROR(Read(pe, "nominationTTLSeconds", nomination_ttl, where + "preemption."));
+    config.preemption.nomination_ttl = std::chrono::seconds(nomination_ttl);
+    TESSERA_RETURN_IF_ERROR(Read(pe, "maxVictims", config.preemption.max_victims, where + "preemption."));
   }
   if (const YAML::Node le = root["leaderElection"]) {
     if (!le.IsMap()) return InvalidArgument(where + "leaderElection: expected a mapping");
@@ -182,6 +193,14 @@ Status ValidateConfig(const SchedulerConfig& config) {
   if (config.admission_wait.count() < 0 || config.admission_wait.count() > 600'000) {
     return InvalidArgument("admissionWaitMillis: must be in 0..600000, got " +
                            std::to_string(config.admission_wait.count()));
+  }
+  if (config.preemption.nomination_ttl.count() <= 0 || config.preemption.nomination_ttl.count() > 3600) {
+    return InvalidArgument("preemption.nominationTTLSeconds: must be in 1..3600, got " +
+                           std::to_string(config.preemption.nomination_ttl.count()));
+  }
+  if (config.preemption.max_victims < 0) {
+    return InvalidArgument("preemption.maxVictims: must be 0 (no limit) or positive, got " +
+                           std::to_string(config.preemption.max_victims));
   }
   static constexpr const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
   bool level_ok = false;

@@ -16,6 +16,13 @@ struct LeaderElectionConfig {
   std::string identity;  // empty: hostname + pid
 };
 
+// Preemption for GPU shares (docs/scheduler-extender.md, "Preemption").
+struct PreemptionSettings {
+  bool enabled = true;                       // preempt lower-priority pods for GPU shares
+  std::chrono::seconds nomination_ttl{60};   // how long a freed share is held for its preemptor
+  int max_victims = 16;                      // most pods evicted on one node for one pod; 0: no limit
+};
+
 struct SchedulerConfig {
   std::string listen_address = "127.0.0.1";
   int port = 12345;
@@ -35,6 +42,7 @@ struct SchedulerConfig {
   // pod bound there before; below kube-scheduler's extender httpTimeout.
   std::chrono::milliseconds admission_wait{4000};
   LeaderElectionConfig leader_election;
+  PreemptionSettings preemption;
   std::string log_level = "info";
   uint64_t seed = 1;
 

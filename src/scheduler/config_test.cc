@@ -123,6 +123,27 @@ TEST(ConfigTest, ShippedExampleParsesToTheDefaults) {
   EXPECT_EQ(config->policy, defaults.policy);
   EXPECT_EQ(config->assume_ttl, defaults.assume_ttl);
   EXPECT_EQ(config->leader_election.name, defaults.leader_election.name);
+  EXPECT_EQ(config->preemption.enabled, defaults.preemption.enabled);
+  EXPECT_EQ(config->preemption.nomination_ttl, defaults.preemption.nomination_ttl);
+  EXPECT_EQ(config->preemption.max_victims, defaults.preemption.max_victims);
+}
+
+TEST(ConfigTest, PreemptionSettings) {
+  const SchedulerConfig defaults;
+  EXPECT_TRUE(defaults.preemption.enabled);
+  EXPECT_EQ(defaults.preemption.nomination_ttl, std::chrono::seconds(60));
+  EXPECT_EQ(defaults.preemption.max_victims, 16);
+  auto config = ParseConfig("preemption: {enabled: false, nominationTTLSeconds: 30, maxVictims: 0}\n", "c.yaml");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_FALSE(config->preemption.enabled);
+  EXPECT_EQ(config->preemption.nomination_ttl, std::chrono::seconds(30));
+  EXPECT_EQ(config->preemption.max_victims, 0);
+  auto bad = ParseConfig("preemption: {nominationTTLSeconds: 0}\n", "c.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("nominationTTLSeconds"), std::string::npos) << bad.status().message();
+  bad = ParseConfig("preemption: {maxVictim: 3}\n", "c.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("maxVictims"), std::string::npos) << bad.status().message();
 }
 
 }  // namespace

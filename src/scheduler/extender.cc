@@ -8,6 +8,7 @@
 #include "core/codec.h"
 #include "core/fragmentation.h"
 #include "core/podspec.h"
+#include "core/preemption.h"
 #include "scheduler/rejection.h"
 #include "scheduler/wire.h"
 
@@ -43,6 +44,18 @@ std::string Rfc3339(std::chrono::system_clock::time_point t) {
   return buf;
 }
 
+// Reserves on `node` (a copy) the nominated shares held there for other
+// pods; returns their keys ("" when none is on this node).
+std::string ReserveAll(const ClusterView& view, const std::vector<Nomination>& nominations, core::NodeState* node) {
+  std::string holders;
+  for (const Nomination& nom : nominations) {
+    if (nom.node != node->info.name) continue;
+    ReserveNominated(view, nom, node);
+    holders += (holders.empty() ? "" : ", ") + nom.key;
+  }
+  return holders;
+}
+
 }  // namespace
 
 const char* DecisionName(Decision decision) {
@@ -57,6 +70,7 @@ const char* DecisionName(Decision decision) {
     case Decision::kConflict: return "conflict";
     case Decision::kApiError: return "api_error";
     case Decision::kError: return "error";
+    case Decision::kVictims: return "victims";
   }
   return "error";
 }
@@ -101,6 +115,9 @@ HttpReply Extender::Filter(std::string_view body) {
   const bool detailed = n <= options_.detailed_reasons_max_nodes;
   std::string problem;
   std::deque<std::string> owned;  // reasons made for this call only
+  // Shares held for preempting pods (other than this one) while their victims leave.
+  const std::vector<Nomination> nominations =
+      options_.preemptor != nullptr ? options_.preemptor->NominationsAgainst(*key) : std::vector<Nomination>{};
   // Held until the reply is written: `out` points into the verdict cache.
   std::lock_guard<std::mutex> lock(policy_mu_);
   state_.Read([&](const ClusterView& view) {
@@ -113,6 +130,20 @@ HttpReply Extender::Filter(std::string_view body) {
     for (size_t i = 0; i < n; ++i) {
       if (index[i] >= 0) {
         const core::NodeState& node = nodes[static_cast<size_t>(index[i])];
+        if (!nominations.empty()) {
+          core::NodeState reserved = node;
+          if (const std::string holders = ReserveAll(view, nominations, &reserved); !holders.empty()) {
+            const core::FitFailure why = core::FitsNode(*req, reserved);
+            if (why == core::FitFailure::kNone) {
+              out.passed.push_back(i);
+            } else {
+              Rejection r = ExplainMisfit(*req, reserved, why, detailed);
+              (r.unresolvable ? out.unresolvable : out.failed)
+                  .emplace_back(i, owned.emplace_back(r.reason + " (share reserved for preempting pod " + holders + ")"));
+            }
+            continue;
+          }
+        }
         Verdict& v = VerdictLocked(shape, index[i], *req, node, /*need_score=*/false);
         if (v.why == core::FitFailure::kNone) {
           out.passed.push_back(i);
@@ -145,6 +176,16 @@ HttpReply Extender::Filter(std::string_view body) {
   log_->info("filter {}: {}/{} nodes fit", *key, out.passed.size(), n);
   if (out.passed.empty() && n > 0) {
     rejected_.Note(*key, UidOf(args->pod), options_.now ? options_.now() : Clock::now());
+    if (options_.preemptor != nullptr && options_.preemptor->enabled() && !out.failed.empty() &&
+        MayPreempt(args->pod)) {
+      PreemptionRequest pr;
+      pr.key = *key;
+      pr.uid = UidOf(args->pod);
+      pr.priority = PodPriority(args->pod);
+      pr.request = *req;
+      for (const auto& [i, reason] : out.failed) pr.nodes.push_back(args->node_names[i]);
+      options_.preemptor->Request(std::move(pr));
+    }
   } else {
     rejected_.Forget(*key);
   }
@@ -174,6 +215,8 @@ HttpReply Extender::Prioritize(std::string_view body) {
   };
   std::vector<Feasible> feasible;
   bool all_equal = false;
+  const std::vector<Nomination> nominations =
+      options_.preemptor != nullptr ? options_.preemptor->NominationsAgainst(*key) : std::vector<Nomination>{};
   {
     std::lock_guard<std::mutex> lock(policy_mu_);
     all_equal = policy_->ScoresAllEqual();
@@ -184,6 +227,16 @@ HttpReply Extender::Prioritize(std::string_view body) {
       const auto& nodes = view.ledger().nodes();
       for (size_t i = 0; i < names.size(); ++i) {
         if (index[i] < 0) continue;
+        if (!nominations.empty()) {
+          core::NodeState reserved = nodes[static_cast<size_t>(index[i])];
+          if (!ReserveAll(view, nominations, &reserved).empty()) {
+            if (core::FitsNode(*req, reserved) == core::FitFailure::kNone) {
+              const core::Candidate c = placer_->Score(*req, reserved);
+              feasible.push_back({i, c.score, c.fine});
+            }
+            continue;
+          }
+        }
         const Verdict& v = VerdictLocked(shape, index[i], *req, nodes[static_cast<size_t>(index[i])], true);
         if (v.why == core::FitFailure::kNone) feasible.push_back({i, v.candidate.score, v.candidate.fine});
       }
@@ -236,16 +289,26 @@ HttpReply Extender::Bind(std::string_view body) {
   if (!req.ok()) return fail(req.status().message(), Decision::kError);
 
   Result<core::Assignment> assignment = InvalidArgument("not placed");
+  const std::vector<Nomination> nominations =
+      options_.preemptor != nullptr ? options_.preemptor->NominationsAgainst(key) : std::vector<Nomination>{};
   {
     std::lock_guard<std::mutex> lock(policy_mu_);
-    auto pick = [&](const core::NodeState& node) -> Result<core::Assignment> {
-      const core::FitFailure why = core::FitsNode(*req, node);
+    auto pick = [&](const core::NodeState& node, const ClusterView& view) -> Result<core::Assignment> {
+      core::NodeState reserved;
+      std::string holders;
+      if (!nominations.empty()) {
+        reserved = node;
+        holders = ReserveAll(view, nominations, &reserved);
+      }
+      const core::NodeState& effective = holders.empty() ? node : reserved;
+      const core::FitFailure why = core::FitsNode(*req, effective);
       if (why != core::FitFailure::kNone)
         return ResourceExhausted("pod " + key + " no longer fits: " +
-                                 ExplainMisfit(*req, node, why, /*detailed=*/true).reason);
-      return core::MakeAssignment(*req, node, placer_->Score(*req, node).pick);
+                                 ExplainMisfit(*req, effective, why, /*detailed=*/true).reason +
+                                 (holders.empty() ? "" : " (share reserved for preempting pod " + holders + ")"));
+      return core::MakeAssignment(*req, node, placer_->Score(*req, effective).pick);
     };
-    assignment = state_.AssumeOnNode(*req, args->pod_uid, args->node, pick, now);
+    assignment = state_.AssumeOnNodeInView(*req, args->pod_uid, args->node, pick, now);
   }
   if (!assignment.ok()) return fail(assignment.status().message(), Decision::kConflict);
   Result<std::string> text = core::EncodeAssignment(*assignment);
@@ -277,7 +340,68 @@ HttpReply Extender::Bind(std::string_view body) {
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - api_start).count();
   log_->info("bind {} -> node {} GPUs {} policy={} api={:.1f}ms", key, args->node, DescribeAssignment(*assignment),
              options_.policy, api_ms);
+  if (options_.preemptor != nullptr) options_.preemptor->Forget(key);
   return {200, WriteBindingResult(""), Decision::kBound};
+}
+
+// ---- preempt ----
+
+HttpReply Extender::Preempt(std::string_view body) {
+  Result<PreemptionArgs> args = ParsePreemptionArgs(body);
+  if (!args.ok()) return BadRequest(log_, "preempt", args.status());
+  Result<std::string> key = core::PodKey(args->pod);
+  if (!key.ok()) return BadRequest(log_, "preempt", key.status());
+  const std::string uid = UidOf(args->pod);
+  // kube-scheduler's preemption drives this pod now; ours stands aside.
+  if (options_.preemptor != nullptr) options_.preemptor->NoteSchedulerPreemption(uid);
+  const Result<core::PodRequest> req = RequestOf(args->pod, uid);
+  if (!req.ok()) {
+    log_->info("preempt {}: no node: {}", *key, req.status().message());
+    return {200, WritePreemptionResult({}), Decision::kUnschedulable};
+  }
+  const int32_t priority = PodPriority(args->pod);
+  const std::vector<Nomination> nominations =
+      options_.preemptor != nullptr ? options_.preemptor->NominationsAgainst(*key) : std::vector<Nomination>{};
+  core::PreemptionOptions plan_options;
+  plan_options.now_unix = std::chrono::duration_cast<std::chrono::seconds>(
+                              (options_.wall_now ? options_.wall_now() : std::chrono::system_clock::now())
+                                  .time_since_epoch())
+                              .count();
+  plan_options.max_victims = options_.preemptor != nullptr ? options_.preemptor->options().max_victims : 0;
+  std::vector<NodeVictims> kept;
+  std::string dropped;
+  state_.Read([&](const ClusterView& view) {
+    for (const NodeVictims& given : args->nodes) {
+      const core::NodeState* node = view.ledger().FindNode(given.node);
+      if (node == nullptr) {
+        dropped += " " + given.node + " (not a GPU node known to tessera-scheduler)";
+        continue;
+      }
+      core::PreemptionNode pn;
+      pn.node = *node;
+      (void)ReserveAll(view, nominations, &pn.node);
+      pn.pods = view.HeldPodsOn(given.node);
+      pn.forced_uids = given.uids;
+      std::optional<core::PreemptionPlan> plan = core::PlanOnNode(*req, priority, pn, plan_options);
+      if (!plan) {
+        dropped += " " + given.node;
+        continue;
+      }
+      NodeVictims out = given;
+      for (const auto& v : plan->victims) {
+        if (std::find(out.uids.begin(), out.uids.end(), v.uid) == out.uids.end()) out.uids.push_back(v.uid);
+      }
+      kept.push_back(std::move(out));
+    }
+  });
+  size_t added = 0;
+  for (size_t k = 0; k < kept.size(); ++k) {
+    for (const auto& given : args->nodes)
+      if (given.node == kept[k].node) added += kept[k].uids.size() - given.uids.size();
+  }
+  log_->info("preempt {} (priority {}): {}/{} candidate nodes keep room for its GPU shares, {} GPU victim(s) added{}{}",
+             *key, priority, kept.size(), args->nodes.size(), added, dropped.empty() ? "" : "; dropped:", dropped);
+  return {200, WritePreemptionResult(kept), kept.empty() ? Decision::kNoFit : Decision::kVictims};
 }
 
 // ---- policy, verdict cache, workload ----

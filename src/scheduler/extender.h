@@ -15,6 +15,13 @@
 //    that score all nodes alike (random) give every feasible node 10.
 //    Verdicts are cached per (pod shape, node version), so a cycle over
 //    thousands of nodes recomputes only the nodes that changed.
+//  - Preempt (kube-scheduler's preempt verb, called when its own dry run
+//    found victims, e.g. for tessera.io/gpu slots) adds to each candidate
+//    node's victims the lower-priority GPU pods that must also leave for the
+//    pod's GPU shares to fit, and drops nodes where no set would do.
+//  - With a GpuPreemptor (preemptor.h), Filter hands a pod that fits nowhere
+//    and may preempt to it, and Filter, Prioritize and Bind keep the shares
+//    nominated for preempting pods free for them.
 //  - Bind picks the GPUs on the chosen node with the policy, books them in the
 //    ledger as assumed, and calls the Binder (without holding any lock) with
 //    the tessera.io/assignment and tessera.io/assigned-at annotations. On
@@ -50,6 +57,7 @@
 #include "core/policy.h"
 #include "core/status.h"
 #include "scheduler/cluster_state.h"
+#include "scheduler/preemptor.h"
 #include "scheduler/rejected_pods.h"
 
 namespace tessera::scheduler {
@@ -67,8 +75,9 @@ enum class Decision : uint8_t {
   kConflict,       // bind: the pod no longer fits the chosen node, or holds a share already
   kApiError,       // bind: the API server failed or refused the Binding
   kError,          // bind: the pod is unknown or its assignment cannot be written
+  kVictims,        // preempt: at least one node can take the pod once its victims leave
 };
-inline constexpr size_t kDecisionCount = 10;
+inline constexpr size_t kDecisionCount = 11;
 // The label value: "bad_request", "fit", "no_fit", ...
 const char* DecisionName(Decision decision);
 
@@ -110,6 +119,9 @@ struct ExtenderOptions {
   // Pod requests remembered by uid from filter calls, for Bind when the pod
   // watch has not delivered the pod. Default 4096.
   size_t remembered_requests = 4096;
+  // GPU preemption (must outlive the extender). nullptr: none, and no
+  // nominations are kept free; the preempt verb still answers.
+  GpuPreemptor* preemptor = nullptr;
 };
 
 class Extender {
@@ -126,6 +138,8 @@ class Extender {
   HttpReply Prioritize(std::string_view body);
   // ExtenderBindingArgs -> ExtenderBindingResult (200), or 400 with a message.
   HttpReply Bind(std::string_view body);
+  // ExtenderPreemptionArgs -> ExtenderPreemptionResult (200), or 400.
+  HttpReply Preempt(std::string_view body);
 
   // Pods that filter found no room for, kept a few seconds so that a share
   // freed just after can wake them (see rejected_pods.h).

@@ -11,6 +11,7 @@
 
 #include "kube/client.h"
 #include "kube/config.h"
+#include "kube/events.h"
 #include "kube/informer.h"
 #include "kube/leader_elector.h"
 #include "scheduler/cluster_state.h"
@@ -29,6 +30,31 @@ class KubeBinder : public Binder {
   Status Bind(const std::string& ns, const std::string& name, const std::string& uid, const std::string& node,
               const std::map<std::string, std::string>& annotations) override {
     return client_.Bind(ns, name, uid, node, annotations);
+  }
+
+ private:
+  kube::Client client_;
+};
+
+// Evictions and Events for GPU preemption through the Kubernetes client.
+class KubePreemptionApi : public PreemptionApi {
+ public:
+  explicit KubePreemptionApi(kube::Client client) : client_(std::move(client)) {}
+  Status Evict(const std::string& ns, const std::string& name, const std::string& uid, bool dry_run) override {
+    return client_.Evict(ns, name, uid, dry_run);
+  }
+  void RecordEvent(const std::string& ns, const std::string& name, const std::string& uid, const std::string& type,
+                   const std::string& reason, const std::string& message) override {
+    kube::EventSpec spec;
+    spec.object.ns = ns;
+    spec.object.name = name;
+    spec.object.uid = uid;
+    spec.type = type;
+    spec.reason = reason;
+    spec.message = message;
+    spec.component = "tessera-scheduler";
+    auto done = client_.Create(kube::EventsPath(ns), kube::BuildEvent(spec, std::chrono::system_clock::now()));
+    if (!done.ok()) spdlog::warn("event {} on pod {}/{} not recorded: {}", reason, ns, name, done.status().message());
   }
 
  private:
@@ -143,6 +169,11 @@ int Run(const SchedulerConfig& config) {
   }
 
   KubeBinder binder(client);
+  KubePreemptionApi preemption_api(client);
+  PreemptorOptions preemptor_options;
+  preemptor_options.enabled = config.preemption.enabled;
+  preemptor_options.nomination_ttl = config.preemption.nomination_ttl;
+  preemptor_options.max_victims = config.preemption.max_victims;
   ExtenderOptions extender_options;
   extender_options.policy = config.policy;
   extender_options.seed = config.seed;
@@ -154,6 +185,9 @@ int Run(const SchedulerConfig& config) {
     }
     return Status::Ok();
   };
+  preemptor_options.may_act = extender_options.may_bind;  // only the leader, with synced caches, evicts
+  GpuPreemptor preemptor(state, preemption_api, preemptor_options);
+  extender_options.preemptor = &preemptor;
   auto extender = Extender::Create(state, binder, extender_options);
   if (!extender.ok()) {
     spdlog::critical("{}", extender.status().message());
@@ -203,6 +237,10 @@ int Run(const SchedulerConfig& config) {
   }
   spdlog::info("serving the extender on {}://{}:{}", config.tls() ? "https" : "http", config.listen_address,
                port.value());
+  preemptor.Start();
+  spdlog::info("GPU preemption {} (nomination TTL {} s, at most {} victims per node)",
+               config.preemption.enabled ? "on" : "off", config.preemption.nomination_ttl.count(),
+               config.preemption.max_victims);
   bool synced_logged = false;
 
   // Housekeeping until a stop signal: expire lost assumptions every second,
@@ -226,6 +264,7 @@ int Run(const SchedulerConfig& config) {
     if (++ticks % 60 == 0) spdlog::info("state: {}", state.Summary().ToString());
   }
   server.Stop();
+  preemptor.Stop();
   if (elector) elector->Stop();
   pods.Stop();
   nodes.Stop();
@@ -271,6 +310,15 @@ int main(int argc, char** argv) {
   auto* o_hami_gpu = app.add_option("--hami-gpu-resource", flags.resources.hami.gpu,
                                     "HAMi's GPU count resource (default nvidia.com/gpu; rename it where NVIDIA's "
                                     "device plugin also runs)");
+  std::string preemption;
+  int64_t nomination_ttl = 0;
+  auto* o_preemption = app.add_option("--preemption", preemption,
+                                      "true|false: evict lower-priority pods for a pod's GPU shares (default true)");
+  auto* o_nomination_ttl = app.add_option("--nomination-ttl-seconds", nomination_ttl,
+                                          "how long a share freed by preemption is held for its pod (default 60)");
+  auto* o_max_victims = app.add_option("--preemption-max-victims", flags.preemption.max_victims,
+                                       "most pods evicted on one node for one pod; 0: no limit (default 16)");
+  o_preemption->check(CLI::IsMember({"true", "false"}));
   o_gpushare->check(CLI::IsMember({"true", "false"}));
   o_hami->check(CLI::IsMember({"true", "false"}));
   o_leader->check(CLI::IsMember({"true", "false"}));
@@ -305,6 +353,9 @@ int main(int argc, char** argv) {
   if (o_gpushare->count()) config.resources.gpushare.enabled = gpushare == "true";
   if (o_hami->count()) config.resources.hami.enabled = hami == "true";
   if (o_hami_gpu->count()) config.resources.hami.gpu = flags.resources.hami.gpu;
+  if (o_preemption->count()) config.preemption.enabled = preemption == "true";
+  if (o_nomination_ttl->count()) config.preemption.nomination_ttl = std::chrono::seconds(nomination_ttl);
+  if (o_max_victims->count()) config.preemption.max_victims = flags.preemption.max_victims;
   if (auto s = tessera::scheduler::ValidateConfig(config); !s.ok()) {
     std::fprintf(stderr, "tessera-scheduler: %s\n", s.message().c_str());
     return 2;

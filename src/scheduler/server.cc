@@ -60,7 +60,8 @@ void ExtenderServer::Route() {
   using Handler = HttpReply (Extender::*)(std::string_view);
   for (auto [verb, handler] : {std::pair<Verb, Handler>{Verb::kFilter, &Extender::Filter},
                                {Verb::kPrioritize, &Extender::Prioritize},
-                               {Verb::kBind, &Extender::Bind}}) {
+                               {Verb::kBind, &Extender::Bind},
+                               {Verb::kPreempt, &Extender::Preempt}}) {
     const std::string pattern = prefix + "/" + VerbName(verb);
     s.Post(pattern, [this, verb, handler](const httplib::Request& req, httplib::Response& res) {
       const auto start = std::chrono::steady_clock::now();

@@ -1,6 +1,7 @@
 // ExtenderServer: the HTTP(S) face of the Extender (cpp-httplib).
 //
-//   POST {prefix}/filter, {prefix}/prioritize, {prefix}/bind   the extender verbs
+//   POST {prefix}/filter, {prefix}/prioritize, {prefix}/bind,
+//        {prefix}/preempt                                    the extender verbs
 //   GET  /healthz    200 "ok" while the process serves
 //   GET  /readyz     200 "ok" when `ready` says so, else 503 with its reason
 //   GET  /metrics    options.metrics rendered (Prometheus text 0.0.4), when set

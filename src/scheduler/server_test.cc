@@ -77,6 +77,57 @@ TEST_F(ServerTest, VerbsRoundTripOverHttp) {
   EXPECT_EQ(binder_.calls().size(), 1u);
 }
 
+TEST_F(ServerTest, PreemptVerbAnswersMetaVictimsByUid) {
+  // n1's GPU 0 holds a pod of priority 0 with 90 %; the preemptor needs 50 %
+  // of GPU 0 or 1, and GPU 1 is full with a pod of priority 10.
+  auto hold = [&](const std::string& name, int gpu, int core, int priority) {
+    json pod = PodJson("ns", name, {{"main", 1, 4096, core}});
+    pod["spec"]["priority"] = priority;
+    core::Assignment a;
+    a.node = "n1";
+    core::ContainerAssignment ca;
+    ca.name = "main";
+    core::GpuShare share;
+    share.index = gpu;
+    share.uuid = testing::GpuUuid("n1", gpu);
+    share.mem_mib = 4096;
+    share.core_milli = core * 10;
+    ca.gpus.push_back(share);
+    a.containers.push_back(ca);
+    state_->UpsertPod(testing::BoundPodJson(pod, a));
+  };
+  hold("low", 0, 90, 0);
+  hold("mid", 1, 100, 10);
+  json preemptor = PodJson("ns", "p", {{"main", 1, 8192, 50}});
+  preemptor["spec"]["priority"] = 5;
+  auto server = Serve();
+  httplib::Client client("127.0.0.1", port_);
+  const json args = {{"Pod", preemptor},
+                     {"NodeNameToMetaVictims", {{"n1", {{"Pods", json::array()}, {"NumPDBViolations", 2}}},
+                                                {"gone", {{"Pods", json::array()}, {"NumPDBViolations", 0}}}}}};
+  auto r = client.Post("/preempt", args.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->get_header_value("Content-Type"), "application/json");
+  EXPECT_EQ(r->body, R"({"NodeNameToMetaVictims":{"n1":{"Pods":[{"UID":"uid-ns-low"}],"NumPDBViolations":2}}})");
+  // Full Pods (not nodeCacheCapable) are read by metadata.uid.
+  json full = json::parse(R"({"NodeNameToVictims":{"n1":{"Pods":[{"metadata":{"uid":"uid-ns-low"}}]}}})");
+  full["Pod"] = preemptor;
+  r = client.Post("/preempt", full.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, R"({"NodeNameToMetaVictims":{"n1":{"Pods":[{"UID":"uid-ns-low"}],"NumPDBViolations":0}}})");
+  // Nothing of lower priority frees enough: no node.
+  preemptor["spec"]["priority"] = 0;
+  r = client.Post("/preempt", json({{"Pod", preemptor}, {"NodeNameToMetaVictims", {{"n1", nullptr}}}}).dump(),
+                  "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, R"({"NodeNameToMetaVictims":{}})");
+  auto bad = client.Post("/preempt", R"({"Pod":{},"NodeNameToMetaVictims":{"n1":{"Pods":[{}]}}})", "application/json");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_NE(bad->body.find("without a UID"), std::string::npos) << bad->body;
+}
+
 TEST_F(ServerTest, ErrorsAndHealth) {
   auto server = Serve();
   httplib::Client client("127.0.0.1", port_);

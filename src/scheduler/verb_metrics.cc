@@ -21,6 +21,8 @@ std::vector<Decision> Outcomes(Verb verb) {
     case Verb::kBind:
       return {Decision::kBound,    Decision::kRefused, Decision::kConflict,
               Decision::kApiError, Decision::kError,   Decision::kBadRequest};
+    case Verb::kPreempt:
+      return {Decision::kVictims, Decision::kNoFit, Decision::kUnschedulable, Decision::kBadRequest};
   }
   return {};
 }
@@ -32,6 +34,7 @@ const char* VerbName(Verb verb) {
     case Verb::kFilter: return "filter";
     case Verb::kPrioritize: return "prioritize";
     case Verb::kBind: return "bind";
+    case Verb::kPreempt: return "preempt";
   }
   return "unknown";
 }
@@ -49,7 +52,7 @@ Result<std::unique_ptr<VerbMetrics>> VerbMetrics::Create(metrics::Registry& regi
                           "Extender calls answered, by verb and what the answer was.", {"verb", "outcome"}));
   std::unique_ptr<VerbMetrics> m(new VerbMetrics());
   m->decision_family_ = decisions;
-  for (const Verb verb : {Verb::kFilter, Verb::kPrioritize, Verb::kBind}) {
+  for (const Verb verb : {Verb::kFilter, Verb::kPrioritize, Verb::kBind, Verb::kPreempt}) {
     const size_t v = static_cast<size_t>(verb);
     m->latency_[v] = &latency->WithLabels({VerbName(verb)});
     for (const Decision d : Outcomes(verb)) {

@@ -20,9 +20,9 @@
 
 namespace tessera::scheduler {
 
-enum class Verb : uint8_t { kFilter, kPrioritize, kBind };
-inline constexpr size_t kVerbCount = 3;
-// "filter", "prioritize", "bind".
+enum class Verb : uint8_t { kFilter, kPrioritize, kBind, kPreempt };
+inline constexpr size_t kVerbCount = 4;
+// "filter", "prioritize", "bind", "preempt".
 const char* VerbName(Verb verb);
 
 class VerbMetrics {

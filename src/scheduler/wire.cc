@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <map>
 
 namespace tessera::scheduler {
 namespace {
@@ -153,6 +154,65 @@ Result<BindingArgs> ParseBindingArgs(std::string_view body) {
     return InvalidArgument("ExtenderBindingArgs.PodName and .Node must not be empty");
   if (args.pod_namespace.empty()) args.pod_namespace = "default";
   return args;
+}
+
+Result<PreemptionArgs> ParsePreemptionArgs(std::string_view body) {
+  TESSERA_ASSIGN_OR_RETURN(Json root, ParseBody(body, "ExtenderPreemptionArgs"));
+  PreemptionArgs args;
+  const Json* pod = Member(root, "Pod");
+  if (pod == nullptr || !pod->is_object()) return InvalidArgument("ExtenderPreemptionArgs.Pod must be a Pod object");
+  args.pod = *pod;
+  std::map<std::string, NodeVictims> nodes;
+  for (const char* field : {"NodeNameToVictims", "NodeNameToMetaVictims"}) {
+    const Json* map = Member(root, field);
+    if (map == nullptr) continue;
+    const std::string where = std::string("ExtenderPreemptionArgs.") + field;
+    if (!map->is_object()) return InvalidArgument(where + " must be an object of node name to victims");
+    for (const auto& [node, victims] : map->items()) {
+      NodeVictims& nv = nodes[node];
+      nv.node = node;
+      if (victims.is_null()) continue;
+      if (!victims.is_object()) return InvalidArgument(where + "[" + node + "] must be an object with Pods");
+      if (const Json* n = Member(victims, "NumPDBViolations"); n != nullptr) {
+        if (!n->is_number_integer()) return InvalidArgument(where + "[" + node + "].NumPDBViolations must be an integer");
+        nv.num_pdb_violations = n->get<int64_t>();
+      }
+      const Json* pods = Member(victims, "Pods");
+      if (pods == nullptr) continue;
+      if (!pods->is_array()) return InvalidArgument(where + "[" + node + "].Pods must be an array");
+      for (const Json& p : *pods) {
+        // A MetaPod {UID}, or a Pod with metadata.uid.
+        const Json* uid = Member(p, "UID");
+        if (uid == nullptr) {
+          const Json* meta = Member(p, "metadata");
+          uid = meta ? Member(*meta, "uid") : nullptr;
+        }
+        if (uid == nullptr || !uid->is_string() || uid->get<std::string>().empty())
+          return InvalidArgument(where + "[" + node + "].Pods has a victim without a UID");
+        nv.uids.push_back(uid->get<std::string>());
+      }
+    }
+  }
+  for (auto& [name, nv] : nodes) args.nodes.push_back(std::move(nv));
+  return args;
+}
+
+std::string WritePreemptionResult(const std::vector<NodeVictims>& nodes) {
+  std::string out = "{\"NodeNameToMetaVictims\":{";
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (i) out += ',';
+    AppendJsonString(out, nodes[i].node);
+    out += ":{\"Pods\":[";
+    for (size_t k = 0; k < nodes[i].uids.size(); ++k) {
+      if (k) out += ',';
+      out += "{\"UID\":";
+      AppendJsonString(out, nodes[i].uids[k]);
+      out += '}';
+    }
+    out += "],\"NumPDBViolations\":" + std::to_string(nodes[i].num_pdb_violations) + "}";
+  }
+  out += "}}";
+  return out;
 }
 
 std::string WriteFilterResult(const ExtenderArgs& args, const FilterOutcome& outcome) {

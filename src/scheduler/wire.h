@@ -47,6 +47,25 @@ struct BindingArgs {
 // string (PodUID may be absent).
 Result<BindingArgs> ParseBindingArgs(std::string_view body);
 
+// ExtenderPreemptionArgs {Pod, NodeNameToVictims, NodeNameToMetaVictims}:
+// kube-scheduler's candidate nodes for preempting Pod, each with the victims
+// its own dry run chose (full Pods, or MetaPods {UID} when nodeCacheCapable).
+struct NodeVictims {
+  std::string node;
+  std::vector<std::string> uids;  // the victims' metadata.uid
+  int64_t num_pdb_violations = 0;
+};
+struct PreemptionArgs {
+  nlohmann::json pod;              // the preemptor (always an object)
+  std::vector<NodeVictims> nodes;  // sorted by node name
+};
+// INVALID_ARGUMENT saying what is wrong when `body` is not JSON, has no Pod
+// object, or a victims map of the wrong shape. Both maps absent: no nodes.
+Result<PreemptionArgs> ParsePreemptionArgs(std::string_view body);
+// ExtenderPreemptionResult {NodeNameToMetaVictims}: per node its victims as
+// MetaPods {UID}, in the order given.
+std::string WritePreemptionResult(const std::vector<NodeVictims>& nodes);
+
 // What Filter decided, by index into ExtenderArgs::node_names. The reasons
 // are views: what they point to must outlive WriteFilterResult.
 struct FilterOutcome {

@@ -258,6 +258,7 @@ ext=$rel-extender node=$rel-node ks=$rel-kube-scheduler
 # tessera-scheduler: ledger watches, bind, wake, leader election in its namespace.
 for v in get list watch; do can yes $ext $v nodes; can yes $ext $v pods; done
 can yes $ext patch pods;  can yes $ext create pods#binding
+can yes $ext create pods#eviction;  can yes $ext create events default  # GPU preemption
 can yes $ext create leases.coordination.k8s.io "$ns"
 can yes $ext get leases.coordination.k8s.io/tessera-scheduler "$ns"
 can yes $ext update leases.coordination.k8s.io/tessera-scheduler "$ns"

@@ -64,3 +64,10 @@ tessera_cluster_test(e2e_examples_test SRCS ${CMAKE_CURRENT_LIST_DIR}/examples_t
                      DEPS tessera_kubelet_sim tessera_test_support LABELS e2e)
 set_tests_properties(e2e_examples_test PROPERTIES TIMEOUT 400)
 add_dependencies(e2e_examples_test tessera-scheduler tessera-node)
+
+# GPU preemption: PriorityClasses, evictions through the Eviction API, Events,
+# and the preemptor landing on the freed share.
+tessera_cluster_test(e2e_preemption_test SRCS ${CMAKE_CURRENT_LIST_DIR}/preemption_test.cc
+                     DEPS tessera_test_support LABELS e2e)
+set_tests_properties(e2e_preemption_test PROPERTIES TIMEOUT 300)
+add_dependencies(e2e_preemption_test tessera-scheduler)

@@ -129,6 +129,7 @@ if [[ "$extender" == 1 ]]; then
   filterVerb: filter
   prioritizeVerb: prioritize
   bindVerb: bind
+  preemptVerb: preempt
   weight: 5
   nodeCacheCapable: true
   httpTimeout: 5s

@@ -37,6 +37,7 @@ extenders:
   filterVerb: filter
   prioritizeVerb: prioritize
   bindVerb: bind
+  preemptVerb: preempt
   weight: {{ .Values.scheduler.extender.weight }}
   nodeCacheCapable: true
   httpTimeout: {{ .Values.scheduler.extender.httpTimeout }}
