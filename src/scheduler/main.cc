@@ -285,7 +285,7 @@ int main(int argc, char** argv) {
   auto* o_kubeconfig = app.add_option("--kubeconfig", flags.kubeconfig, "kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)");
   auto* o_listen = app.add_option("--listen-address", flags.listen_address, "address to serve on");
   auto* o_port = app.add_option("--port", flags.port, "port to serve on");
-  auto* o_policy = app.add_option("--policy", flags.policy, "placement policy: random, dotprod, clustering, packing, bestfit, fgd, tessera");
+  auto* o_policy = app.add_option("--policy", flags.policy, "placement policy: random, dotprod, clustering, packing, bestfit, fgd, tessera, tessera-interference");
   auto* o_level = app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error");
   auto* o_tls_cert = app.add_option("--tls-cert-file", flags.tls_cert_file, "serve HTTPS with this certificate");
   auto* o_tls_key = app.add_option("--tls-key-file", flags.tls_key_file, "and this key");
