@@ -13,6 +13,16 @@ namespace {
 
 }  // namespace
 
+core::Placer SeededPlacer(core::PlacementPolicy& policy, size_t node_count, uint64_t seed) {
+  core::Placer placer(policy, seed ^ 0x7e55e7a5eedULL);
+  std::vector<int> rank(node_count);
+  for (size_t i = 0; i < rank.size(); ++i) rank[i] = static_cast<int>(i);
+  core::Rng order_rng(seed * 0x9e3779b97f4a7c15ULL + 1);
+  order_rng.Shuffle(rank);
+  placer.SetNodeRank(std::move(rank));
+  return placer;
+}
+
 Result<RunResult> Replay(const std::vector<core::NodeInfo>& nodes,
                          const std::vector<core::PodRequest>& arrivals, const ReplayOptions& options,
                          ReplayStats* stats) {
@@ -22,16 +32,7 @@ Result<RunResult> Replay(const std::vector<core::NodeInfo>& nodes,
                            core::MakePolicy(options.policy, config));
   core::Ledger ledger;
   for (const auto& n : nodes) TESSERA_RETURN_IF_ERROR(ledger.AddNode(n));
-  core::Placer placer(*policy, options.seed ^ 0x7e55e7a5eedULL);
-  {
-    // Ties go to the node first in a random order fixed for the run, as the
-    // artifact's randomly prefixed node names do.
-    std::vector<int> rank(ledger.nodes().size());
-    for (size_t i = 0; i < rank.size(); ++i) rank[i] = static_cast<int>(i);
-    core::Rng order_rng(options.seed * 0x9e3779b97f4a7c15ULL + 1);
-    order_rng.Shuffle(rank);
-    placer.SetNodeRank(std::move(rank));
-  }
+  core::Placer placer = SeededPlacer(*policy, ledger.nodes().size(), options.seed);
 
   RunResult run;
   run.policy = options.policy;

@@ -10,6 +10,8 @@
 
 #include "core/fragmentation.h"
 #include "core/model.h"
+#include "core/placer.h"
+#include "core/policy.h"
 #include "core/status.h"
 #include "sim/report.h"
 
@@ -29,6 +31,11 @@ struct ReplayStats {
   int64_t failed = 0;
   double seconds = 0;
 };
+
+// A placer for one run with `seed`: ties go to the node first in a random
+// order fixed for the run (as the FGD artifact's randomly prefixed node
+// names do). Both replay modes use it, so a seed means the same order.
+core::Placer SeededPlacer(core::PlacementPolicy& policy, size_t node_count, uint64_t seed);
 
 // Replays `arrivals` on `nodes`. Fails only on bad input (unknown policy,
 // duplicate node) or a broken invariant (a placement the ledger refuses).

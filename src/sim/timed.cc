@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "core/ledger.h"
+#include "sim/replay.h"
 #include "core/placer.h"
 #include "core/policy.h"
 #include "core/random.h"
@@ -120,16 +121,7 @@ Result<TimeResult> ReplayTimed(const std::vector<core::NodeInfo>& nodes, const s
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<core::PlacementPolicy> policy, core::MakePolicy(options.policy, config));
   core::Ledger ledger;
   for (const auto& n : nodes) TESSERA_RETURN_IF_ERROR(ledger.AddNode(n));
-  core::Placer placer(*policy, options.seed ^ 0x7e55e7a5eedULL);
-  {
-    // Ties go to the node first in a random order fixed for the run (as in
-    // the FGD-protocol replay).
-    std::vector<int> rank(ledger.nodes().size());
-    for (size_t i = 0; i < rank.size(); ++i) rank[i] = static_cast<int>(i);
-    core::Rng order_rng(options.seed * 0x9e3779b97f4a7c15ULL + 1);
-    order_rng.Shuffle(rank);
-    placer.SetNodeRank(std::move(rank));
-  }
+  core::Placer placer = SeededPlacer(*policy, ledger.nodes().size(), options.seed);
   core::WorkloadHistory history(options.history_options);
 
   // Global GPU numbering: node i's GPU g is gpu_base[i] + g.
