@@ -77,6 +77,13 @@ Config ParseConfig(const std::function<const char*(const char*)>& env,
     ReadLimit(env, "TESSERA_GPU_MEM_LIMIT_MIB_" + std::to_string(i), &b, problems);
     c.limit_bytes[i] = b;
   }
+  if (const char* v = env("TESSERA_GPU_MEM_VIEW")) {
+    if (std::strcmp(v, "device") == 0) {
+      c.device_total = true;
+    } else if (std::strcmp(v, "share") != 0) {
+      problems->push_back(std::string("TESSERA_GPU_MEM_VIEW=\"") + v + "\" is not share or device; using share");
+    }
+  }
   if (const char* v = env("TESSERA_MANAGED_MEMORY")) {
     if (std::strcmp(v, "count") == 0) {
       c.count_managed = true;

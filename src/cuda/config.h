@@ -26,6 +26,11 @@ struct Config {
   // TESSERA_MANAGED_MEMORY=count (default) | ignore: whether
   // cuMemAllocManaged counts against the limit.
   bool count_managed = true;
+  // TESSERA_GPU_MEM_VIEW=share (default) | device: whether memory queries
+  // show the share or the card as the total (memory_view.h). The limit is
+  // enforced either way; the node agent sets `device` for gpushare-style
+  // containers.
+  bool device_total = false;
   // TESSERA_LOG_LEVEL: 0 error, 1 warning (default), 2 info, 3 debug.
   int log_level = 1;
   // TESSERA_GPU_CORE_PERCENT_<i>, else TESSERA_GPU_CORE_PERCENT: compute

@@ -42,6 +42,10 @@ TEST(ConfigTest, PerGpuLimitOverridesTheDefault) {
   EXPECT_EQ(c.region_dir, "/run/tessera/x");
   EXPECT_FALSE(c.count_managed);
   EXPECT_EQ(c.log_level, 3);
+  EXPECT_FALSE(c.device_total);
+  EXPECT_TRUE(Parse({{"TESSERA_GPU_MEM_VIEW", "device"}}, &problems).device_total);
+  EXPECT_FALSE(Parse({{"TESSERA_GPU_MEM_VIEW", "share"}}, &problems).device_total);
+  EXPECT_TRUE(problems.empty());
 }
 
 TEST(ConfigTest, BadValuesAreReportedAndIgnored) {
@@ -51,9 +55,11 @@ TEST(ConfigTest, BadValuesAreReportedAndIgnored) {
                     {"TESSERA_GPU_MEM_LIMIT_MIB_3", "99999999999999999999"},
                     {"TESSERA_MANAGED_MEMORY", "maybe"},
                     {"TESSERA_LOG_LEVEL", "9"},
+                    {"TESSERA_GPU_MEM_VIEW", "card"},
                     {"TESSERA_CUDA_DISABLE", "1"}},
                    &problems);
-  EXPECT_EQ(problems.size(), 5u);
+  EXPECT_EQ(problems.size(), 6u);
+  EXPECT_FALSE(c.device_total);
   EXPECT_NE(problems[0].find("TESSERA_GPU_MEM_LIMIT_MIB_0"), std::string::npos);
   EXPECT_FALSE(c.AnyLimit());
   EXPECT_TRUE(c.disabled);

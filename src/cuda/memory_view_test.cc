@@ -30,6 +30,18 @@ TEST(MemoryViewTest, FreeSaturatesAtZeroAndNeverExceedsPhysicalFree) {
   static_assert(VirtualMemInfo(345ull << 20, 0, 10, 20).free == 10);
 }
 
+TEST(MemoryViewTest, DeviceViewShowsTheCardsTotalAndTheSharesFree) {
+  // 3 GiB of a 16 GiB card, 1 GiB used: code applying 3/16 to the total
+  // (gpushare's CONTAINER / DEV) sizes itself to the 3 GiB share.
+  MemView v = VirtualMemInfo(3 * kGiB, 1 * kGiB, 12 * kGiB, 16 * kGiB, TotalView::kDevice);
+  EXPECT_EQ(v.total, 16 * kGiB);
+  EXPECT_EQ(v.free, 2 * kGiB);
+  EXPECT_EQ(v.used, 14 * kGiB);  // what the container cannot have, its own use included
+  v = VirtualMemInfo(3 * kGiB, 4 * kGiB, 12 * kGiB, 16 * kGiB, TotalView::kDevice);
+  EXPECT_EQ(v.free, 0u);
+  static_assert(VirtualMemInfo(0, 5, 10, 20, TotalView::kDevice).total == 20);
+}
+
 TEST(ArraySizeTest, EstimatesFromDescriptor) {
   EXPECT_EQ(ArrayBytes(1024, 0, 0, CU_AD_FORMAT_FLOAT, 4), 1024u * 16);
   EXPECT_EQ(ArrayBytes(64, 64, 8, CU_AD_FORMAT_UNSIGNED_INT8, 1), 64u * 64 * 8);

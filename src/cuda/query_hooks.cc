@@ -14,6 +14,8 @@ namespace {
 
 unsigned int Clamp32(uint64_t v) { return v > UINT_MAX ? UINT_MAX : static_cast<unsigned>(v); }
 
+TotalView TotalViewOf() { return CurrentConfig().device_total ? TotalView::kDevice : TotalView::kShare; }
+
 // The view of `gpu` given the driver's physical numbers; physical when the
 // library is not enforcing or the GPU is out of range.
 MemView ViewOf(int gpu, uint64_t phys_free, uint64_t phys_total) {
@@ -22,7 +24,7 @@ MemView ViewOf(int gpu, uint64_t phys_free, uint64_t phys_total) {
     return MemView{phys_free, phys_total, phys_total - (phys_free < phys_total ? phys_free : phys_total)};
   }
   RefreshReserves(*acct, gpu);
-  return VirtualMemInfo(acct->Limit(gpu), acct->Used(gpu), phys_free, phys_total);
+  return VirtualMemInfo(acct->Limit(gpu), acct->Used(gpu), phys_free, phys_total, TotalViewOf());
 }
 
 [[gnu::cold, gnu::noinline]] CUresult MemGetInfo(size_t* free_bytes, size_t* total_bytes) {
@@ -42,7 +44,7 @@ MemView ViewOf(int gpu, uint64_t phys_free, uint64_t phys_total) {
   CUresult r = TESSERA_REAL(cuDeviceTotalMem_v2)(&t, dev);
   if (r != CUDA_SUCCESS) return r;
   Accountant* acct = CurrentAccountant();
-  if (acct != nullptr && ValidGpu(dev)) t = VirtualMemInfo(acct->Limit(dev), 0, t, t).total;
+  if (acct != nullptr && ValidGpu(dev)) t = VirtualMemInfo(acct->Limit(dev), 0, t, t, TotalViewOf()).total;
   if (bytes != nullptr) *bytes = t;
   return r;
 }
@@ -60,7 +62,7 @@ template <typename Mem>
   Accountant* acct = CurrentAccountant();
   const int gpu = static_cast<int>(index);
   if (!ValidGpu(gpu) || acct->Limit(gpu) == 0) return r;
-  MemView v = VirtualMemInfo(acct->Limit(gpu), acct->Used(gpu), memory->free, memory->total);
+  MemView v = VirtualMemInfo(acct->Limit(gpu), acct->Used(gpu), memory->free, memory->total, TotalViewOf());
   memory->total = v.total;
   memory->free = v.free;
   memory->used = v.used;

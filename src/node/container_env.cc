@@ -45,6 +45,10 @@ Status AddFrontEndEnv(const PendingPod& pod, const PendingContainer& container,
       envs["ALIYUN_COM_GPU_MEM_DEV"] = std::to_string(gpu.memory_mib / kMiBPerGiB);
       envs["ALIYUN_COM_GPU_MEM_CONTAINER"] = std::to_string(core::GpushareGiB(spec->second, names));
       envs["ALIYUN_COM_GPU_MEM_POD"] = std::to_string(pod_gib);
+      // Code written for gpushare applies CONTAINER / DEV to the total the
+      // driver reports: show it the card's total, as gpushare did, so that
+      // fraction is its share (the limit is enforced either way).
+      envs["TESSERA_GPU_MEM_VIEW"] = "device";
       break;
     }
     case core::FrontEnd::kHami: {

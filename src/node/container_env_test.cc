@@ -103,6 +103,7 @@ TEST(ContainerEnvTest, GpushareContainerGetsAliyunVariables) {
   EXPECT_EQ(env->envs.at("ALIYUN_COM_GPU_MEM_DEV"), "80");
   EXPECT_EQ(env->envs.at("ALIYUN_COM_GPU_MEM_CONTAINER"), "3");
   EXPECT_EQ(env->envs.at("ALIYUN_COM_GPU_MEM_POD"), "5");
+  EXPECT_EQ(env->envs.at("TESSERA_GPU_MEM_VIEW"), "device");  // CONTAINER / DEV of the card's total
   // Tessera's own variables and limits as well.
   EXPECT_EQ(env->envs.at("TESSERA_GPU_MEM_LIMIT_MIB_0"), "3072");
   EXPECT_EQ(env->envs.at("NVIDIA_VISIBLE_DEVICES"), "GPU-b");

@@ -182,6 +182,8 @@ TEST_F(CompatTest, GpushareManifestRunsWithAliyunVariables) {
   EXPECT_EQ(Env(a, "NVIDIA_VISIBLE_DEVICES"), gpus[0].uuid);
   EXPECT_EQ(Env(a, "TESSERA_GPU_MEM_LIMIT_MIB_0"), "3072");
   EXPECT_EQ(Env(a, "TESSERA_GPU_MEM_FRACTION"), "0.1875");
+  // Memory queries show the card's total, so CONTAINER / DEV of it is the share.
+  EXPECT_EQ(Env(a, "TESSERA_GPU_MEM_VIEW"), "device");
   // The kubelet handed over 3 GiB units, all on the assigned GPU.
   ASSERT_EQ(a["deviceIDs"].size(), 3u);
   for (const auto& id : a["deviceIDs"]) {
@@ -209,6 +211,7 @@ TEST_F(CompatTest, HamiManifestRunsWithItsLimits) {
   EXPECT_EQ(Env(a, "CUDA_DEVICE_MEMORY_LIMIT_0"), "3000m");
   EXPECT_EQ(Env(a, "CUDA_DEVICE_SM_LIMIT"), "30");
   EXPECT_EQ(Env(a, "ALIYUN_COM_GPU_MEM_DEV"), "<unset>");
+  EXPECT_EQ(Env(a, "TESSERA_GPU_MEM_VIEW"), "<unset>");
   ASSERT_EQ(a["deviceIDs"].size(), 1u);
   auto gpu = node::SlotGpu(a["deviceIDs"][0].get<std::string>());
   ASSERT_TRUE(gpu.ok());

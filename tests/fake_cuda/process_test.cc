@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -25,7 +26,7 @@ constexpr uint64_t kMiB = 1ull << 20;
 
 class Child {
  public:
-  Child(const std::string& region_dir, std::vector<std::string> args) {
+  Child(const std::string& region_dir, std::vector<std::string> args, const std::vector<std::string>& extra_env = {}) {
     int in[2], out[2];
     EXPECT_EQ(pipe2(in, O_CLOEXEC), 0);
     EXPECT_EQ(pipe2(out, O_CLOEXEC), 0);
@@ -38,6 +39,7 @@ class Child {
     env.push_back(std::string("LD_PRELOAD=") + std::getenv("TESSERA_TEST_PRELOAD"));
     env.push_back("TESSERA_REGION_DIR=" + region_dir);
     env.push_back("TESSERA_GPU_MEM_LIMIT_MIB_0=64");
+    env.insert(env.end(), extra_env.begin(), extra_env.end());
     args.insert(args.begin(), std::getenv("TESSERA_TEST_CLIENT"));
     std::vector<char*> argv, envp;
     for (auto& a : args) argv.push_back(a.data());
@@ -98,6 +100,31 @@ class ProcessTest : public ::testing::Test {
   }
   std::string dir_;
 };
+
+// TESSERA_GPU_MEM_VIEW=device (what gpushare-style containers get): the
+// card's total, the share's free, so CONTAINER / DEV of the total is the share.
+TEST_F(ProcessTest, DeviceViewShowsTheCardsTotalWithTheSharesFree) {
+  auto info = [&](const std::vector<std::string>& env) {
+    Child c(dir_, {"info"}, env);
+    std::string line = c.ReadLine();
+    EXPECT_EQ(c.Wait(), 0);
+    uint64_t free_b = 0, total = 0;
+    EXPECT_EQ(std::sscanf(line.c_str(), "%lu %lu", &free_b, &total), 2) << line;
+    return std::pair{free_b, total};
+  };
+  const auto [card_free, card_total] = info({"TESSERA_CUDA_DISABLE=1"});
+  Child holder(dir_, {"alloc", "16", "hold"});
+  ASSERT_EQ(holder.ReadLine(), "ready");
+  const auto [share_free, share_total] = info({});
+  EXPECT_EQ(share_total, 64 * kMiB);
+  EXPECT_EQ(share_free, 48 * kMiB);
+  const auto [device_free, device_total] = info({"TESSERA_GPU_MEM_VIEW=device"});
+  EXPECT_EQ(device_total, card_total);
+  EXPECT_EQ(device_free, 48 * kMiB);
+  EXPECT_GT(card_free, 64 * kMiB);
+  holder.CloseStdin();
+  EXPECT_EQ(holder.Wait(), 0);
+}
 
 TEST_F(ProcessTest, TwoRacingProcessesNeverPassTheLimitTogether) {
   for (int round = 0; round < 5; ++round) {

@@ -51,6 +51,18 @@ def main():
         props = torch.cuda.get_device_properties(0)
         print(f"mem_get_info free={free} total={total}; totalGlobalMem={props.total_memory}")
         return 0 if total == limit and props.total_memory == limit and free <= total else 1
+    if check == "deviceview":
+        # TESSERA_GPU_MEM_VIEW=device (gpushare-style containers): the card's
+        # total, the share's free; the limit still holds.
+        free, total = torch.cuda.mem_get_info(0)
+        print(f"mem_get_info free={free} total={total} (limit {limit})")
+        if total <= limit or free > limit:
+            return 1
+        block = 64 * MIB
+        held = fill(torch, block)
+        got = len(held) * block
+        print(f"held {got // MIB} MiB of {limit // MIB} MiB before OutOfMemoryError")
+        return 0 if limit - 4 * block <= got <= limit else 1
     if check == "oom":
         block = 64 * MIB
         held = fill(torch, block)
