@@ -100,7 +100,7 @@ LaunchGate::Ticket LaunchGate::Before(const void* fn, CUstream stream, bool ptsz
   while (DrainOne(gpu)) {
   }
 
-  const uint64_t t0 = clock_.now_us();
+  uint64_t counted_to = clock_.now_us();  // throttled_us holds this wait up to here
   bool waited = false;
   for (;;) {
     const uint64_t now = clock_.now_us();
@@ -140,11 +140,17 @@ LaunchGate::Ticket LaunchGate::Before(const void* fn, CUstream stream, bool ptsz
     if (!waited) layout_->compute[gpu].waiting.fetch_add(1, std::memory_order_relaxed);
     waited = true;
     clock_.sleep_until_us(wake);
+    // The wait so far, at every wake: besides the metric, it tells the
+    // arbiter this waiting thread is alive (a process killed here leaves
+    // `waiting` raised but adds nothing more).
+    const uint64_t woke = clock_.now_us();
+    layout_->compute[gpu].throttled_us.fetch_add(woke - counted_to, std::memory_order_relaxed);
+    counted_to = woke;
     while (DrainOne(gpu)) {
     }
   }
   if (waited) {
-    layout_->compute[gpu].throttled_us.fetch_add(clock_.now_us() - t0);
+    layout_->compute[gpu].throttled_us.fetch_add(clock_.now_us() - counted_to, std::memory_order_relaxed);
     layout_->compute[gpu].waiting.fetch_sub(1, std::memory_order_relaxed);
   }
 

@@ -41,6 +41,18 @@ ArbiterLoop::ArbiterLoop(Source source, ArbiterLoopOptions options)
 
 ArbiterLoop::~ArbiterLoop() { Stop(); }
 
+// The demand counters of `t`'s region as they are now: a region first seen
+// is not active for what it launched before, but threads waiting at its
+// gate count (as a change from none) until they show no sign of life.
+void ArbiterLoop::Baseline(Tracked& t) {
+  for (size_t i = 0; i < t.last_launches.size(); ++i) {
+    const region::ComputeShare& cs = t.region->layout()->compute[i];
+    t.last_launches[i] = cs.launches.load(std::memory_order_relaxed);
+    t.last_waiting[i] = 0;
+    t.last_throttled[i] = cs.throttled_us.load(std::memory_order_relaxed);
+  }
+}
+
 void ArbiterLoop::Refresh(uint64_t now) {
   if (refreshed_ && options_.source_refresh_us != 0 && now - refreshed_us_ < options_.source_refresh_us) {
     // Containers listed but not yet started are looked for on every pass.
@@ -48,9 +60,7 @@ void ArbiterLoop::Refresh(uint64_t now) {
       if (t.region != nullptr || !std::filesystem::exists(dir + "/" + region::kFileName)) continue;
       if (auto r = region::Region::OpenDir(dir); r.ok()) {
         t.region = std::make_unique<region::Region>(std::move(r).value());
-        for (size_t i = 0; i < t.last_launches.size(); ++i) {
-          t.last_launches[i] = t.region->layout()->compute[i].launches.load(std::memory_order_relaxed);
-        }
+        Baseline(t);
       }
     }
     return;
@@ -65,6 +75,8 @@ void ArbiterLoop::Refresh(uint64_t now) {
     const size_t n = c.slots.size();
     t.spec = std::move(c);
     t.last_launches.resize(n, 0);
+    t.last_waiting.resize(n, 0);
+    t.last_throttled.resize(n, 0);
     t.last_active_us.resize(n, 0);
     t.held_us.resize(n, 0);
     t.held.resize(n, false);
@@ -72,9 +84,7 @@ void ArbiterLoop::Refresh(uint64_t now) {
       // Never creates: the file exists. A region of another layout is skipped.
       if (auto r = region::Region::OpenDir(t.spec.region_dir); r.ok()) {
         t.region = std::make_unique<region::Region>(std::move(r).value());
-        for (size_t i = 0; i < n; ++i) {
-          t.last_launches[i] = t.region->layout()->compute[i].launches.load(std::memory_order_relaxed);
-        }
+        Baseline(t);
       }
     }
     const std::string dir = t.spec.region_dir;
@@ -101,11 +111,21 @@ void ArbiterLoop::Step() {
     region::Layout& l = *t.region->layout();
     for (size_t i = 0; i < t.spec.slots.size(); ++i) {
       const region::ComputeShare& cs = l.compute[i];
+      // Active: it launched, a thread began or stopped waiting at its gate,
+      // or threads still wait there and are alive (a waiting thread adds its
+      // wait to throttled_us at every wake, at least every millisecond once
+      // an arbiter is seen). A process killed while waiting leaves `waiting`
+      // behind but adds nothing more, so it does not count as active for good.
       const uint64_t launches = cs.launches.load(std::memory_order_relaxed);
-      if (launches != t.last_launches[i] || cs.waiting.load(std::memory_order_relaxed) > 0) {
+      const uint32_t waiting = cs.waiting.load(std::memory_order_relaxed);
+      const uint64_t throttled = cs.throttled_us.load(std::memory_order_relaxed);
+      if (launches != t.last_launches[i] || waiting != t.last_waiting[i] ||
+          (waiting > 0 && throttled != t.last_throttled[i])) {
         t.last_active_us[i] = now;
       }
       t.last_launches[i] = launches;
+      t.last_waiting[i] = waiting;
+      t.last_throttled[i] = throttled;
       GrantEntry e;
       e.share_ppm = t.spec.slots[i].share_ppm;
       e.limit_ppm = t.spec.slots[i].limit_ppm;

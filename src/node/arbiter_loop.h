@@ -112,12 +112,15 @@ class ArbiterLoop {
     ArbiterContainer spec;
     std::unique_ptr<region::Region> region;
     std::vector<uint64_t> last_launches;
+    std::vector<uint32_t> last_waiting;    // ComputeShare::waiting at the last pass
+    std::vector<uint64_t> last_throttled;  // ComputeShare::throttled_us at the last pass
     std::vector<uint64_t> last_active_us;  // 0: never
     std::vector<uint64_t> held_us;
     std::vector<bool> held;                 // at the last pass
   };
 
   void Refresh(uint64_t now);
+  static void Baseline(Tracked& t);
 
   Source source_;
   ArbiterLoopOptions options_;

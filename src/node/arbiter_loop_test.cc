@@ -93,6 +93,33 @@ TEST(ArbiterLoopTest, GrantsFollowDemandAndTheHeartbeatIsWritten) {
   }
 }
 
+TEST(ArbiterLoopTest, AWaiterKilledAtTheGateDoesNotStayActive) {
+  Fixture f;
+  ArbiterLoop loop([&] { return std::vector{Container(f.a, 0, 300'000), Container(f.b, 0, 700'000)}; },
+                   f.Options());
+  loop.Step();
+  region::ComputeShare& a = f.ra.layout()->compute[0];
+  region::ComputeShare& b = f.rb.layout()->compute[0];
+  // B's thread waits at its gate, alive: every wake adds to throttled_us.
+  b.waiting = 1;
+  for (int pass = 0; pass < 10; ++pass) {
+    a.launches += 1;
+    b.throttled_us += 1000;
+    f.now += 10'000;
+    loop.Step();
+    EXPECT_EQ(b.grant_ppm.load(), 700'000u) << "pass " << pass;
+  }
+  // Its process is SIGKILLed mid-wait: `waiting` stays 1, nothing else moves.
+  for (int pass = 0; pass < 10; ++pass) {
+    a.launches += 1;
+    f.now += 10'000;
+    loop.Step();
+  }
+  EXPECT_EQ(b.waiting.load(), 1u);
+  EXPECT_EQ(a.grant_ppm.load(), 1'000'000u);
+  EXPECT_EQ(b.grant_ppm.load(), 0u);
+}
+
 TEST(ArbiterLoopTest, PriorityHoldsOnTheSameGpuOnly) {
   Fixture f;
   ArbiterLoop loop(

@@ -68,35 +68,17 @@ Result<json> LoadManifest(const std::string& path) {
   }
 }
 
-std::string Annotation(const json& pod, const std::string& key) {
-  const auto& meta = pod["metadata"];
-  if (!meta.contains("annotations") || !meta["annotations"].contains(key)) return "";
-  return meta["annotations"][key].get<std::string>();
-}
 
-std::string Phase(const json& pod) { return pod.contains("status") ? pod["status"].value("phase", "") : ""; }
 
 class CompatTest : public ExtenderSuite {
  protected:
-  static void SetUpTestSuite() {
-    auto env = ClusterEnv::FromEnvironment();
-    ASSERT_TRUE(env.ok()) << env.status().ToString();
-    env_ = new ClusterEnv(env.value());
-    auto extender = env_->StartExtender({"--identity", "e2e-compat", "--gpushare", "true", "--hami", "true"});
-    ASSERT_TRUE(extender.ok()) << extender.status().ToString();
-    extender_ = new ChildProcess(std::move(extender).value());
-  }
+  static void SetUpTestSuite() { StartExtender("e2e-compat", {"--gpushare", "true", "--hami", "true"}); }
   static void TearDownTestSuite() { StopExtender(); }
   void SetUp() override { OpenNamespace("compat", 24); }
   void TearDown() override {
     if (!client_) return;
     CloseNamespace();
-    if (farm_) {
-      std::vector<SimNode> nodes;
-      for (size_t i = 0; i < farm_->size(); ++i) nodes.push_back(farm_->node(i));
-      farm_.reset();
-      (void)DeleteSimNodes(*client_, nodes);
-    }
+    StopFarm(*client_, farm_);
   }
 
   // One node of `gpus` 16 GiB GPUs whose tessera-node serves both front ends.

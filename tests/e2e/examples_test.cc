@@ -151,13 +151,7 @@ std::string ControlPlaneBin(const std::string& cluster_dir) {
   return "tools/controlplane/bin";
 }
 
-std::string Annotation(const json& obj, const std::string& key) {
-  const auto& meta = obj["metadata"];
-  if (!meta.contains("annotations") || !meta["annotations"].contains(key)) return "";
-  return meta["annotations"][key].get<std::string>();
-}
 
-std::string Phase(const json& pod) { return pod.contains("status") ? pod["status"].value("phase", "") : ""; }
 
 // The environment variables Tessera (or a front end) sets that `container`'s
 // command and args name.
@@ -175,14 +169,7 @@ std::set<std::string> EnvNamesRead(const json& container) {
 
 class ExamplesTest : public ExtenderSuite {
  protected:
-  static void SetUpTestSuite() {
-    auto env = ClusterEnv::FromEnvironment();
-    ASSERT_TRUE(env.ok()) << env.status().ToString();
-    env_ = new ClusterEnv(env.value());
-    auto extender = env_->StartExtender({"--identity", "e2e-examples", "--gpushare", "true", "--hami", "true"});
-    ASSERT_TRUE(extender.ok()) << extender.status().ToString();
-    extender_ = new ChildProcess(std::move(extender).value());
-  }
+  static void SetUpTestSuite() { StartExtender("e2e-examples", {"--gpushare", "true", "--hami", "true"}); }
   static void TearDownTestSuite() { StopExtender(); }
   void SetUp() override {
     OpenNamespace("examples", 12);
@@ -194,12 +181,7 @@ class ExamplesTest : public ExtenderSuite {
     scheduler_.Stop(SIGTERM, std::chrono::seconds(5));
     if (!client_) return;
     CloseNamespace();
-    if (farm_) {
-      std::vector<SimNode> nodes;
-      for (size_t i = 0; i < farm_->size(); ++i) nodes.push_back(farm_->node(i));
-      farm_.reset();
-      (void)DeleteSimNodes(*client_, nodes);
-    }
+    StopFarm(*client_, farm_);
     std::filesystem::remove_all(work_);
   }
 

@@ -34,14 +34,7 @@ using std::chrono::seconds;
 // The stand-in daemon (a shell script).
 const char* kFakeControl = TESSERA_FAKE_MPS_CONTROL;
 
-std::string Annotation(const json& object, std::string_view key_view) {
-  const std::string key(key_view);
-  const auto& meta = object["metadata"];
-  if (!meta.contains("annotations") || !meta["annotations"].contains(key)) return "";
-  return meta["annotations"][key].get<std::string>();
-}
 
-std::string Phase(const json& pod) { return pod.contains("status") ? pod["status"].value("phase", "") : ""; }
 
 std::string FirstLine(const std::string& path) {
   std::ifstream in(path);

@@ -30,14 +30,7 @@ using nlohmann::json;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-std::string Annotation(const json& pod, std::string_view key_view) {
-  const std::string key(key_view);
-  const auto& meta = pod["metadata"];
-  if (!meta.contains("annotations") || !meta["annotations"].contains(key)) return "";
-  return meta["annotations"][key].get<std::string>();
-}
 
-std::string Phase(const json& pod) { return pod.contains("status") ? pod["status"].value("phase", "") : ""; }
 
 // Every way a Running pod's devices, env or mounts differ from its assignment.
 std::vector<std::string> Mismatches(const json& pod) {
@@ -98,12 +91,7 @@ class NodePathTest : public ExtenderSuite {
   void TearDown() override {
     if (!client_) return;
     CloseNamespace();
-    if (farm_) {
-      std::vector<SimNode> nodes;
-      for (size_t i = 0; i < farm_->size(); ++i) nodes.push_back(farm_->node(i));
-      farm_.reset();
-      (void)DeleteSimNodes(*client_, nodes);
-    }
+    StopFarm(*client_, farm_);
   }
 
   // This test's nodes, each with a tessera-node and a kubelet stand-in.

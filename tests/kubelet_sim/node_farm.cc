@@ -167,4 +167,12 @@ bool NodeFarm::WaitForSlots(size_t i, size_t slots, std::chrono::milliseconds ti
       timeout);
 }
 
+void StopFarm(kube::Client& client, std::unique_ptr<NodeFarm>& farm) {
+  if (!farm) return;
+  std::vector<SimNode> nodes;
+  for (size_t i = 0; i < farm->size(); ++i) nodes.push_back(farm->node(i));
+  farm.reset();
+  (void)DeleteSimNodes(client, nodes);
+}
+
 }  // namespace tessera::testing

@@ -82,4 +82,7 @@ class NodeFarm {
   std::vector<std::unique_ptr<Member>> members_;
 };
 
+// Stops `farm` (when set) and deletes its Node objects: a test's teardown.
+void StopFarm(kube::Client& client, std::unique_ptr<NodeFarm>& farm);
+
 }  // namespace tessera::testing

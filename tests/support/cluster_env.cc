@@ -107,6 +107,20 @@ nlohmann::json GpuPod(const std::string& ns, const std::string& name, const std:
   return pod;
 }
 
+std::string Annotation(const nlohmann::json& object, std::string_view key) {
+  const auto meta = object.find("metadata");
+  if (meta == object.end() || !meta->is_object()) return "";
+  const auto annotations = meta->find("annotations");
+  if (annotations == meta->end() || !annotations->is_object()) return "";
+  const auto value = annotations->find(std::string(key));
+  return value != annotations->end() && value->is_string() ? value->get<std::string>() : "";
+}
+
+std::string Phase(const nlohmann::json& pod) {
+  const auto status = pod.find("status");
+  return status != pod.end() && status->is_object() ? status->value("phase", "") : "";
+}
+
 bool IsBound(const nlohmann::json& pod) {
   return pod.contains("spec") && !pod["spec"].value("nodeName", std::string()).empty();
 }

@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <string_view>
 #include <optional>
 #include <string>
 #include <vector>
@@ -52,6 +53,10 @@ Result<nlohmann::json> WaitForPod(kube::Client& client, const std::string& ns, c
                                   const std::function<bool(const nlohmann::json&)>& done,
                                   std::chrono::seconds timeout = std::chrono::seconds(60));
 bool IsBound(const nlohmann::json& pod);
+// metadata.annotations[key] of `object` ("" when absent or not a string).
+std::string Annotation(const nlohmann::json& object, std::string_view key);
+// status.phase of `pod` ("" when absent).
+std::string Phase(const nlohmann::json& pod);
 // Messages of the pod's events with `reason` (e.g. "FailedScheduling").
 std::vector<std::string> PodEvents(kube::Client& client, const std::string& ns, const std::string& name,
                                    const std::string& reason);

@@ -16,6 +16,7 @@
 #include <cctype>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kube/client.h"
 #include "tests/support/cluster_env.h"
@@ -26,12 +27,13 @@ namespace tessera::testing {
 class ExtenderSuite : public ::testing::Test {
  protected:
   // Reads the cluster from the environment and starts tessera-scheduler with
-  // leader-election identity `identity` on the extender port.
-  static void StartExtender(const std::string& identity) {
+  // leader-election identity `identity` (and `flags`) on the extender port.
+  static void StartExtender(const std::string& identity, std::vector<std::string> flags = {}) {
     auto env = ClusterEnv::FromEnvironment();
     ASSERT_TRUE(env.ok()) << env.status().ToString();
     env_ = new ClusterEnv(env.value());
-    auto extender = env_->StartExtender({"--identity", identity});
+    flags.insert(flags.begin(), {"--identity", identity});
+    auto extender = env_->StartExtender(flags);
     ASSERT_TRUE(extender.ok()) << extender.status().ToString();
     extender_ = new ChildProcess(std::move(extender).value());
   }

@@ -21,19 +21,11 @@
 namespace tessera::testing {
 namespace {
 
-std::string Annotation(const nlohmann::json& obj, std::string_view key) {
-  const auto& meta = obj["metadata"];
-  if (!meta.contains("annotations")) return "";
-  return meta["annotations"].value(std::string(key), std::string());
-}
 
 std::string Key(const nlohmann::json& pod) {
   return pod["metadata"]["namespace"].get<std::string>() + "/" + pod["metadata"]["name"].get<std::string>();
 }
 
-std::string Phase(const nlohmann::json& pod) {
-  return pod.contains("status") ? pod["status"].value("phase", "") : "";
-}
 
 // Every pod in `ns` is bound or has a FailedScheduling event; with `admitted`,
 // every bound pod has also been admitted or refused by its node (Running or Failed).
