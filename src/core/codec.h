@@ -48,6 +48,9 @@ inline constexpr std::string_view kAllocatedAnnotation = "tessera.io/allocated";
 inline constexpr std::string_view kNodeAgentAnnotation = "tessera.io/node-agent";
 // Pod annotation holding the pod's measured GPU use (PodUsage).
 inline constexpr std::string_view kUsageAnnotation = "tessera.io/usage";
+// Pod label naming the workload a pod's GPU-use history is kept under, for
+// pods whose owner does not say it (the extender's LoadTracker).
+inline constexpr std::string_view kWorkloadLabel = "tessera.io/workload";
 // The one format version this build reads and writes.
 inline constexpr int kCodecVersion = 1;
 // GPU indexes in annotations lie in 0..kMaxGpuIndex.

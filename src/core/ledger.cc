@@ -88,6 +88,13 @@ Status Ledger::UpdateNode(NodeInfo node) {
   return Status();
 }
 
+Status Ledger::Touch(std::string_view name) {
+  const int idx = NodeIndex(name);
+  if (idx < 0) return NotFound("node " + std::string(name) + " is not known");
+  nodes_[idx].version = next_version_++;
+  return Status();
+}
+
 Status Ledger::RemoveNode(std::string_view name) {
   const int idx = NodeIndex(name);
   if (idx < 0) return NotFound("node " + std::string(name) + " is not known");

@@ -78,6 +78,10 @@ class Ledger {
   Status UpdateNode(NodeInfo node);
   // Removes a node. FAILED_PRECONDITION naming the pods if any still hold it.
   Status RemoveNode(std::string_view name);
+  // Gives a node a new version without changing it, for callers whose cached
+  // per-node results depend on more than the ledger (predicted GPU load).
+  // NOT_FOUND if unknown.
+  Status Touch(std::string_view name);
 
   // Books `assignment` for `pod`. Checks that the assignment matches the
   // request (containers, GPU counts, shares, models, distinct GPUs) and fits

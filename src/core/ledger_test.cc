@@ -26,6 +26,23 @@ Assignment On(const std::string& node, std::vector<int> idx, int64_t mem, int64_
   return a;
 }
 
+TEST(Ledger, TouchGivesANewVersionAndChangesNothingElse) {
+  Ledger l;
+  ASSERT_TRUE(l.AddNode(MakeNode("n1", 2)).ok());
+  ASSERT_TRUE(l.AddNode(MakeNode("n2", 2)).ok());
+  ASSERT_TRUE(l.Assume(Pod("a", 1, 4096, 300), On("n1", {0}, 4096, 300)).ok());
+  const NodeState before = *l.FindNode("n1");
+  const uint64_t other = l.FindNode("n2")->version;
+  ASSERT_TRUE(l.Touch("n1").ok());
+  const NodeState& after = *l.FindNode("n1");
+  EXPECT_NE(after.version, before.version);
+  EXPECT_NE(after.version, other);
+  EXPECT_EQ(after.gpus, before.gpus);
+  EXPECT_EQ(after.info, before.info);
+  EXPECT_EQ(l.FindNode("n2")->version, other);
+  EXPECT_EQ(l.Touch("nope").code(), StatusCode::kNotFound);
+}
+
 TEST(Ledger, AssumeConfirmForget) {
   Ledger l;
   ASSERT_TRUE(l.AddNode(MakeNode("n1", 2)).ok());

@@ -169,6 +169,8 @@ std::vector<core::PreemptionPod> ClusterView::HeldPodsOn(std::string_view node) 
   return out;
 }
 
+const LoadTracker& ClusterView::load() const { return state_->load_; }
+
 const core::PodRequest* ClusterView::HeldRequest(std::string_view key) const {
   auto it = state_->pods_.find(key);
   if (it == state_->pods_.end() || it->second.place != ClusterState::Place::kHeld) return nullptr;
@@ -178,7 +180,14 @@ const core::PodRequest* ClusterView::HeldRequest(std::string_view key) const {
 // ---- ClusterState ----
 
 ClusterState::ClusterState(ClusterStateOptions options)
-    : options_(std::move(options)), log_(options_.logger ? options_.logger : spdlog::default_logger()) {}
+    : options_(std::move(options)),
+      log_(options_.logger ? options_.logger : spdlog::default_logger()),
+      load_(options_.load) {}
+
+int64_t ClusterState::NowSeconds() const {
+  const auto now = options_.wall_now ? options_.wall_now() : std::chrono::system_clock::now();
+  return std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+}
 
 void ClusterState::UpsertNode(const Json& node) {
   const std::string name = StringAt(node, "metadata", "name");
@@ -273,7 +282,13 @@ void ClusterState::UpsertPod(const Json& pod) {
   const bool wants_gpu = node.empty() && !terminal && core::WantsGpu(pod, options_.resources);
   // Work that needs no lock first.
   const PodMeta meta = MetaOf(pod);
-  auto note_meta = [&meta](PodRecord& rec) {
+  const std::string workload = WorkloadOf(pod);
+  const Json* usage_json = node.empty() || terminal ? nullptr : Annotation(pod, core::kUsageAnnotation);
+  const std::string usage_text = usage_json != nullptr && usage_json->is_string() ? usage_json->get<std::string>() : "";
+  const Result<core::PodUsage> usage =
+      usage_text.empty() ? Result<core::PodUsage>(core::PodUsage{}) : core::DecodeUsage(usage_text);
+  auto note_meta = [&meta, &workload](PodRecord& rec) {
+    rec.workload = workload;
     rec.priority = meta.priority;
     rec.started_unix = meta.started_unix;
     rec.terminating = meta.terminating;
@@ -283,6 +298,7 @@ void ClusterState::UpsertPod(const Json& pod) {
   if (wants_gpu) {
     pending.uid = uid;
     pending.nominated_node = StringAt(pod, "status", "nominatedNodeName");
+    pending.workload = workload;
     auto req = core::PodRequestFromJson(pod, options_.resources);
     if (req.ok()) pending.request = std::move(req).value();
     else pending.error = req.status();
@@ -296,7 +312,7 @@ void ClusterState::UpsertPod(const Json& pod) {
     it = pods_.end();
   }
   if (terminal) {
-    pending_.erase(key);
+    if (pending_.erase(key) > 0 && it == pods_.end()) load_.Released(key);
     if (it != pods_.end()) {
       log_->info("pod {} {}: releasing its share", key, phase);
       Release(key);
@@ -304,14 +320,19 @@ void ClusterState::UpsertPod(const Json& pod) {
     return;
   }
   if (node.empty()) {
-    if (wants_gpu) pending_[key] = std::move(pending);
     if (it != pods_.end() && !it->second.assumed) {
       log_->warn("pod {} holds a share but is no longer bound; releasing it", key);
       Release(key);
     }
+    if (wants_gpu) {
+      // (A pod assumed here keeps the load booked at bind.)
+      if (pending.error.ok() && pods_.find(key) == pods_.end())
+        load_.Pending(key, workload, pending.request, NowSeconds());
+      pending_[key] = std::move(pending);
+    }
     return;
   }
-  pending_.erase(key);
+  if (pending_.erase(key) > 0 && it == pods_.end()) load_.Released(key);  // re-predicted once it holds a share
   if (annotation == nullptr || !annotation->is_string()) {
     if (it != pods_.end()) {
       log_->warn("pod {} is bound to {} without a {} annotation; releasing the share held for it", key, node,
@@ -326,6 +347,7 @@ void ClusterState::UpsertPod(const Json& pod) {
     note_meta(it->second);
     it->second.admitted = IsAdmitted(it->second.assignment, phase, allocated);
     SyncAwaiting(key, it->second);
+    NoteUsage(key, it->second, usage_text, usage);
     return;
   }
   Result<core::Assignment> assignment = core::DecodeAssignment(text);
@@ -348,6 +370,7 @@ void ClusterState::UpsertPod(const Json& pod) {
       rec.admitted = IsAdmitted(rec.assignment, phase, allocated);
       note_meta(rec);
       SyncAwaiting(key, rec);
+      NoteUsage(key, rec, usage_text, usage);
       return;
     }
     log_->info("pod {} changed its assignment; re-placing it", key);
@@ -372,6 +395,7 @@ void ClusterState::UpsertPod(const Json& pod) {
   rec.assignment = std::move(assignment).value();
   rec.admitted = IsAdmitted(rec.assignment, phase, allocated);
   Hold(key, std::move(rec));
+  NoteUsage(key, pods_.at(key), usage_text, usage);
 }
 
 void ClusterState::DeletePod(const Json& pod) {
@@ -382,8 +406,11 @@ void ClusterState::DeletePod(const Json& pod) {
   }
   const std::string uid = StringAt(pod, "metadata", "uid");
   std::lock_guard<std::mutex> lock(mu_);
-  if (auto p = pending_.find(*key); p != pending_.end() && (uid.empty() || p->second.uid == uid)) pending_.erase(p);
   auto it = pods_.find(*key);
+  if (auto p = pending_.find(*key); p != pending_.end() && (uid.empty() || p->second.uid == uid)) {
+    pending_.erase(p);
+    if (it == pods_.end()) load_.Released(*key);
+  }
   if (it == pods_.end()) return;
   if (!uid.empty() && !it->second.uid.empty() && it->second.uid != uid) return;  // a newer pod of that name
   log_->info("pod {} deleted: releasing its share on {}", *key, it->second.assignment.node);
@@ -443,6 +470,8 @@ Result<core::Assignment> ClusterState::AssumeOnNodeInView(const core::PodRequest
   rec.uid = std::string(uid);
   rec.request = pod;
   rec.assignment = assignment;
+  if (auto p = pending_.find(pod.key); p != pending_.end()) rec.workload = p->second.workload;
+  load_.Placed(pod.key, rec.workload, pod, assignment, NowSeconds());
   rec.place = Place::kHeld;
   rec.assumed = true;
   rec.assumed_at = now;
@@ -527,6 +556,7 @@ void ClusterState::TryPlace(const std::string& key, PodRecord& rec) {
   Status st = ledger_.Assume(rec.request, rec.assignment);
   if (st.ok()) {
     if (!rec.assumed) (void)ledger_.Confirm(key);
+    load_.Placed(key, rec.workload, rec.request, rec.assignment, NowSeconds());
     rec.place = Place::kHeld;
     rec.problem.clear();
     SyncAwaiting(key, rec);
@@ -564,6 +594,7 @@ void ClusterState::Release(const std::string& key) {
   if (it->second.assumed) assumed_.erase({it->second.assumed_at, key});
   ClearAwaiting(key, it->second);
   pods_.erase(it);
+  load_.Released(key);
   if (freed) ApplyParked(node);
 }
 
@@ -571,6 +602,7 @@ void ClusterState::Release(const std::string& key) {
 void ClusterState::Evict(const std::string& node, const std::string& why) {
   for (const std::string& key : ledger_.PodsOn(node)) {
     (void)ledger_.Forget(key);
+    load_.Released(key);
     PodRecord& rec = pods_.at(key);
     rec.place = Place::kWaiting;
     ClearAwaiting(key, rec);
@@ -588,8 +620,20 @@ void ClusterState::SetWaitingReason(const std::string& node, const std::string& 
   }
 }
 
-// Retries the pods parked on `node`: pods seen by the watch first, then own
-// assumptions, each group in key order (the order a fresh list delivers).
+void ClusterState::NoteUsage(const std::string& key, const PodRecord& rec, const std::string& usage_text,
+                             const Result<core::PodUsage>& usage) {
+  if (rec.place != Place::kHeld || usage_text.empty()) return;
+  Result<bool> changed = load_.Measured(key, rec.workload, usage_text, usage, NowSeconds());
+  if (!changed.ok()) {
+    ++usage_rejected_total_;
+    log_->warn("pod {}: {} ignored for load prediction: {}", key, core::kUsageAnnotation, changed.status().message());
+    return;
+  }
+  if (!*changed) return;
+  log_->debug("pod {} on {}: measured usage re-predicts workload {}", key, rec.assignment.node, rec.workload);
+  if (Status st = ledger_.Touch(rec.assignment.node); !st.ok()) log_->error("pod {}: {}", key, st.message());
+}
+
 void ClusterState::SyncAwaiting(const std::string& key, PodRecord& rec) {
   auto n = nodes_.find(rec.assignment.node);
   const bool want =
@@ -614,6 +658,8 @@ void ClusterState::ClearAwaiting(const std::string& key, PodRecord& rec) {
   admitted_.notify_all();
 }
 
+// Retries the pods parked on `node`: pods seen by the watch first, then own
+// assumptions, each group in key order (the order a fresh list delivers).
 void ClusterState::ApplyParked(const std::string& node) {
   auto p = parked_.find(node);
   if (p == parked_.end() || ledger_.FindNode(node) == nullptr) return;
@@ -643,6 +689,9 @@ StateSummary ClusterState::SummaryLocked() const {
   s.pods_pending = static_cast<int>(pending_.size());
   s.conflicts_total = conflicts_total_;
   s.expired_total = expired_total_;
+  s.workloads_learned = static_cast<int64_t>(load_.history().size());
+  s.usage_samples_total = load_.samples();
+  s.usage_rejected_total = usage_rejected_total_;
   return s;
 }
 
@@ -658,7 +707,8 @@ StateSummary ClusterState::Snapshot() const {
     for (size_t i = 0; i < n.gpus.size(); ++i) {
       const auto& g = n.info.gpus[i];
       s.gpu_use.push_back({n.info.name, g.index, g.model, g.healthy, g.memory_mib, n.gpus[i].mem_used_mib,
-                        n.gpus[i].core_used_milli, n.gpus[i].sharers});
+                           n.gpus[i].core_used_milli, n.gpus[i].sharers,
+                           load_.book().GpuBusy(n.info.name, static_cast<int>(i))});
     }
   }
   return s;

@@ -24,6 +24,10 @@
 // shows it with its assignment; ExpireAssumed releases assumptions older than
 // the TTL (the bind was lost). A node without a valid inventory annotation is
 // not a GPU node; it is kept with the reason so Filter can say why.
+// A LoadTracker (load_tracker.h) follows every pending and held pod's
+// predicted GPU load and learns from the tessera.io/usage annotations of held
+// pods; a pod re-booked at a new prediction gives its node a new ledger
+// version, so cached scores of the node are recomputed.
 //
 // Thread-safety: every method may be called from any thread; one mutex
 // guards all state. Read() runs a function under it.
@@ -56,6 +60,7 @@
 #include "core/podspec.h"
 #include "core/preemption.h"
 #include "core/status.h"
+#include "scheduler/load_tracker.h"
 
 namespace spdlog {
 class logger;
@@ -77,6 +82,11 @@ struct ClusterStateOptions {
   std::chrono::milliseconds admission_wait{4000};
   // Where decisions are logged; nullptr: spdlog's default logger.
   std::shared_ptr<spdlog::logger> logger;
+  // Predicted GPU load and what it learns from tessera.io/usage.
+  LoadTrackerOptions load;
+  // Wall clock for the load history (usage times are wall times). nullptr:
+  // system_clock.
+  std::function<std::chrono::system_clock::time_point()> wall_now;
 };
 
 // One GPU's use, for logs and tests.
@@ -89,6 +99,7 @@ struct GpuSummary {
   int64_t mem_used_mib = 0;
   int64_t core_used_milli = 0;
   int sharers = 0;
+  int64_t predicted_busy_milli = 0;  // from the LoadTracker: predicted busy time of its shares
   int64_t mem_free_mib() const { return mem_total_mib - mem_used_mib; }
   int64_t core_free_milli() const;
 };
@@ -105,6 +116,9 @@ struct StateSummary {
   int pods_pending = 0;      // unbound GPU pods whose request is kept for Bind
   int64_t conflicts_total = 0;  // pods that ever entered the conflict state
   int64_t expired_total = 0;    // assumptions released by ExpireAssumed
+  int64_t workloads_learned = 0;  // workloads with a utilization history
+  int64_t usage_samples_total = 0;  // tessera.io/usage samples taken into the history
+  int64_t usage_rejected_total = 0; // tessera.io/usage texts that could not be read
   std::vector<GpuSummary> gpu_use;  // filled by Snapshot() only
 
   // One line: "nodes=3 gpu_nodes=2 gpus=16 held=5 assumed=1 waiting=0 conflicts=0 pending=2"
@@ -139,6 +153,8 @@ class ClusterView {
   std::vector<core::PreemptionPod> HeldPodsOn(std::string_view node) const;
   // What pod `key` holds (request and assignment); nullptr when it holds no share.
   const core::PodRequest* HeldRequest(std::string_view key) const;
+  // Predicted load of every GPU and the learned history.
+  const LoadTracker& load() const;
 
  private:
   friend class ClusterState;
@@ -215,6 +231,10 @@ class ClusterState {
   uint64_t freed_count() const { return freed_.load(std::memory_order_relaxed); }
 
   const ClusterStateOptions& options() const { return options_; }
+  // The predicted GPU load book, for a placement policy that scores with it
+  // (PolicyConfig::load). Read it only under Read(), as the policy does when
+  // the extender scores inside Read().
+  const core::GpuLoadBook* load_book() const { return &load_.book(); }
 
  private:
   friend class ClusterView;
@@ -239,6 +259,7 @@ class ClusterState {
     int64_t started_unix = 0;
     bool terminating = false;
     bool seen = false;
+    std::string workload;         // WorkloadOf the pod ("" until the pod watch showed it)
   };
   struct NodeEntry {
     std::string fingerprint;      // inventory + allocatable as last seen
@@ -250,6 +271,7 @@ class ClusterState {
     Status error;                 // OK when `request` is valid
     core::PodRequest request;
     std::string nominated_node;   // status.nominatedNodeName
+    std::string workload;         // WorkloadOf the pod
   };
 
   // The functions below need mu_ held.
@@ -265,6 +287,11 @@ class ClusterState {
   void SyncAwaiting(const std::string& key, PodRecord& record);
   void ClearAwaiting(const std::string& key, PodRecord& record);
   void SetWaitingReason(const std::string& node, const std::string& why);
+  // Feeds a held pod's tessera.io/usage to the LoadTracker; gives its node a
+  // new version when its booked load changed.
+  void NoteUsage(const std::string& key, const PodRecord& rec, const std::string& usage_text,
+                 const Result<core::PodUsage>& usage);
+  int64_t NowSeconds() const;
   void TopologyChanged() {
     models_dirty_ = true;
     ++topology_version_;
@@ -293,6 +320,8 @@ class ClusterState {
   mutable std::map<std::string, int64_t, std::less<>> models_;
   int64_t conflicts_total_ = 0;
   int64_t expired_total_ = 0;
+  LoadTracker load_;
+  int64_t usage_rejected_total_ = 0;
 };
 
 }  // namespace tessera::scheduler

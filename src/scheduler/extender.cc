@@ -89,7 +89,8 @@ Extender::Extender(ClusterState& state, Binder& binder, ExtenderOptions options)
       log_(options_.logger ? options_.logger : spdlog::default_logger()) {}
 
 Status Extender::MakePolicyLocked(const core::TargetWorkload& workload) {
-  TESSERA_ASSIGN_OR_RETURN(policy_, core::MakePolicy(options_.policy, core::PolicyConfig{workload}));
+  TESSERA_ASSIGN_OR_RETURN(policy_, core::MakePolicy(options_.policy, core::PolicyConfig{workload, options_.interference,
+                                                                                       state_.load_book()}));
   placer_ = std::make_unique<core::Placer>(*policy_, options_.seed);
   verdicts_.clear();
   shapes_.clear();
@@ -429,6 +430,9 @@ int Extender::ShapeIdLocked(const core::PodRequest& pod) {
     for (const auto& m : c.models.allowed) key += "+" + m;
     for (const auto& m : c.models.avoided) key += "-" + m;
   }
+  // What the policy scores beyond the shape (tessera-interference: the pod's
+  // predicted busy time).
+  if (std::string extra = policy_->CacheKey(pod); !extra.empty()) key += "#" + extra;
   if (shapes_.size() >= kMaxShapes && !shapes_.contains(key)) {  // many shapes: start over
     shapes_.clear();
     verdicts_.clear();

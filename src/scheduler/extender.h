@@ -29,7 +29,9 @@
 //    ExtenderBindingResult.Error (HTTP 200), so kube-scheduler retries.
 // Policies that need a view of the workload learn it from the pods that hold
 // shares (tessera: as arrivals; fgd: its target workload is rebuilt from the
-// live pods as their number doubles, and at least every 4096 new pods).
+// live pods as their number doubles, and at least every 4096 new pods);
+// tessera-interference reads the predicted GPU loads the state keeps from
+// the node agents' usage reports (load_tracker.h).
 //
 // Thread-safety: all methods may be called from any thread at once; filter,
 // prioritize and the GPU choice of bind take turns on one mutex (the
@@ -122,6 +124,9 @@ struct ExtenderOptions {
   // GPU preemption (must outlive the extender). nullptr: none, and no
   // nominations are kept free; the preempt verb still answers.
   GpuPreemptor* preemptor = nullptr;
+  // tessera-interference's knobs; it scores with the state's predicted GPU
+  // loads (ClusterState::load_book).
+  core::InterferenceOptions interference;
 };
 
 class Extender {

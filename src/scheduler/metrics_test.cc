@@ -144,8 +144,8 @@ TEST_F(MetricsTest, ConfirmedPodsAndTotalsByModel) {
   state_->UpsertPod(testing::BoundPodJson(PodJson("ns", "w", {{"main", 1, 4096, 25}}), a));
   const auto totals = TotalsByModel(*state_);
   ASSERT_EQ(totals.size(), 2u);
-  EXPECT_EQ(totals.at("A100"), (ModelTotals{2, 81920, 4096, 250}));
-  EXPECT_EQ(totals.at("T4"), (ModelTotals{1, 15360, 0, 0}));
+  EXPECT_EQ(totals.at("A100"), (ModelTotals{2, 81920, 4096, 250, 250}));  // predicted at its request
+  EXPECT_EQ(totals.at("T4"), (ModelTotals{1, 15360, 0, 0, 0}));
   EXPECT_TRUE(Has(Scrape(), R"(tessera_scheduler_pods_held{state="confirmed"} 1)"));
 }
 

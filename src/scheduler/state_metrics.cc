@@ -41,6 +41,7 @@ std::map<std::string, ModelTotals> TotalsByModel(const ClusterState& state) {
         t.mem_total_mib += node.info.gpus[i].memory_mib;
         t.mem_allocated_mib += node.gpus[i].mem_used_mib;
         t.core_allocated_milli += node.gpus[i].core_used_milli;
+        t.predicted_busy_milli += view.load().book().GpuBusy(node.info.name, static_cast<int>(i));
       }
     }
     return out;
@@ -77,6 +78,28 @@ Status RegisterStateMetrics(metrics::Registry& registry, const ClusterState& sta
                                },
                                {"allocated"}),
                       PerModel(totals, [](const ModelTotals& t) { return static_cast<double>(t.gpus); }, {"total"}));
+      }));
+  TESSERA_RETURN_IF_ERROR(registry.AddCallback(
+      MetricType::kGauge, "tessera_scheduler_gpu_predicted_busy_ratio",
+      "Predicted busy time of the GPUs' shares by model, in whole GPUs: each share at its workload's measured "
+      "utilization (tessera.io/usage history), else at its request times interference.defaultFactor.",
+      {"model"}, [s] {
+        return PerModel(TotalsByModel(*s),
+                        [](const ModelTotals& t) { return static_cast<double>(t.predicted_busy_milli) / kMilliPerGpu; });
+      }));
+  TESSERA_RETURN_IF_ERROR(registry.AddCallback(
+      MetricType::kGauge, "tessera_scheduler_workloads_learned",
+      "Workloads with a GPU utilization history learned from tessera.io/usage.", {}, [s] {
+        return std::vector<Sample>{{{}, static_cast<double>(s->Summary().workloads_learned)}};
+      }));
+  TESSERA_RETURN_IF_ERROR(registry.AddCallback(
+      MetricType::kCounter, "tessera_scheduler_usage_reports_total",
+      "tessera.io/usage annotations read from held pods: learned (taken into the history) or rejected (could "
+      "not be read; logged).",
+      {"result"}, [s] {
+        const StateSummary sum = s->Summary();
+        return std::vector<Sample>{{{"learned"}, static_cast<double>(sum.usage_samples_total)},
+                                   {{"rejected"}, static_cast<double>(sum.usage_rejected_total)}};
       }));
   TESSERA_RETURN_IF_ERROR(registry.AddCallback(
       MetricType::kGauge, "tessera_scheduler_pods_held",

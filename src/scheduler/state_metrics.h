@@ -1,7 +1,8 @@
 // The extender's state as Prometheus gauges, read from a ClusterState at
 // each scrape: per GPU model the GPUs, their memory and compute (total and
-// allocated), pods holding shares (assumed or confirmed) or waiting, nodes,
-// and whether this replica leads. docs/metrics.md lists every series.
+// allocated) and predicted busy time, pods holding shares (assumed or
+// confirmed) or waiting, nodes, the usage reports learned from, and whether
+// this replica leads. docs/metrics.md lists every series.
 //
 // Thread-safety: the callbacks run on the scraping thread and take the
 // state's mutex briefly (one pass over the ledger's GPUs per family).
@@ -27,6 +28,7 @@ struct ModelTotals {
   int64_t mem_total_mib = 0;
   int64_t mem_allocated_mib = 0;
   int64_t core_allocated_milli = 0;  // 1000 = one whole GPU's time
+  int64_t predicted_busy_milli = 0;  // predicted busy time of the shares (load_tracker.h)
   bool operator==(const ModelTotals&) const = default;
 };
 // By model name, over every GPU in the ledger (healthy or not).

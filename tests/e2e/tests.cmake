@@ -71,3 +71,10 @@ tessera_cluster_test(e2e_preemption_test SRCS ${CMAKE_CURRENT_LIST_DIR}/preempti
                      DEPS tessera_test_support LABELS e2e)
 set_tests_properties(e2e_preemption_test PROPERTIES TIMEOUT 300)
 add_dependencies(e2e_preemption_test tessera-scheduler)
+
+# Interference-aware placement: tessera-interference learning from the
+# tessera.io/usage annotations on pods through the pod watch.
+tessera_cluster_test(e2e_interference_test SRCS ${CMAKE_CURRENT_LIST_DIR}/interference_test.cc
+                     DEPS tessera_test_support LABELS e2e)
+set_tests_properties(e2e_interference_test PROPERTIES TIMEOUT 300)
+add_dependencies(e2e_interference_test tessera-scheduler)
