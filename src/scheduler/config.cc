@@ -61,7 +61,7 @@ Result<SchedulerConfig> ParseConfig(const std::string& yaml_text, const std::str
   TESSERA_RETURN_IF_ERROR(UnknownKeys(
       root, {"listenAddress", "port", "tls", "kubeconfig", "policy", "resourceNames", "assumeTTLSeconds",
              "admissionWaitMillis", "leaderElection", "logLevel", "seed", "apiQPS", "apiBurst", "frontEnds",
-             "preemption"},
+             "preemption", "interference"},
       where));
   TESSERA_RETURN_IF_ERROR(Read(root, "listenAddress", config.listen_address, where));
   TESSERA_RETURN_IF_ERROR(Read(root, "port", config.port, where));
@@ -123,6 +123,26 @@ Result<SchedulerConfig> ParseConfig(const std::string& yaml_text, const std::str
     TESSERA_RETURN_IF_ERROR(Read(pe, "nominationTTLSeconds", nomination_ttl, where + "preemption."));
     config.preemption.nomination_ttl = std::chrono::seconds(nomination_ttl);
     TESSERA_RETURN_IF_ERROR(Read(pe, "maxVictims", config.preemption.max_victims, where + "preemption."));
+  }
+  if (const YAML::Node in = root["interference"]) {
+    const std::string at = where + "interference.";
+    if (!in.IsMap()) return InvalidArgument(where + "interference: expected a mapping");
+    TESSERA_RETURN_IF_ERROR(UnknownKeys(in,
+                                        {"ceiling", "weight", "defaultFactor", "learnFromUsage", "historyAlpha",
+                                         "historySpread", "historyMaxAgeSeconds", "historyMaxWorkloads"},
+                                        where + "interference: "));
+    InterferenceSettings& i = config.interference;
+    TESSERA_RETURN_IF_ERROR(Read(in, "ceiling", i.policy.ceiling, at));
+    TESSERA_RETURN_IF_ERROR(Read(in, "weight", i.policy.weight, at));
+    TESSERA_RETURN_IF_ERROR(Read(in, "defaultFactor", i.policy.default_factor, at));
+    TESSERA_RETURN_IF_ERROR(Read(in, "learnFromUsage", i.learn_from_usage, at));
+    TESSERA_RETURN_IF_ERROR(Read(in, "historyAlpha", i.history.alpha, at));
+    TESSERA_RETURN_IF_ERROR(Read(in, "historySpread", i.history.spread_weight, at));
+    TESSERA_RETURN_IF_ERROR(Read(in, "historyMaxAgeSeconds", i.history.max_age_s, at));
+    int64_t max_keys = static_cast<int64_t>(i.history.max_keys);
+    TESSERA_RETURN_IF_ERROR(Read(in, "historyMaxWorkloads", max_keys, at));
+    if (max_keys < 1) return InvalidArgument(at + "historyMaxWorkloads: must be at least 1, got " + std::to_string(max_keys));
+    i.history.max_keys = static_cast<size_t>(max_keys);
   }
   if (const YAML::Node le = root["leaderElection"]) {
     if (!le.IsMap()) return InvalidArgument(where + "leaderElection: expected a mapping");
@@ -202,6 +222,26 @@ Status ValidateConfig(const SchedulerConfig& config) {
     return InvalidArgument("preemption.maxVictims: must be 0 (no limit) or positive, got " +
                            std::to_string(config.preemption.max_victims));
   }
+  const InterferenceSettings& in = config.interference;
+  auto number = [](double v) {
+    std::ostringstream o;
+    o << v;
+    return o.str();
+  };
+  if (!(in.policy.ceiling > 0 && in.policy.ceiling <= 1))
+    return InvalidArgument("interference.ceiling: must be in (0, 1], got " + number(in.policy.ceiling));
+  if (!(in.policy.weight >= 0 && in.policy.weight <= 100))
+    return InvalidArgument("interference.weight: must be in 0..100, got " + number(in.policy.weight));
+  if (!(in.policy.default_factor >= 0 && in.policy.default_factor <= 1))
+    return InvalidArgument("interference.defaultFactor: must be in 0..1, got " + number(in.policy.default_factor));
+  if (!(in.history.alpha > 0 && in.history.alpha <= 1))
+    return InvalidArgument("interference.historyAlpha: must be in (0, 1], got " + number(in.history.alpha));
+  if (!(in.history.spread_weight >= 0 && in.history.spread_weight <= 10))
+    return InvalidArgument("interference.historySpread: must be in 0..10, got " + number(in.history.spread_weight));
+  if (in.history.max_age_s <= 0)
+    return InvalidArgument("interference.historyMaxAgeSeconds: must be positive, got " +
+                           std::to_string(in.history.max_age_s));
+  if (in.history.max_keys < 1) return InvalidArgument("interference.historyMaxWorkloads: must be at least 1");
   static constexpr const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
   bool level_ok = false;
   for (const char* level : kLevels) level_ok = level_ok || config.log_level == level;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <string>
 
+#include "core/load.h"
 #include "core/podspec.h"
 #include "core/status.h"
 
@@ -21,6 +22,14 @@ struct PreemptionSettings {
   bool enabled = true;                       // preempt lower-priority pods for GPU shares
   std::chrono::seconds nomination_ttl{60};   // how long a freed share is held for its preemptor
   int max_victims = 16;                      // most pods evicted on one node for one pod; 0: no limit
+};
+
+// The tessera-interference policy (docs/scheduler-extender.md,
+// "Interference-aware placement"); read whatever the policy, used by it only.
+struct InterferenceSettings {
+  core::InterferenceOptions policy;     // ceiling, weight, defaultFactor
+  bool learn_from_usage = true;         // learn per-workload utilization from tessera.io/usage
+  core::WorkloadHistoryOptions history; // historyAlpha, historySpread, historyMaxAgeSeconds, historyMaxWorkloads
 };
 
 struct SchedulerConfig {
@@ -43,6 +52,7 @@ struct SchedulerConfig {
   std::chrono::milliseconds admission_wait{4000};
   LeaderElectionConfig leader_election;
   PreemptionSettings preemption;
+  InterferenceSettings interference;
   std::string log_level = "info";
   uint64_t seed = 1;
 

@@ -126,6 +126,50 @@ TEST(ConfigTest, ShippedExampleParsesToTheDefaults) {
   EXPECT_EQ(config->preemption.enabled, defaults.preemption.enabled);
   EXPECT_EQ(config->preemption.nomination_ttl, defaults.preemption.nomination_ttl);
   EXPECT_EQ(config->preemption.max_victims, defaults.preemption.max_victims);
+  EXPECT_EQ(config->interference.policy.ceiling, defaults.interference.policy.ceiling);
+  EXPECT_EQ(config->interference.policy.weight, defaults.interference.policy.weight);
+  EXPECT_EQ(config->interference.policy.default_factor, defaults.interference.policy.default_factor);
+  EXPECT_EQ(config->interference.learn_from_usage, defaults.interference.learn_from_usage);
+  EXPECT_EQ(config->interference.history.alpha, defaults.interference.history.alpha);
+  EXPECT_EQ(config->interference.history.spread_weight, defaults.interference.history.spread_weight);
+  EXPECT_EQ(config->interference.history.max_age_s, defaults.interference.history.max_age_s);
+  EXPECT_EQ(config->interference.history.max_keys, defaults.interference.history.max_keys);
+}
+
+TEST(ConfigTest, InterferenceSettings) {
+  const SchedulerConfig defaults;
+  EXPECT_DOUBLE_EQ(defaults.interference.policy.ceiling, 0.70);
+  EXPECT_TRUE(defaults.interference.learn_from_usage);
+  auto config = ParseConfig(
+      "policy: tessera-interference\n"
+      "interference: {ceiling: 0.6, weight: 2, defaultFactor: 0.5, learnFromUsage: false, historyAlpha: 0.5,\n"
+      "               historySpread: 0, historyMaxAgeSeconds: 3600, historyMaxWorkloads: 50}\n",
+      "c.yaml");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_DOUBLE_EQ(config->interference.policy.ceiling, 0.6);
+  EXPECT_DOUBLE_EQ(config->interference.policy.weight, 2);
+  EXPECT_DOUBLE_EQ(config->interference.policy.default_factor, 0.5);
+  EXPECT_FALSE(config->interference.learn_from_usage);
+  EXPECT_DOUBLE_EQ(config->interference.history.alpha, 0.5);
+  EXPECT_DOUBLE_EQ(config->interference.history.spread_weight, 0);
+  EXPECT_EQ(config->interference.history.max_age_s, 3600);
+  EXPECT_EQ(config->interference.history.max_keys, 50u);
+  for (const auto& [text, field] : std::vector<std::pair<std::string, std::string>>{
+           {"interference: {ceiling: 0}", "interference.ceiling: must be in (0, 1], got 0"},
+           {"interference: {ceiling: 1.5}", "interference.ceiling"},
+           {"interference: {weight: -1}", "interference.weight"},
+           {"interference: {defaultFactor: 2}", "interference.defaultFactor"},
+           {"interference: {historyAlpha: 0}", "interference.historyAlpha"},
+           {"interference: {historySpread: -1}", "interference.historySpread"},
+           {"interference: {historyMaxAgeSeconds: 0}", "interference.historyMaxAgeSeconds"},
+           {"interference: {historyMaxWorkloads: 0}", "interference.historyMaxWorkloads"},
+           {"interference: {ceilling: 0.5}", "unknown key \"ceilling\""},
+           {"interference: {ceiling: high}", "interference.ceiling"},
+           {"interference: 0.7", "interference: expected a mapping"}}) {
+    auto bad = ParseConfig(text + "\n", "c.yaml");
+    ASSERT_FALSE(bad.ok()) << text;
+    EXPECT_NE(bad.status().message().find(field), std::string::npos) << text << ": " << bad.status().message();
+  }
 }
 
 TEST(ConfigTest, PreemptionSettings) {

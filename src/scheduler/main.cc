@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <ctime>
 
+#include "core/codec.h"
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kube/events.h"
@@ -128,10 +129,27 @@ int Run(const SchedulerConfig& config) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  ClusterState state(ClusterStateOptions{.resources = config.resources,
-                                         .assume_ttl = config.assume_ttl,
-                                         .admission_wait = config.admission_wait,
-                                         .logger = {}});
+  const bool scores_load = config.policy == "tessera-interference";
+  if (scores_load) {
+    const auto& in = config.interference;
+    spdlog::info("tessera-interference: ceiling {}, weight {}, default factor {}, {}", in.policy.ceiling,
+                 in.policy.weight, in.policy.default_factor,
+                 in.learn_from_usage ? fmt::format("learning from {} (history alpha {}, spread {}, max age {}s)",
+                                                   core::kUsageAnnotation, in.history.alpha,
+                                                   in.history.spread_weight, in.history.max_age_s)
+                                     : std::string("predicting every share from its request"));
+  }
+  ClusterState state(ClusterStateOptions{
+      .resources = config.resources,
+      .assume_ttl = config.assume_ttl,
+      .admission_wait = config.admission_wait,
+      .logger = {},
+      // Only tessera-interference reads predicted loads; other policies'
+      // cached scores are not invalidated by usage reports.
+      .load = {.learn = scores_load && config.interference.learn_from_usage,
+               .default_factor = config.interference.policy.default_factor,
+               .history = config.interference.history},
+      .wall_now = {}});
   kube::Informer nodes(client, "/api/v1/nodes");
   kube::Informer pods(client, "/api/v1/pods");
   (void)nodes.AddHandlers({
@@ -177,6 +195,7 @@ int Run(const SchedulerConfig& config) {
   ExtenderOptions extender_options;
   extender_options.policy = config.policy;
   extender_options.seed = config.seed;
+  extender_options.interference = config.interference.policy;
   extender_options.may_bind = [&]() -> Status {
     if (!nodes.HasSynced() || !pods.HasSynced()) return Status(StatusCode::kUnavailable, "caches not synced yet");
     if (elector && !elector->IsLeader()) {
