@@ -38,7 +38,8 @@ KNOBS = [("defaults (ceiling 0.70, factor 1.0, weight 1.0, history on)", []),
          ("--load-weight 4", ["--load-weight", "4"]),
          ("--no-history", ["--no-history"]),
          ("--history-spread 0", ["--history-spread", "0"]),
-         ("--history-alpha 0.8", ["--history-alpha", "0.8"])]
+         ("--history-alpha 0.8", ["--history-alpha", "0.8"]),
+         ("--fade-below-free 0.5", ["--fade-below-free", "0.5"])]
 FIELDS = ["alloc_pct", "failed", "failed_gpu_pct", "high_util_gpu_hours", "shared_high_gpu_hours",
           "mean_slowdown", "p95_slowdown"]
 

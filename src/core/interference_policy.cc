@@ -21,6 +21,26 @@ std::string InterferencePolicy::CacheKey(const PodRequest& pod) const {
   return key;
 }
 
+void InterferencePolicy::SeeCluster(const Ledger& ledger) {
+  if (!(options_.fade_below_free > 0) || ledger.version() == seen_ledger_version_) return;
+  seen_ledger_version_ = ledger.version();
+  int64_t total = 0, used = 0;
+  for (const NodeState& node : ledger.nodes()) {
+    for (size_t i = 0; i < node.gpus.size() && i < node.info.gpus.size(); ++i) {
+      if (!node.info.gpus[i].healthy) continue;
+      total += kCoreMilliPerGpu;
+      used += node.gpus[i].core_used_milli;
+    }
+  }
+  const double free = total > 0 ? static_cast<double>(total - used) / static_cast<double>(total) : 0.0;
+  const double kept = std::clamp(free / options_.fade_below_free, 0.0, 1.0);
+  const int step = static_cast<int>(std::floor(kept * kFadeSteps + 1e-9));
+  if (step != fade_step_) {
+    fade_step_ = step;
+    ++fade_changes_;  // every cached score is stale
+  }
+}
+
 Candidate InterferencePolicy::Evaluate(const PodRequest& pod, const NodeState& node, Rng& /*rng*/) {
   const std::vector<int64_t> busy = PodBusy(pod);
   // Predicted busy milli per GPU of the node now.
@@ -52,7 +72,8 @@ Candidate InterferencePolicy::Evaluate(const PodRequest& pod, const NodeState& n
         added_over += over(now + b) - over(now) - over(b);
       }
     }
-    const double raw = static_cast<double>(score) - options_.weight * static_cast<double>(added_over) / 10.0;
+    const double weight = options_.weight * static_cast<double>(fade_step_) / kFadeSteps;
+    const double raw = static_cast<double>(score) - weight * static_cast<double>(added_over) / 10.0;
     if (first || raw > best_raw) {  // lowest GPU index wins ties, as in tessera
       best_raw = raw;
       best.pick = pick;

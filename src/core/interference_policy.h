@@ -17,6 +17,9 @@
 // A node whose every fitting GPU is over the ceiling still fits: it only
 // ranks below nodes with room under it; among nodes all clamped to 0 the
 // smaller penalty wins (Candidate::fine). With weight 0 it is tessera.
+// With fade_below_free F > 0, the penalty is scaled by min(1, free / F)
+// (free: the cluster's free fraction of GPU compute, in steps of 5 %), so
+// as the cluster fills up the policy packs more and more like tessera.
 #pragma once
 
 #include <string>
@@ -38,8 +41,11 @@ class InterferencePolicy final : public PlacementPolicy {
       : options_(options), book_(book) {}
   std::string_view name() const override { return "tessera-interference"; }
   void OnArrival(const PodRequest& pod) override { packing_.OnArrival(pod); }
+  // Reads the cluster's free GPU compute for fade_below_free (when the
+  // ledger changed since the last call).
+  void SeeCluster(const Ledger& ledger) override;
   Candidate Evaluate(const PodRequest& pod, const NodeState& node, Rng& rng) override;
-  uint64_t epoch() const override { return packing_.epoch(); }
+  uint64_t epoch() const override { return packing_.epoch() + fade_changes_; }
   TieBreak tie_break() const override { return TieBreak::kNodeOrder; }
   std::string CacheKey(const PodRequest& pod) const override;
 
@@ -51,6 +57,11 @@ class InterferencePolicy final : public PlacementPolicy {
   InterferenceOptions options_;
   const GpuLoadBook* book_;
   TesseraPolicy packing_;
+  // The penalty's share kept, in steps of 1/kFadeSteps (kFadeSteps: all).
+  static constexpr int kFadeSteps = 20;
+  int fade_step_ = kFadeSteps;
+  uint64_t fade_changes_ = 0;
+  uint64_t seen_ledger_version_ = 0;
 };
 
 }  // namespace tessera::core

@@ -74,6 +74,33 @@ TEST(InterferencePolicy, KeepsAGpuUnderTheCeilingWhereTesseraWouldPackIt) {
   }
 }
 
+TEST(InterferencePolicy, ThePenaltyFadesAsTheClusterFillsUp) {
+  for (const double fade : {0.0, 0.5}) {
+    SCOPED_TRACE(fade);
+    Ledger l;
+    ASSERT_TRUE(l.AddNode(Node("n", 2)).ok());
+    ASSERT_TRUE(l.AddNode(Node("full1", 39)).ok());
+    ASSERT_TRUE(l.AddNode(Node("full2", 39)).ok());
+    ASSERT_TRUE(l.Assume(Pod("a", 1, 500), On("n", 0, 500)).ok());
+    InterferenceOptions o;
+    o.fade_below_free = fade;
+    InterferencePolicy ip(o);
+    // 79.5 of 80 GPUs free: the full penalty, so GPU 1 (as without fading).
+    Ledger roomy = l;
+    EXPECT_EQ(PlaceAndBook(ip, roomy, Pod("b", 1, 400)).containers[0].gpus[0].index, 1);
+    const uint64_t epoch = ip.epoch();
+    // 1.5 of 80 GPUs free (1.9 %): fading below 50 % free leaves under one
+    // 5 % step of the penalty, none, and the pod packs onto GPU 0 as tessera
+    // would.
+    for (const char* full : {"full1", "full2"})
+      for (int g = 0; g < 39; ++g)
+        ASSERT_TRUE(l.Assume(Pod(std::string(full) + std::to_string(g), 1, 1000), On(full, g, 1000)).ok());
+    const Assignment placed = PlaceAndBook(ip, l, Pod("b", 1, 400));
+    EXPECT_EQ(placed.containers[0].gpus[0].index, fade > 0 ? 0 : 1);
+    EXPECT_EQ(ip.epoch() != epoch, fade > 0) << "cached scores must be recomputed when the fade changes";
+  }
+}
+
 TEST(InterferencePolicy, StillPacksWhileUnderTheCeiling) {
   Ledger l;
   ASSERT_TRUE(l.AddNode(Node("n", 2)).ok());

@@ -111,6 +111,10 @@ class Ledger {
   // Pod keys held on a node, sorted.
   std::vector<std::string> PodsOn(std::string_view node) const;
 
+  // Changes on every mutation of any node (the last node version handed
+  // out), so callers can cache cluster-wide computations keyed by it.
+  uint64_t version() const { return next_version_; }
+
   // Cluster totals.
   int64_t TotalGpus() const;
   int64_t TotalGpuCoreUsed() const;

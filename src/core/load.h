@@ -137,6 +137,10 @@ struct InterferenceOptions {
   double default_factor = 1.0;
   // Score points per percentage point of GPU load pushed over the ceiling.
   double weight = 1.0;
+  // Below this fraction of the cluster's GPU compute free, the penalty
+  // fades linearly to none at 0 free, so a cluster running full packs as
+  // tessera does (0: never fades).
+  double fade_below_free = 0.0;
 };
 
 }  // namespace tessera::core

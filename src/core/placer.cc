@@ -42,6 +42,7 @@ Assignment MakeAssignment(const PodRequest& pod, const NodeState& node, const Gp
 
 Result<Assignment> Placer::Place(const PodRequest& pod, const Ledger& ledger) {
   policy_.OnArrival(pod);
+  policy_.SeeCluster(ledger);
   const auto& nodes = ledger.nodes();
   const int shape = ShapeId(pod);
   auto& row = cache_[shape];

@@ -91,6 +91,10 @@ class PlacementPolicy {
   // Called once per pod before any node is scored; learning policies update
   // their view of the workload here.
   virtual void OnArrival(const PodRequest& /*pod*/) {}
+  // Called before a pod's nodes are scored, with the ledger they come from;
+  // policies that weigh cluster-wide state read it here. A change that alters
+  // scores must change epoch().
+  virtual void SeeCluster(const Ledger& /*ledger*/) {}
 
   // Scores placing `pod` on `node`, which passed FitsNode, and fills the
   // GPUs it would take. Scores are in [0, kMaxNodeScore].

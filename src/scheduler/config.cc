@@ -128,13 +128,15 @@ Result<SchedulerConfig> ParseConfig(const std::string& yaml_text, const std::str
     const std::string at = where + "interference.";
     if (!in.IsMap()) return InvalidArgument(where + "interference: expected a mapping");
     TESSERA_RETURN_IF_ERROR(UnknownKeys(in,
-                                        {"ceiling", "weight", "defaultFactor", "learnFromUsage", "historyAlpha",
-                                         "historySpread", "historyMaxAgeSeconds", "historyMaxWorkloads"},
+                                        {"ceiling", "weight", "defaultFactor", "fadeBelowFree", "learnFromUsage",
+                                         "historyAlpha", "historySpread", "historyMaxAgeSeconds",
+                                         "historyMaxWorkloads"},
                                         where + "interference: "));
     InterferenceSettings& i = config.interference;
     TESSERA_RETURN_IF_ERROR(Read(in, "ceiling", i.policy.ceiling, at));
     TESSERA_RETURN_IF_ERROR(Read(in, "weight", i.policy.weight, at));
     TESSERA_RETURN_IF_ERROR(Read(in, "defaultFactor", i.policy.default_factor, at));
+    TESSERA_RETURN_IF_ERROR(Read(in, "fadeBelowFree", i.policy.fade_below_free, at));
     TESSERA_RETURN_IF_ERROR(Read(in, "learnFromUsage", i.learn_from_usage, at));
     TESSERA_RETURN_IF_ERROR(Read(in, "historyAlpha", i.history.alpha, at));
     TESSERA_RETURN_IF_ERROR(Read(in, "historySpread", i.history.spread_weight, at));
@@ -234,6 +236,8 @@ Status ValidateConfig(const SchedulerConfig& config) {
     return InvalidArgument("interference.weight: must be in 0..100, got " + number(in.policy.weight));
   if (!(in.policy.default_factor >= 0 && in.policy.default_factor <= 1))
     return InvalidArgument("interference.defaultFactor: must be in 0..1, got " + number(in.policy.default_factor));
+  if (!(in.policy.fade_below_free >= 0 && in.policy.fade_below_free <= 1))
+    return InvalidArgument("interference.fadeBelowFree: must be in 0..1, got " + number(in.policy.fade_below_free));
   if (!(in.history.alpha > 0 && in.history.alpha <= 1))
     return InvalidArgument("interference.historyAlpha: must be in (0, 1], got " + number(in.history.alpha));
   if (!(in.history.spread_weight >= 0 && in.history.spread_weight <= 10))

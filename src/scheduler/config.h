@@ -27,7 +27,7 @@ struct PreemptionSettings {
 // The tessera-interference policy (docs/scheduler-extender.md,
 // "Interference-aware placement"); read whatever the policy, used by it only.
 struct InterferenceSettings {
-  core::InterferenceOptions policy;     // ceiling, weight, defaultFactor
+  core::InterferenceOptions policy;     // ceiling, weight, defaultFactor, fadeBelowFree
   bool learn_from_usage = true;         // learn per-workload utilization from tessera.io/usage
   core::WorkloadHistoryOptions history; // historyAlpha, historySpread, historyMaxAgeSeconds, historyMaxWorkloads
 };

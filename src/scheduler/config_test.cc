@@ -129,6 +129,7 @@ TEST(ConfigTest, ShippedExampleParsesToTheDefaults) {
   EXPECT_EQ(config->interference.policy.ceiling, defaults.interference.policy.ceiling);
   EXPECT_EQ(config->interference.policy.weight, defaults.interference.policy.weight);
   EXPECT_EQ(config->interference.policy.default_factor, defaults.interference.policy.default_factor);
+  EXPECT_EQ(config->interference.policy.fade_below_free, defaults.interference.policy.fade_below_free);
   EXPECT_EQ(config->interference.learn_from_usage, defaults.interference.learn_from_usage);
   EXPECT_EQ(config->interference.history.alpha, defaults.interference.history.alpha);
   EXPECT_EQ(config->interference.history.spread_weight, defaults.interference.history.spread_weight);
@@ -142,13 +143,15 @@ TEST(ConfigTest, InterferenceSettings) {
   EXPECT_TRUE(defaults.interference.learn_from_usage);
   auto config = ParseConfig(
       "policy: tessera-interference\n"
-      "interference: {ceiling: 0.6, weight: 2, defaultFactor: 0.5, learnFromUsage: false, historyAlpha: 0.5,\n"
+      "interference: {ceiling: 0.6, weight: 2, defaultFactor: 0.5, fadeBelowFree: 0.3, learnFromUsage: false,\n"
+      "               historyAlpha: 0.5,\n"
       "               historySpread: 0, historyMaxAgeSeconds: 3600, historyMaxWorkloads: 50}\n",
       "c.yaml");
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   EXPECT_DOUBLE_EQ(config->interference.policy.ceiling, 0.6);
   EXPECT_DOUBLE_EQ(config->interference.policy.weight, 2);
   EXPECT_DOUBLE_EQ(config->interference.policy.default_factor, 0.5);
+  EXPECT_DOUBLE_EQ(config->interference.policy.fade_below_free, 0.3);
   EXPECT_FALSE(config->interference.learn_from_usage);
   EXPECT_DOUBLE_EQ(config->interference.history.alpha, 0.5);
   EXPECT_DOUBLE_EQ(config->interference.history.spread_weight, 0);
@@ -159,6 +162,7 @@ TEST(ConfigTest, InterferenceSettings) {
            {"interference: {ceiling: 1.5}", "interference.ceiling"},
            {"interference: {weight: -1}", "interference.weight"},
            {"interference: {defaultFactor: 2}", "interference.defaultFactor"},
+           {"interference: {fadeBelowFree: 1.5}", "interference.fadeBelowFree"},
            {"interference: {historyAlpha: 0}", "interference.historyAlpha"},
            {"interference: {historySpread: -1}", "interference.historySpread"},
            {"interference: {historyMaxAgeSeconds: 0}", "interference.historyMaxAgeSeconds"},

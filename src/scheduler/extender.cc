@@ -223,6 +223,7 @@ HttpReply Extender::Prioritize(std::string_view body) {
     all_equal = policy_->ScoresAllEqual();
     state_.Read([&](const ClusterView& view) {
       LearnWorkloadLocked(view);
+      policy_->SeeCluster(view.ledger());
       const std::vector<int>& index = ResolveLocked(view, names);
       const int shape = ShapeIdLocked(*req);
       const auto& nodes = view.ledger().nodes();
@@ -295,6 +296,7 @@ HttpReply Extender::Bind(std::string_view body) {
   {
     std::lock_guard<std::mutex> lock(policy_mu_);
     auto pick = [&](const core::NodeState& node, const ClusterView& view) -> Result<core::Assignment> {
+      policy_->SeeCluster(view.ledger());
       core::NodeState reserved;
       std::string holders;
       if (!nominations.empty()) {

@@ -132,8 +132,8 @@ int Run(const SchedulerConfig& config) {
   const bool scores_load = config.policy == "tessera-interference";
   if (scores_load) {
     const auto& in = config.interference;
-    spdlog::info("tessera-interference: ceiling {}, weight {}, default factor {}, {}", in.policy.ceiling,
-                 in.policy.weight, in.policy.default_factor,
+    spdlog::info("tessera-interference: ceiling {}, weight {}, default factor {}, fade below free {}, {}",
+                 in.policy.ceiling, in.policy.weight, in.policy.default_factor, in.policy.fade_below_free,
                  in.learn_from_usage ? fmt::format("learning from {} (history alpha {}, spread {}, max age {}s)",
                                                    core::kUsageAnnotation, in.history.alpha,
                                                    in.history.spread_weight, in.history.max_age_s)

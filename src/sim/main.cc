@@ -113,6 +113,7 @@ struct FgdArgs {
   double tune = 1.3;
   int jobs = 0;
   bool quiet = false;
+  core::InterferenceOptions interference;
 };
 
 int RunFgd(const FgdArgs& args) {
@@ -120,6 +121,8 @@ int RunFgd(const FgdArgs& args) {
   if (!policies.ok()) return Fail(policies.status(), kExitBadInput);
   auto seeds = ParseSeeds(args.seeds);
   if (!seeds.ok()) return Fail(seeds.status(), kExitBadInput);
+  if (!(args.interference.fade_below_free >= 0 && args.interference.fade_below_free <= 1))
+    return Fail(InvalidArgument("--fade-below-free must be in 0..1"), kExitBadInput);
   if (args.tune < 0 || args.tune > 10)
     return Fail(InvalidArgument("--tune " + std::to_string(args.tune) + " is outside 0..10"), kExitBadInput);
   auto trace = LoadTrace(args.nodes, args.pods);
@@ -143,7 +146,7 @@ int RunFgd(const FgdArgs& args) {
   auto worker = [&] {
     for (size_t j; (j = next.fetch_add(1)) < jobs.size();) {
       const auto arrivals = FgdArrivals(pods, gpus * 1000, args.tune, jobs[j].seed);
-      ReplayOptions opt{jobs[j].policy, jobs[j].seed, typical};
+      ReplayOptions opt{jobs[j].policy, jobs[j].seed, typical, args.interference};
       ReplayStats st;
       auto run = Replay(nodes, arrivals, opt, &st);
       if (!run.ok()) {
@@ -228,8 +231,11 @@ int RunTime(TimeArgs args) {
   auto seeds = ParseSeeds(args.seeds);
   if (!seeds.ok()) return Fail(seeds.status(), kExitBadInput);
   const core::InterferenceOptions& io = args.options.interference;
-  if (!(io.ceiling > 0) || io.ceiling > 1 || io.default_factor < 0 || io.weight < 0)
-    return Fail(InvalidArgument("--ceiling must be in (0, 1], --default-factor and --load-weight >= 0"), kExitBadInput);
+  if (!(io.ceiling > 0) || io.ceiling > 1 || io.default_factor < 0 || io.weight < 0 ||
+      !(io.fade_below_free >= 0 && io.fade_below_free <= 1))
+    return Fail(InvalidArgument("--ceiling must be in (0, 1], --fade-below-free in 0..1, --default-factor and "
+                                "--load-weight >= 0"),
+                kExitBadInput);
   const UtilizationModel& um = args.options.utilization;
   if (um.mean_low < 0 || um.mean_high > 1 || um.mean_low > um.mean_high || um.jitter < 0)
     return Fail(InvalidArgument("need 0 <= --util-low <= --util-high <= 1 and --util-jitter >= 0"), kExitBadInput);
@@ -354,6 +360,9 @@ int main(int argc, char** argv) {
   fgd_cmd->add_option("--workload", fgd.workload, "workload name in the CSVs (default: pods file stem)");
   fgd_cmd->add_option("--jobs", fgd.jobs, "parallel runs (default: CPU count)");
   fgd_cmd->add_flag("--quiet", fgd.quiet, "no per-run summary lines");
+  fgd_cmd->add_option("--fade-below-free", fgd.interference.fade_below_free,
+                      "tessera-interference: fade the penalty out below this free fraction of GPU compute (0: never)")
+      ->capture_default_str();
 
   std::string ours, expected, loads = "100,130";
   auto* cmp = app.add_subcommand("compare", "mean deviation per policy and load point against FGD's results");
@@ -387,6 +396,9 @@ int main(int argc, char** argv) {
                        "tessera-interference: predicted busy / request without history")->capture_default_str();
   time_cmd->add_option("--load-weight", tm.options.interference.weight,
                        "tessera-interference: score points per % of load over the ceiling")->capture_default_str();
+  time_cmd->add_option("--fade-below-free", tm.options.interference.fade_below_free,
+                       "tessera-interference: fade the penalty out below this free fraction of GPU compute (0: never)")
+      ->capture_default_str();
   time_cmd->add_flag("--no-history", tm.no_history, "predict every pod from its request (no workload history)");
   time_cmd->add_option("--history-alpha", tm.options.history_options.alpha, "history: EWMA weight of a new sample")
       ->capture_default_str();

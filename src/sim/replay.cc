@@ -27,7 +27,7 @@ Result<RunResult> Replay(const std::vector<core::NodeInfo>& nodes,
                          const std::vector<core::PodRequest>& arrivals, const ReplayOptions& options,
                          ReplayStats* stats) {
   const auto start = std::chrono::steady_clock::now();
-  core::PolicyConfig config{options.typical};
+  core::PolicyConfig config{options.typical, options.interference, nullptr};
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<core::PlacementPolicy> policy,
                            core::MakePolicy(options.policy, config));
   core::Ledger ledger;

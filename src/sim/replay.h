@@ -23,6 +23,8 @@ struct ReplayOptions {
   // The workload FGD targets and the fragmentation report measures against
   // (the typical pods of the original trace).
   core::TargetWorkload typical;
+  // tessera-interference's knobs (every share predicted at its request here).
+  core::InterferenceOptions interference = {};
 };
 
 struct ReplayStats {
