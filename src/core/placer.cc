@@ -6,16 +6,21 @@ namespace tessera::core {
 
 Placer::Placer(PlacementPolicy& policy, uint64_t seed) : policy_(policy), rng_(seed) {}
 
-int Placer::ShapeId(const PodRequest& pod) {
-  std::string key = std::to_string(pod.cpu_milli) + "/" + std::to_string(pod.memory_mib);
+std::string ShapeKey(const PodRequest& pod, const PlacementPolicy& policy) {
+  std::string key = std::to_string(pod.cpu_milli) + "/" + std::to_string(pod.memory_mib) + "/" +
+                    std::string(IsolationName(pod.isolation));
   for (const auto& c : pod.containers) {
     key += "|" + std::to_string(c.gpu_count) + "," + std::to_string(c.mem_mib_per_gpu) + "," +
            std::to_string(c.core_milli_per_gpu);
     for (const auto& m : c.models.allowed) key += "+" + m;
     for (const auto& m : c.models.avoided) key += "-" + m;
   }
-  if (std::string extra = policy_.CacheKey(pod); !extra.empty()) key += "#" + extra;
-  auto [it, inserted] = shapes_.emplace(std::move(key), static_cast<int>(shapes_.size()));
+  if (std::string extra = policy.CacheKey(pod); !extra.empty()) key += "#" + extra;
+  return key;
+}
+
+int Placer::ShapeId(const PodRequest& pod) {
+  auto [it, inserted] = shapes_.emplace(ShapeKey(pod, policy_), static_cast<int>(shapes_.size()));
   if (inserted) cache_.emplace_back();
   return it->second;
 }

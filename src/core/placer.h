@@ -57,6 +57,12 @@ class Placer {
   std::vector<std::vector<CacheEntry>> cache_;  // [shape][node index]
 };
 
+// The key pods share cached filter verdicts and scores under: everything of
+// `pod` that FitsNode and `policy`'s Evaluate read (CPU, memory, per
+// container GPU count, memory, core and models, isolation, and the policy's
+// CacheKey). Two pods with one key get the same verdict on any node.
+std::string ShapeKey(const PodRequest& pod, const PlacementPolicy& policy);
+
 // Turns a node and its pick into the Assignment for `pod`.
 Assignment MakeAssignment(const PodRequest& pod, const NodeState& node, const GpuPick& pick);
 

@@ -425,16 +425,7 @@ void Extender::LearnWorkloadLocked(const ClusterView& view) {
 }
 
 int Extender::ShapeIdLocked(const core::PodRequest& pod) {
-  std::string key = std::to_string(pod.cpu_milli) + "/" + std::to_string(pod.memory_mib);
-  for (const auto& c : pod.containers) {
-    key += "|" + std::to_string(c.gpu_count) + "," + std::to_string(c.mem_mib_per_gpu) + "," +
-           std::to_string(c.core_milli_per_gpu);
-    for (const auto& m : c.models.allowed) key += "+" + m;
-    for (const auto& m : c.models.avoided) key += "-" + m;
-  }
-  // What the policy scores beyond the shape (tessera-interference: the pod's
-  // predicted busy time).
-  if (std::string extra = policy_->CacheKey(pod); !extra.empty()) key += "#" + extra;
+  std::string key = core::ShapeKey(pod, *policy_);
   if (shapes_.size() >= kMaxShapes && !shapes_.contains(key)) {  // many shapes: start over
     shapes_.clear();
     verdicts_.clear();

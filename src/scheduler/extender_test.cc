@@ -109,6 +109,18 @@ TEST_F(ExtenderTest, FilterKeepsFittingNodesAndExplainsTheRest) {
       << r;
 }
 
+TEST_F(ExtenderTest, VerdictsAreNotSharedAcrossIsolationModes) {
+  // A hook pod and an MPS pod of one shape: the first fits n1, the second
+  // must not reuse that verdict (no GPU of n1 runs MPS).
+  const json hook = PodJson("ns", "hook", {{"main", 1, 1024, 10}});
+  EXPECT_EQ(Filter(FilterBody(hook, {"n1"}))["NodeNames"], json({"n1"}));
+  const json mps = PodJson("ns", "mps", {{"main", 1, 1024, 10}}, {{"tessera.io/isolation", "mps"}});
+  const json r = Filter(FilterBody(mps, {"n1"}));
+  EXPECT_TRUE(r["NodeNames"].empty()) << r;
+  const json& failed = r["FailedAndUnresolvableNodes"].empty() ? r["FailedNodes"] : r["FailedAndUnresolvableNodes"];
+  EXPECT_NE(failed.dump().find("MPS"), std::string::npos) << r;
+}
+
 TEST_F(ExtenderTest, ModelsAreHonoured) {
   json r = Filter(FilterBody(PodJson("ns", "p", {{"main", 1, 1024, 10}}, {{"tessera.io/gpu-model", "A100|H100"}}),
                              {"n1", "n2"}));
