@@ -1,7 +1,6 @@
 #include "scheduler/cluster_state.h"
 
 #include <gtest/gtest.h>
-#include <spdlog/sinks/null_sink.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -22,15 +21,9 @@ using testing::GpuUuid;
 using testing::NodeJson;
 using testing::PodJson;
 
-std::shared_ptr<spdlog::logger> QuietLogger() {
-  return std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::null_sink_mt>());
-}
+using testing::QuietLogger;
 
-ClusterStateOptions Options() {
-  ClusterStateOptions o;
-  o.logger = QuietLogger();
-  return o;
-}
+ClusterStateOptions Options() { return testing::QuietStateOptions(); }
 
 // One container "main" with one share on GPU `gpu` of `node`.
 core::Assignment Share(const std::string& node, int gpu, int64_t mem, int64_t core_milli) {

@@ -1,7 +1,6 @@
 #include "scheduler/extender.h"
 
 #include <gtest/gtest.h>
-#include <spdlog/sinks/null_sink.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
@@ -27,18 +26,14 @@ using testing::NodeJson;
 using testing::NodesFilterBody;
 using testing::PodJson;
 
-std::shared_ptr<spdlog::logger> QuietLogger() {
-  return std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::null_sink_mt>());
-}
+using testing::QuietLogger;
 
 // n1: 2 x A100 40 GiB, free. n2: 1 x T4 15 GiB, 6 GiB / 60 % used.
 // cpu1: no inventory.
 class ExtenderTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ClusterStateOptions so;
-    so.logger = QuietLogger();
-    state_ = std::make_unique<ClusterState>(so);
+    state_ = std::make_unique<ClusterState>(testing::QuietStateOptions());
     state_->UpsertNode(NodeJson("n1", 2, "A100", 40960));
     state_->UpsertNode(NodeJson("n2", 1, "T4", 15360));
     json cpu = NodeJson("cpu1", 0, "", 0);

@@ -3,7 +3,6 @@
 #include "scheduler/load_tracker.h"
 
 #include <gtest/gtest.h>
-#include <spdlog/sinks/null_sink.h>
 #include <spdlog/spdlog.h>
 
 #include "core/codec.h"
@@ -23,9 +22,7 @@ using testing::PodJson;
 
 constexpr int64_t kNow = 1'790'000'000;  // unix seconds, in 2026
 
-std::shared_ptr<spdlog::logger> QuietLogger() {
-  return std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::null_sink_mt>());
-}
+using testing::QuietLogger;
 
 json Owned(json pod, const std::string& kind, const std::string& name, bool controller = true) {
   pod["metadata"]["ownerReferences"] =
@@ -153,8 +150,7 @@ TEST(LoadTrackerTest, MalformedReportsAreRefusedOnceAndChangeNothing) {
 class LoadStateTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ClusterStateOptions o;
-    o.logger = QuietLogger();
+    ClusterStateOptions o = testing::QuietStateOptions();
     o.wall_now = [] { return core::WallTime(std::chrono::seconds(kNow)); };
     state_ = std::make_unique<ClusterState>(o);
     state_->UpsertNode(NodeJson("n1", 2, "A100", 40960));
@@ -220,8 +216,7 @@ TEST_F(LoadStateTest, UsageReportsRebookTheirPodAndTeachItsWorkload) {
 TEST(InterferenceExtenderTest, MeasuredLoadSteersPodsAwayFromTheBusyGpu) {
   for (const bool learn : {false, true}) {
     SCOPED_TRACE(learn ? "learning from tessera.io/usage" : "requests only");
-    ClusterStateOptions so;
-    so.logger = QuietLogger();
+    ClusterStateOptions so = testing::QuietStateOptions();
     so.load.learn = learn;
     so.wall_now = [] { return core::WallTime(std::chrono::seconds(kNow)); };
     ClusterState state(so);

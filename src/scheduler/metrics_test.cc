@@ -2,7 +2,6 @@
 // server, ledger and leader gauges read from the state.
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <spdlog/sinks/null_sink.h>
 #include <spdlog/spdlog.h>
 
 #include "scheduler/server.h"
@@ -17,18 +16,14 @@ using testing::FilterBody;
 using testing::NodeJson;
 using testing::PodJson;
 
-std::shared_ptr<spdlog::logger> QuietLogger() {
-  return std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::null_sink_mt>());
-}
+using testing::QuietLogger;
 
 bool Has(const std::string& text, const std::string& line) { return text.find(line + "\n") != std::string::npos; }
 
 class MetricsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ClusterStateOptions so;
-    so.logger = QuietLogger();
-    state_ = std::make_unique<ClusterState>(so);
+    state_ = std::make_unique<ClusterState>(testing::QuietStateOptions());
     state_->UpsertNode(NodeJson("n1", 2, "A100", 40960));
     state_->UpsertNode(NodeJson("n2", 1, "T4", 15360));
     ExtenderOptions eo;

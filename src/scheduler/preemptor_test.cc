@@ -1,7 +1,6 @@
 #include "scheduler/preemptor.h"
 
 #include <gtest/gtest.h>
-#include <spdlog/sinks/null_sink.h>
 #include <spdlog/spdlog.h>
 
 #include "core/timestamp.h"
@@ -18,9 +17,7 @@ using testing::FilterBody;
 using testing::NodeJson;
 using testing::PodJson;
 
-std::shared_ptr<spdlog::logger> QuietLogger() {
-  return std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::null_sink_mt>());
-}
+using testing::QuietLogger;
 
 // Records evictions and events; refuses (as a PodDisruptionBudget would) the pods in `protected_`.
 class FakeApi : public PreemptionApi {
@@ -61,9 +58,7 @@ class FakeApi : public PreemptionApi {
 class PreemptorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ClusterStateOptions so;
-    so.logger = QuietLogger();
-    state_ = std::make_unique<ClusterState>(so);
+    state_ = std::make_unique<ClusterState>(testing::QuietStateOptions());
     PreemptorOptions po;
     po.logger = QuietLogger();
     po.delay = std::chrono::milliseconds(0);

@@ -2,7 +2,6 @@
 
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <spdlog/sinks/null_sink.h>
 #include <spdlog/spdlog.h>
 
 #include <cstdlib>
@@ -20,16 +19,12 @@ using testing::FilterBody;
 using testing::NodeJson;
 using testing::PodJson;
 
-std::shared_ptr<spdlog::logger> QuietLogger() {
-  return std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::null_sink_mt>());
-}
+using testing::QuietLogger;
 
 class ServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ClusterStateOptions so;
-    so.logger = QuietLogger();
-    state_ = std::make_unique<ClusterState>(so);
+    state_ = std::make_unique<ClusterState>(testing::QuietStateOptions());
     state_->UpsertNode(NodeJson("n1", 2, "A100", 40960));
     ExtenderOptions eo;
     eo.logger = QuietLogger();

@@ -1,10 +1,23 @@
 #include "scheduler/test_cluster.h"
 
+#include <spdlog/sinks/null_sink.h>
+#include <spdlog/spdlog.h>
+
 #include "core/codec.h"
 
 namespace tessera::scheduler::testing {
 
 using Json = nlohmann::json;
+
+std::shared_ptr<spdlog::logger> QuietLogger() {
+  return std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::null_sink_mt>());
+}
+
+ClusterStateOptions QuietStateOptions() {
+  ClusterStateOptions o;
+  o.logger = QuietLogger();
+  return o;
+}
 
 std::string GpuUuid(const std::string& node, int index) { return "GPU-" + node + "-" + std::to_string(index); }
 

@@ -17,9 +17,15 @@
 #include <nlohmann/json.hpp>
 
 #include "core/model.h"
+#include "scheduler/cluster_state.h"
 #include "scheduler/extender.h"
 
 namespace tessera::scheduler::testing {
+
+// A logger that drops everything (the tests drive error paths on purpose).
+std::shared_ptr<spdlog::logger> QuietLogger();
+// ClusterStateOptions at their defaults with a QuietLogger.
+ClusterStateOptions QuietStateOptions();
 
 // A Node object with `gpus` GPUs of one model (uuids "GPU-<node>-<i>"), the
 // inventory annotation and allocatable CPU / memory.
