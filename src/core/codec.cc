@@ -246,32 +246,46 @@ Result<std::vector<GpuInfo>> ReadInventory(std::string_view json) {
   return gpus;
 }
 
+// Reads top's "containers": [{"name": ..., "gpus": [...]}, ...], each GPU
+// entry with `read_gpu`, into Container values (.name, .gpus).
+template <typename Container, typename ReadGpu>
+Result<std::vector<Container>> ReadContainers(const ObjectReader& top, ReadGpu read_gpu) {
+  const std::string_view ann = top.annotation();
+  TESSERA_ASSIGN_OR_RETURN(const Json* containers, top.Array("containers"));
+  std::vector<Container> out;
+  for (size_t c = 0; c < containers->size(); ++c) {
+    TESSERA_ASSIGN_OR_RETURN(
+        ObjectReader cr, ObjectReader::Make(ann, (*containers)[c], ElementPath("containers", c)));
+    Container container;
+    TESSERA_ASSIGN_OR_RETURN(container.name, cr.String("name", /*allow_empty=*/false));
+    TESSERA_ASSIGN_OR_RETURN(const Json* gpus, cr.Array("gpus"));
+    for (size_t i = 0; i < gpus->size(); ++i) {
+      TESSERA_ASSIGN_OR_RETURN(
+          ObjectReader r, ObjectReader::Make(ann, (*gpus)[i], ElementPath(cr.path() + ".gpus", i)));
+      TESSERA_ASSIGN_OR_RETURN(auto gpu, read_gpu(r));
+      container.gpus.push_back(std::move(gpu));
+    }
+    out.push_back(std::move(container));
+  }
+  return out;
+}
+
 Result<Assignment> ReadAssignment(std::string_view json) {
   const std::string_view ann = kAssignmentAnnotation;
   TESSERA_ASSIGN_OR_RETURN(Json root, ParseVersioned(ann, json));
   TESSERA_ASSIGN_OR_RETURN(ObjectReader top, ObjectReader::Make(ann, root, ""));
   Assignment assignment;
   TESSERA_ASSIGN_OR_RETURN(assignment.node, top.String("node", /*allow_empty=*/false));
-  TESSERA_ASSIGN_OR_RETURN(const Json* containers, top.Array("containers"));
-  for (size_t c = 0; c < containers->size(); ++c) {
-    TESSERA_ASSIGN_OR_RETURN(
-        ObjectReader cr, ObjectReader::Make(ann, (*containers)[c], ElementPath("containers", c)));
-    ContainerAssignment container;
-    TESSERA_ASSIGN_OR_RETURN(container.name, cr.String("name", /*allow_empty=*/false));
-    TESSERA_ASSIGN_OR_RETURN(const Json* gpus, cr.Array("gpus"));
-    for (size_t i = 0; i < gpus->size(); ++i) {
-      TESSERA_ASSIGN_OR_RETURN(
-          ObjectReader r, ObjectReader::Make(ann, (*gpus)[i], ElementPath(cr.path() + ".gpus", i)));
-      GpuShare g;
-      TESSERA_ASSIGN_OR_RETURN(int64_t index, r.Int("index", 0, kMaxGpuIndex));
-      TESSERA_ASSIGN_OR_RETURN(g.uuid, r.String("uuid", /*allow_empty=*/true));
-      TESSERA_ASSIGN_OR_RETURN(g.mem_mib, r.Int("memMiB", 0, kInt64Max));
-      TESSERA_ASSIGN_OR_RETURN(g.core_milli, r.Int("coreMilli", 0, kCoreMilliPerGpu));
-      g.index = static_cast<int>(index);
-      container.gpus.push_back(std::move(g));
-    }
-    assignment.containers.push_back(std::move(container));
-  }
+  TESSERA_ASSIGN_OR_RETURN(
+      assignment.containers, ReadContainers<ContainerAssignment>(top, [](const ObjectReader& r) -> Result<GpuShare> {
+        GpuShare g;
+        TESSERA_ASSIGN_OR_RETURN(int64_t index, r.Int("index", 0, kMaxGpuIndex));
+        TESSERA_ASSIGN_OR_RETURN(g.uuid, r.String("uuid", /*allow_empty=*/true));
+        TESSERA_ASSIGN_OR_RETURN(g.mem_mib, r.Int("memMiB", 0, kInt64Max));
+        TESSERA_ASSIGN_OR_RETURN(g.core_milli, r.Int("coreMilli", 0, kCoreMilliPerGpu));
+        g.index = static_cast<int>(index);
+        return g;
+      }));
   TESSERA_RETURN_IF_ERROR(ValidateAssignment(assignment));
   return assignment;
 }
@@ -285,26 +299,16 @@ Result<PodUsage> ReadUsage(std::string_view json) {
   Result<WallTime> when = ParseRfc3339(at);
   if (!when.ok()) return Bad(ann, "at", when.status().message());
   usage.at = *when;
-  TESSERA_ASSIGN_OR_RETURN(const Json* containers, top.Array("containers"));
-  for (size_t c = 0; c < containers->size(); ++c) {
-    TESSERA_ASSIGN_OR_RETURN(
-        ObjectReader cr, ObjectReader::Make(ann, (*containers)[c], ElementPath("containers", c)));
-    ContainerUsage container;
-    TESSERA_ASSIGN_OR_RETURN(container.name, cr.String("name", /*allow_empty=*/false));
-    TESSERA_ASSIGN_OR_RETURN(const Json* gpus, cr.Array("gpus"));
-    for (size_t i = 0; i < gpus->size(); ++i) {
-      TESSERA_ASSIGN_OR_RETURN(
-          ObjectReader r, ObjectReader::Make(ann, (*gpus)[i], ElementPath(cr.path() + ".gpus", i)));
-      GpuUse g;
-      TESSERA_ASSIGN_OR_RETURN(int64_t index, r.Int("index", 0, kMaxGpuIndex));
-      TESSERA_ASSIGN_OR_RETURN(g.uuid, r.String("uuid", /*allow_empty=*/true));
-      TESSERA_ASSIGN_OR_RETURN(g.mem_used_mib, r.Int("memUsedMiB", 0, kInt64Max));
-      TESSERA_ASSIGN_OR_RETURN(g.utilization, r.Number("utilization", 0, 1));
-      g.index = static_cast<int>(index);
-      container.gpus.push_back(std::move(g));
-    }
-    usage.containers.push_back(std::move(container));
-  }
+  TESSERA_ASSIGN_OR_RETURN(
+      usage.containers, ReadContainers<ContainerUsage>(top, [](const ObjectReader& r) -> Result<GpuUse> {
+        GpuUse g;
+        TESSERA_ASSIGN_OR_RETURN(int64_t index, r.Int("index", 0, kMaxGpuIndex));
+        TESSERA_ASSIGN_OR_RETURN(g.uuid, r.String("uuid", /*allow_empty=*/true));
+        TESSERA_ASSIGN_OR_RETURN(g.mem_used_mib, r.Int("memUsedMiB", 0, kInt64Max));
+        TESSERA_ASSIGN_OR_RETURN(g.utilization, r.Number("utilization", 0, 1));
+        g.index = static_cast<int>(index);
+        return g;
+      }));
   TESSERA_RETURN_IF_ERROR(ValidateUsage(usage));
   return usage;
 }
