@@ -7,39 +7,18 @@
 #include <limits>
 #include <string>
 
+#include "core/quote.h"
+
 namespace tessera::core {
 namespace {
 
-constexpr size_t kMaxQuotedChars = 64;
 // Exponents are clamped here; anything beyond overflows or rounds to 1 milli.
 constexpr int64_t kExponentClamp = 1'000'000;
 constexpr int64_t kMilliPerUnit = 1000;
 constexpr int64_t kBytesPerMiB = int64_t{1} << 20;
 
-// `text` in double quotes, escaped and shortened so a message stays one line.
-std::string Quote(std::string_view text) {
-  std::string out = "\"";
-  const size_t n = std::min(text.size(), kMaxQuotedChars);
-  for (size_t i = 0; i < n; ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20 || c >= 0x7f) {
-      std::array<char, 8> buf{};
-      std::snprintf(buf.data(), buf.size(), "\\x%02x", c);
-      out += buf.data();
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  if (text.size() > kMaxQuotedChars) out += "...";
-  out += '"';
-  return out;
-}
-
 Status Invalid(std::string_view text, std::string_view what) {
-  return InvalidArgument("invalid quantity " + Quote(text) + ": " + std::string(what));
+  return InvalidArgument("invalid quantity " + QuoteInput(text) + ": " + std::string(what));
 }
 
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
@@ -153,7 +132,7 @@ Result<Quantity> ParseQuantity(std::string_view text) {
   } else if (suffix[0] == '.' || IsDigit(suffix[0]) || suffix[0] == '+' || suffix[0] == '-') {
     return Invalid(text, "is not a well-formed number");
   } else {
-    return Invalid(text, "unknown suffix " + Quote(suffix) +
+    return Invalid(text, "unknown suffix " + QuoteInput(suffix) +
                              " (use Ki, Mi, Gi, Ti, Pi, Ei, n, u, m, k, M, G, T, P, E "
                              "or an exponent such as e3)");
   }

@@ -10,30 +10,10 @@
 #include <span>
 #include <unordered_map>
 
+#include "core/quote.h"
+
 namespace tessera::sim {
 namespace {
-
-constexpr size_t kMaxQuotedChars = 64;
-
-// `text` in double quotes, escaped and shortened so a message stays one line.
-std::string Quote(std::string_view text) {
-  std::string out = "\"";
-  for (size_t i = 0; i < std::min(text.size(), kMaxQuotedChars); ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20 || c >= 0x7f) {
-      std::array<char, 8> buf{};
-      std::snprintf(buf.data(), buf.size(), "\\x%02x", c);
-      out += buf.data();
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  if (text.size() > kMaxQuotedChars) out += "...";
-  return out + "\"";
-}
 
 // Walks the data rows of a CSV text whose columns are located by header name.
 // Views returned point into the text, which must outlive the table.
@@ -65,7 +45,7 @@ class CsvTable {
       }
       if (c < required.size() && table.index_[c] < 0) {
         return table.Error("missing column " + std::string(name) + " (the header is " +
-                           Quote(table.line_text_) + ")");
+                           QuoteInput(table.line_text_) + ")");
       }
     }
     return table;
@@ -111,10 +91,10 @@ class CsvTable {
     int64_t value = 0;
     const auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), value);
     if (ec == std::errc::result_out_of_range) {
-      return ColumnError(column, Quote(f) + " is too large");
+      return ColumnError(column, QuoteInput(f) + " is too large");
     }
     if (ec != std::errc() || end != f.data() + f.size()) {
-      return ColumnError(column, Quote(f) + " is not an integer");
+      return ColumnError(column, QuoteInput(f) + " is not an integer");
     }
     if (value < 0) return ColumnError(column, std::string(f) + " is negative");
     if (value > max) {
@@ -135,7 +115,7 @@ class CsvTable {
     if (name.empty()) return ColumnError(column, "is empty");
     const auto [it, inserted] = first_line_.emplace(name, line_);
     if (!inserted) {
-      return ColumnError(column, "duplicate name " + Quote(name) + " (first on line " +
+      return ColumnError(column, "duplicate name " + QuoteInput(name) + " (first on line " +
                                      std::to_string(it->second) + ")");
     }
     return std::string(name);
@@ -204,7 +184,7 @@ Result<std::vector<std::string>> ParseGpuSpec(const CsvTable& table) {
     const size_t bar = spec.find('|', start);
     const size_t length = bar == std::string_view::npos ? bar : bar - start;
     const std::string_view model = spec.substr(start, length);
-    if (model.empty()) return table.ColumnError(kPodGpuSpec, "empty model name in " + Quote(spec));
+    if (model.empty()) return table.ColumnError(kPodGpuSpec, "empty model name in " + QuoteInput(spec));
     models.emplace_back(model);
     if (bar == std::string_view::npos) return models;
     start = bar + 1;
