@@ -19,6 +19,7 @@
 #include "node/node_metrics.h"
 #include "node/pod_resources.h"
 #include "node/reconcile.h"
+#include "node/region_gc.h"
 #include "node/usage.h"
 #include "node/usage_metrics.h"
 
@@ -50,6 +51,7 @@ Status ValidateConfig(const NodeConfig& c) {
   if (c.usage_annotation_interval.count() < 0) {
     return InvalidArgument("--usage-annotation-interval-ms must be 0 (off) or positive");
   }
+  if (c.region_gc_grace.count() < 0) return InvalidArgument("--region-gc-grace-seconds must be 0 (off) or positive");
   if (!c.metrics_bind_address.empty()) TESSERA_RETURN_IF_ERROR(ParseBindAddress(c.metrics_bind_address).status());
   if (c.mps != "auto" && c.mps != "on" && c.mps != "off") {
     return InvalidArgument("--mps must be auto, on or off, got \"" + c.mps + "\"");
@@ -97,6 +99,7 @@ struct NodeAgent::Impl {
   std::unique_ptr<grpc::Server> server;
   std::unique_ptr<ArbiterLoop> arbiter;  // compute grants; Snapshot() has per-container stats
   std::unique_ptr<MpsSupervisor> mps;    // null when this node runs no MPS; the allocator asks it while serving
+  std::unique_ptr<RegionGc> region_gc;   // null when --region-gc-grace-seconds is 0; its loop only
   std::vector<core::GpuInfo> gpus;  // written by the main loop only
   mutable std::mutex inventory_mu;
   std::vector<core::GpuInfo> inventory;  // GUARDED_BY(inventory_mu): a copy of gpus for the usage loop
@@ -211,6 +214,20 @@ struct NodeAgent::Impl {
     }
     node_metrics.reconcile_runs->Increment();
     log->debug("reconciled {} kubelet record(s): {} mismatch(es)", records->size(), found.size());
+  }
+
+  // One pass of the region cleanup: folders of pods gone from the node.
+  void RegionGcPass() {
+    region_gc->Pass(
+        allocator.CachedPods(),
+        [this]() -> Result<std::vector<nlohmann::json>> {
+          TESSERA_ASSIGN_OR_RETURN(nlohmann::json pods,
+                                   client.List(kube::PodsPath(""), "", "spec.nodeName=" + config.node_name));
+          auto items = pods.find("items");
+          if (items == pods.end() || !items->is_array()) return Internal("the pod list has no items");
+          return items->get<std::vector<nlohmann::json>>();
+        },
+        std::chrono::steady_clock::now());
   }
 
   void SetInventory(std::vector<core::GpuInfo> read) {
@@ -450,6 +467,24 @@ Status NodeAgent::Run(const std::atomic<bool>& stop) {
   loops.emplace_back([&] { Impl::Every(s.config.reconcile_interval, [&] { s.Reconcile(); }, stop, quit_loops); });
   if (s.config.usage_interval.count() > 0) {
     loops.emplace_back([&] { Impl::Every(s.config.usage_interval, [&] { s.UsagePass(); }, stop, quit_loops); });
+  }
+  if (s.config.region_gc_grace.count() > 0) {
+    RegionGcOptions gc;
+    gc.root = s.config.mounts.region_root_host;
+    gc.node = s.config.node_name;
+    gc.grace = s.config.region_gc_grace;
+    s.region_gc = std::make_unique<RegionGc>(std::move(gc), s.log, s.node_metrics.region_folders_removed);
+    const std::chrono::milliseconds every = std::min<std::chrono::milliseconds>(s.config.region_gc_grace,
+                                                                               std::chrono::seconds(30));
+    s.log->info("region folders under {} are removed {}s after their pod left node {} (checked every {}s)",
+                s.config.mounts.region_root_host, s.config.region_gc_grace.count(), s.config.node_name,
+                every.count() / 1000);
+    loops.emplace_back([&s, &stop, &quit_loops, every] {
+      Impl::Every(every, [&s] { s.RegionGcPass(); }, stop, quit_loops);
+    });
+  } else {
+    s.log->info("region cleanup off (--region-gc-grace-seconds=0): folders under {} are never removed",
+                s.config.mounts.region_root_host);
   }
   // inotify wakes the loop at once when the kubelet wipes its directory; the
   // socket check below stays as the fallback.

@@ -7,10 +7,11 @@
 // reconcile interval, raises Events on mismatches and refused Allocates, and
 // serves its counters on /metrics. A third loop reads the containers' regions
 // (node/usage.h): GPU and container series on /metrics, OOM-refusal Events
-// and each pod's tessera.io/usage annotation. Where MPS is on (--mps), it runs
-// one MPS control daemon per healthy GPU (node/mps.h) and publishes each GPU's
-// `mps` flag as whether its daemon runs. Run() blocks until its stop flag,
-// which any thread may set, becomes true.
+// and each pod's tessera.io/usage annotation. A fourth removes the region
+// folders of pods gone from the node (node/region_gc.h). Where MPS is on
+// (--mps), it runs one MPS control daemon per healthy GPU (node/mps.h) and
+// publishes each GPU's `mps` flag as whether its daemon runs. Run() blocks
+// until its stop flag, which any thread may set, becomes true.
 //
 //   NodeAgent agent(config, client, std::make_unique<FileGpuSource>(path), log, *PlanMps("auto", control));
 //   return agent.Run(stop_flag).ok() ? 0 : 1;
@@ -55,6 +56,10 @@ struct NodeConfig {
   // (0: never).
   std::chrono::milliseconds usage_interval{2000};
   std::chrono::milliseconds usage_annotation_interval{10000};
+  // Region cleanup (node/region_gc.h): <region-root>/<pod uid> is removed
+  // once its pod has been absent from the node this long (and no process
+  // of it is alive); 0: never removed. Looked for every min(grace, 30 s).
+  std::chrono::seconds region_gc_grace{300};
   std::chrono::milliseconds testing_allocate_reply_delay{0};        // fault injection for restart tests
   ArbiterConfig arbiter;                                            // the per-GPU compute arbiter
   // MPS (tessera.io/isolation: mps); main.cc turns these into an MpsPlan.

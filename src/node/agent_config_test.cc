@@ -61,6 +61,15 @@ TEST(MpsFlags, DefaultsAreValidAndMistakesSayWhatToFix) {
   EXPECT_TRUE(ValidateConfig(c).ok());
 }
 
+TEST(RegionGcFlag, FiveMinutesByDefaultZeroIsOffNegativeRefused) {
+  NodeConfig c = Base();
+  EXPECT_EQ(c.region_gc_grace, std::chrono::seconds(300));
+  c.region_gc_grace = std::chrono::seconds(0);
+  EXPECT_TRUE(ValidateConfig(c).ok());
+  c.region_gc_grace = std::chrono::seconds(-1);
+  EXPECT_EQ(ValidateConfig(c).message(), "--region-gc-grace-seconds must be 0 (off) or positive");
+}
+
 TEST(MpsFlags, PlanSaysWhetherMpsRunsAndWhy) {
   auto off = PlanMps("off", "nvidia-cuda-mps-control");
   ASSERT_TRUE(off.ok());

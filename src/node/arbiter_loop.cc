@@ -53,15 +53,21 @@ void ArbiterLoop::Baseline(Tracked& t) {
   }
 }
 
+// Maps t's region when its file exists. Never creates one (OpenExisting, so
+// a folder removed under us is not given a new region either); a region of
+// another layout is skipped.
+void ArbiterLoop::OpenIfThere(Tracked& t) {
+  if (auto r = region::Region::OpenExisting(t.spec.region_dir); r.ok()) {
+    t.region = std::make_unique<region::Region>(std::move(r).value());
+    Baseline(t);
+  }
+}
+
 void ArbiterLoop::Refresh(uint64_t now) {
   if (refreshed_ && options_.source_refresh_us != 0 && now - refreshed_us_ < options_.source_refresh_us) {
     // Containers listed but not yet started are looked for on every pass.
-    for (auto& [dir, t] : tracked_) {
-      if (t.region != nullptr || !std::filesystem::exists(dir + "/" + region::kFileName)) continue;
-      if (auto r = region::Region::OpenDir(dir); r.ok()) {
-        t.region = std::make_unique<region::Region>(std::move(r).value());
-        Baseline(t);
-      }
+    for (auto& entry : tracked_) {
+      if (entry.second.region == nullptr) OpenIfThere(entry.second);
     }
     return;
   }
@@ -80,13 +86,7 @@ void ArbiterLoop::Refresh(uint64_t now) {
     t.last_active_us.resize(n, 0);
     t.held_us.resize(n, 0);
     t.held.resize(n, false);
-    if (t.region == nullptr && std::filesystem::exists(t.spec.region_dir + "/" + region::kFileName)) {
-      // Never creates: the file exists. A region of another layout is skipped.
-      if (auto r = region::Region::OpenDir(t.spec.region_dir); r.ok()) {
-        t.region = std::make_unique<region::Region>(std::move(r).value());
-        Baseline(t);
-      }
-    }
+    if (t.region == nullptr) OpenIfThere(t);
     const std::string dir = t.spec.region_dir;
     next[dir] = std::move(t);
   }
@@ -242,24 +242,28 @@ std::unique_ptr<ArbiterLoop> StartArbiter(const std::string& region_root, const 
 ArbiterLoop::Source RegionSource(std::string region_root) {
   return [root = std::move(region_root)] {
     std::vector<ArbiterContainer> out;
+    // Folders and records may be removed under us (node/region_gc.h):
+    // iteration errors end a listing quietly and a record that cannot be
+    // read is skipped, never thrown over.
+    namespace fs = std::filesystem;
     std::error_code ec;
-    for (const auto& pod : std::filesystem::directory_iterator(root, ec)) {
+    for (fs::directory_iterator pod(root, ec), end; !ec && pod != end; pod.increment(ec)) {
       std::error_code ec2;
-      if (!pod.is_directory(ec2)) continue;
-      for (const auto& f : std::filesystem::directory_iterator(pod.path(), ec2)) {
-        const std::string name = f.path().filename().string();
+      if (!pod->is_directory(ec2)) continue;
+      for (fs::directory_iterator f(pod->path(), ec2); !ec2 && f != end; f.increment(ec2)) {
+        const std::string name = f->path().filename().string();
         if (name.size() <= std::string(kRecordSuffix).size() ||
             name.compare(name.size() - std::string(kRecordSuffix).size(), std::string::npos, kRecordSuffix) != 0) {
           continue;
         }
-        std::ifstream in(f.path());
+        std::ifstream in(f->path());
         std::stringstream buf;
         buf << in.rdbuf();
         const nlohmann::json j = nlohmann::json::parse(buf.str(), nullptr, /*allow_exceptions=*/false);
         if (!j.is_object() || !j.contains("slots") || !j["slots"].is_array()) continue;
         ArbiterContainer c;
-        c.region_dir = (pod.path() / name.substr(0, name.size() - std::string(kRecordSuffix).size())).string();
-        c.key = j.value("key", pod.path().filename().string() + "/" +
+        c.region_dir = (pod->path() / name.substr(0, name.size() - std::string(kRecordSuffix).size())).string();
+        c.key = j.value("key", pod->path().filename().string() + "/" +
                                    name.substr(0, name.size() - std::string(kRecordSuffix).size()));
         bool ok = true;
         for (const auto& s : j["slots"]) {

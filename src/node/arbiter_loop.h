@@ -120,6 +120,7 @@ class ArbiterLoop {
   };
 
   void Refresh(uint64_t now);
+  static void OpenIfThere(Tracked& t);
   static void Baseline(Tracked& t);
 
   Source source_;

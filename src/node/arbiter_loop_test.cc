@@ -219,5 +219,46 @@ TEST(ArbiterLoopTest, RecordsRoundTripThroughTheRegionSource) {
   EXPECT_EQ(got[0].slots[1].limit_ppm, 400'000u);
 }
 
+TEST(ArbiterLoopTest, AFolderRemovedUnderTheLoopIsNeitherRecreatedNorKept) {
+  // The region cleanup (region_gc.h) may remove a container's folder between
+  // the Source's listing and the pass that opens it, or while it is tracked.
+  TempDir root;
+  const std::string pod = root.path() + "/uid-1";
+  std::vector<ArbiterContainer> listed = {Container(pod + "/main", 0, 300'000)};
+  ArbiterLoopOptions o;
+  o.source_refresh_us = 0;
+  ArbiterLoop loop([&] { return listed; }, o);
+  loop.Step();  // listed, its folder already gone
+  EXPECT_FALSE(std::filesystem::exists(pod));
+  EXPECT_TRUE(loop.Snapshot().empty());
+  {
+    region::Region r = Fixture::Open(pod + "/main");
+    loop.Step();
+    EXPECT_EQ(loop.Snapshot().size(), 1u);
+  }
+  std::filesystem::remove_all(pod);
+  loop.Step();  // a listing older than the removal: its mapping is used, nothing is created
+  EXPECT_FALSE(std::filesystem::exists(pod));
+  listed.clear();
+  loop.Step();
+  EXPECT_TRUE(loop.Snapshot().empty());
+}
+
+TEST(ArbiterLoopTest, RegionSourceSkipsRecordsThatVanishedBeforeTheyWereRead) {
+  TempDir root;
+  ArbiterContainer c = Container(root.path() + "/uid-1/main", 0, 300'000);
+  c.key = "uid-1/main";
+  std::filesystem::create_directories(c.region_dir);
+  ASSERT_TRUE(WriteArbiterRecord(c.region_dir, c).ok());
+  // What a record removed between listing and reading looks like to the
+  // reader: a name that no longer opens. And a pod folder that is gone.
+  std::filesystem::create_symlink(root.path() + "/removed", root.path() + "/uid-1/gone.arbiter.json");
+  std::filesystem::create_directory_symlink(root.path() + "/removed-pod", root.path() + "/uid-2");
+  std::vector<ArbiterContainer> got = RegionSource(root.path())();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].key, "uid-1/main");
+  EXPECT_TRUE(RegionSource(root.path() + "/absent")().empty());
+}
+
 }  // namespace
 }  // namespace tessera::node

@@ -82,6 +82,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--mps-root", config.mps_root, "host folder of the MPS daemons' <gpu uuid>/{pipe,log} folders")
       ->capture_default_str();
+  int region_gc_grace_s = static_cast<int>(config.region_gc_grace.count());
+  app.add_option("--region-gc-grace-seconds", region_gc_grace_s,
+                 "remove <region-root>/<pod uid> once its pod has been gone from the node this long and no process "
+                 "of it is alive; 0: never")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   int reply_delay_ms = 0;
   int arbiter_interval_ms = static_cast<int>(config.arbiter.interval.count());
   int arbiter_idle_after_ms = static_cast<int>(config.arbiter.idle_after.count());
@@ -105,6 +111,7 @@ int main(int argc, char** argv) {
   config.reconcile_interval = std::chrono::milliseconds(reconcile_interval_ms);
   config.testing_allocate_reply_delay = std::chrono::milliseconds(reply_delay_ms);
   config.usage_interval = std::chrono::milliseconds(usage_interval_ms);
+  config.region_gc_grace = std::chrono::seconds(region_gc_grace_s);
   config.usage_annotation_interval = std::chrono::milliseconds(usage_annotation_ms);
   config.mounts.resources.gpushare.enabled = gpushare == "true";
   config.mounts.resources.hami.enabled = hami == "true";

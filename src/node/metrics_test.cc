@@ -20,7 +20,9 @@ TEST(NodeMetricsTest, RegistersTheAgentsCountersWithHelpAndType) {
                            "# TYPE tessera_node_allocations_total counter", "tessera_node_allocations_total{node=\"n1\"} 3",
                            "tessera_node_allocate_failures_total{node=\"n1\"} 0",
                            "tessera_node_allocation_mismatches_total{node=\"n1\"} 0",
-                           "tessera_node_reconcile_runs_total{node=\"n1\"} 1"}) {
+                           "tessera_node_reconcile_runs_total{node=\"n1\"} 1",
+                           "# TYPE tessera_node_region_folders_removed_total counter",
+                           "tessera_node_region_folders_removed_total{node=\"n1\"} 0"}) {
     EXPECT_NE(text.find(std::string(line) + "\n"), std::string::npos) << line << "\n" << text;
   }
   EXPECT_EQ(NodeMetrics::Register(registry, "n1").status().code(), StatusCode::kAlreadyExists);

@@ -25,6 +25,10 @@ Result<NodeMetrics> NodeMetrics::Register(metrics::Registry& registry, const std
       m.reconcile_runs,
       AddCounter(registry, node, "tessera_node_reconcile_runs_total",
                  "Completed passes comparing the kubelet's pod-resources record with the pods' assignments."));
+  TESSERA_ASSIGN_OR_RETURN(
+      m.region_folders_removed,
+      AddCounter(registry, node, "tessera_node_region_folders_removed_total",
+                 "Region folders (<region-root>/<pod uid>) removed after their pod left the node."));
   return m;
 }
 

@@ -22,6 +22,7 @@ struct NodeMetrics {
   metrics::Counter* allocate_failures = nullptr;  // tessera_node_allocate_failures_total
   metrics::Counter* mismatches = nullptr;         // tessera_node_allocation_mismatches_total
   metrics::Counter* reconcile_runs = nullptr;     // tessera_node_reconcile_runs_total
+  metrics::Counter* region_folders_removed = nullptr;  // tessera_node_region_folders_removed_total
 
   // Adds the families to `registry`, each with one series labelled
   // node=`node`, so node and GPU series join on the same label.

@@ -282,6 +282,20 @@ TEST(ReadRegionCountersTest, ReadsAnExistingRegionAndNeverCreatesOne) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(ReadRegionCountersTest, ARegionRemovedUnderTheReaderIsNotFound) {
+  // The region cleanup may remove a folder the usage pass is about to read:
+  // NOT_FOUND, which the pass takes as "no region" (no warning).
+  char tmpl[] = "/tmp/tessera-usage-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = std::string(tmpl) + "/main";
+  std::filesystem::create_directories(dir);
+  ASSERT_TRUE(region::Region::OpenDir(dir).ok());
+  ASSERT_TRUE(ReadRegionCounters(dir, 1).ok());
+  std::filesystem::remove_all(tmpl);
+  EXPECT_EQ(ReadRegionCounters(dir, 1).status().code(), StatusCode::kNotFound);
+  EXPECT_FALSE(std::filesystem::exists(tmpl)) << "never created";
+}
+
 TEST(UsageMetricsTest, SeriesFollowTheLatestSnapshot) {
   metrics::Registry registry;
   SnapshotStore store;

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <filesystem>
 #include <set>
 #include <thread>
 
@@ -563,6 +564,42 @@ TEST_F(NodePathTest, BurstPodBorrowsIdleTimeUpToItsCeilingAndGivesItBack) {
   EXPECT_EQ(owner->Stop(SIGTERM, seconds(20)), 0);
   wait_granted("burst", 0.6);  // the owner idle again: the loan resumes
   EXPECT_EQ(borrower->Stop(SIGTERM, seconds(20)), 0);
+}
+
+// A deleted pod's region folder (its container's region folder and arbiter
+// record) is removed by its node agent once the pod has been gone for the
+// grace, here 1 s; a live pod's folder beside it stays.
+TEST_F(NodePathTest, DeletedPodsRegionFolderIsRemovedAfterTheGrace) {
+  StartFarm(1, 1, 40960, 4, {"--region-gc-grace-seconds", "1"});
+  ASSERT_TRUE(Submit("gone", {{"main", 1, 10240, 30}}).ok());
+  ASSERT_TRUE(Submit("stays", {{"main", 1, 10240, 30}}).ok());
+  ExpectRunningAsAssigned("gone");
+  ExpectRunningAsAssigned("stays");
+  auto gone = client_->Get(kube::PodPath(ns_, "gone"));
+  auto stays = client_->Get(kube::PodPath(ns_, "stays"));
+  ASSERT_TRUE(gone.ok() && stays.ok());
+  const std::string gone_dir = farm_->RegionRoot(0) + "/" + (*gone)["metadata"]["uid"].get<std::string>();
+  const std::string stays_dir = farm_->RegionRoot(0) + "/" + (*stays)["metadata"]["uid"].get<std::string>();
+  ASSERT_TRUE(std::filesystem::is_directory(gone_dir + "/main")) << "Allocate creates it";
+  ASSERT_TRUE(std::filesystem::exists(gone_dir + "/main.arbiter.json"));
+  ASSERT_TRUE(client_->Delete(kube::PodPath(ns_, "gone"), 0).ok());
+  const auto deadline = std::chrono::steady_clock::now() + seconds(30);
+  while (std::filesystem::exists(gone_dir) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  EXPECT_FALSE(std::filesystem::exists(gone_dir)) << "see " << farm_->AgentLog(0);
+  // Counted just after the removal: give the scrape a moment.
+  Result<uint64_t> removed = uint64_t{0};
+  for (int i = 0; i < 50; ++i) {
+    removed = farm_->SumCounter("tessera_node_region_folders_removed_total");
+    if (removed.ok() && *removed >= 1) break;
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  ASSERT_TRUE(removed.ok()) << removed.status().ToString();
+  EXPECT_EQ(*removed, 1u);
+  // Several passes later the live pod's folder is still there.
+  std::this_thread::sleep_for(seconds(3));
+  EXPECT_TRUE(std::filesystem::exists(stays_dir + "/main.arbiter.json"));
 }
 
 }  // namespace
