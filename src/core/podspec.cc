@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <charconv>
+#include <initializer_list>
+#include <optional>
+#include <utility>
+
 #include <nlohmann/json.hpp>
 
 #include "core/codec.h"
@@ -33,6 +37,13 @@ Result<std::string> QuantityText(const Json& value) {
 
 std::string ContainerWhere(std::string_view key, std::string_view kind, const std::string& name) {
   return std::string(key) + " " + std::string(kind) + " \"" + name + "\"";
+}
+
+// "a, b, c".
+std::string JoinNames(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
 }
 
 // One container of the pod spec, with its name and resources checked.
@@ -93,23 +104,35 @@ const Json* Lookup(const ContainerSpec& c, const std::string& resource, bool lim
   return nullptr;
 }
 
+// The value of `resource` in the limits, else the requests (how every GPU
+// resource is read); nullptr when neither names it.
+const Json* Limit(const ContainerSpec& c, const std::string& resource) {
+  const char* from = "";
+  return Lookup(c, resource, /*limits_first=*/true, &from);
+}
+
+// "WHERE: RESOURCE: WHAT": how every mistake in one resource of a container reads.
+Status ResourceError(const std::string& where, const std::string& resource, const std::string& what) {
+  return InvalidArgument(where + ": " + resource + ": " + what);
+}
+
+// A host quantity, `resource` "cpu" (milli) or "memory" (MiB); the error
+// message says only what is wrong with the value.
+Result<int64_t> HostQuantity(const Json& value, std::string_view resource) {
+  TESSERA_ASSIGN_OR_RETURN(std::string text, QuantityText(value));
+  return resource == "cpu" ? ParseCpuMilli(text) : ParseMemoryMiB(text);
+}
+
 // CPU and memory of one container (requests, else limits).
 Result<HostResources> ContainerHost(const ContainerSpec& c, const std::string& where) {
   HostResources out;
-  const char* from = "";
-  if (const Json* v = Lookup(c, "cpu", /*limits_first=*/false, &from)) {
-    auto text = QuantityText(*v);
-    auto cpu = text.ok() ? ParseCpuMilli(*text) : Result<int64_t>(text.status());
-    if (!cpu.ok())
-      return InvalidArgument(where + ": resources." + from + ".cpu: " + cpu.status().message());
-    out.cpu_milli = *cpu;
-  }
-  if (const Json* v = Lookup(c, "memory", /*limits_first=*/false, &from)) {
-    auto text = QuantityText(*v);
-    auto mem = text.ok() ? ParseMemoryMiB(*text) : Result<int64_t>(text.status());
-    if (!mem.ok())
-      return InvalidArgument(where + ": resources." + from + ".memory: " + mem.status().message());
-    out.memory_mib = *mem;
+  for (auto [resource, slot] : {std::pair{"cpu", &out.cpu_milli}, std::pair{"memory", &out.memory_mib}}) {
+    const char* from = "";
+    const Json* v = Lookup(c, resource, /*limits_first=*/false, &from);
+    if (v == nullptr) continue;
+    auto n = HostQuantity(*v, resource);
+    if (!n.ok()) return ResourceError(where, std::string("resources.") + from + "." + resource, n.status().message());
+    *slot = *n;
   }
   return out;
 }
@@ -118,30 +141,55 @@ Result<HostResources> ContainerHost(const ContainerSpec& c, const std::string& w
 Result<int64_t> ParseWhole(const Json& value, const std::string& where, const std::string& resource,
                            std::string_view unit, std::string_view example) {
   auto text = QuantityText(value);
-  if (!text.ok()) return InvalidArgument(where + ": " + resource + ": " + text.status().message());
+  if (!text.ok()) return ResourceError(where, resource, text.status().message());
   auto n = ParseCount(*text);
   if (n.ok()) return n;
   std::string what = "\"" + *text + "\" is not a whole number";
   if (!text->empty() && text->front() == '-') what = "\"" + *text + "\" is negative";
   if (n.status().message().find("too large") != std::string::npos) what = n.status().message();
-  return InvalidArgument(where + ": " + resource + ": " + what + "; write a whole number of " +
-                         std::string(unit) + " such as \"" + std::string(example) + "\"");
+  return ResourceError(where, resource, what + "; write a whole number of " + std::string(unit) + " such as \"" +
+                                            std::string(example) + "\"");
+}
+
+// The text of `value` when it is a string with a binary unit suffix ("8Gi"):
+// the resources counted in MiB or GiB take plain numbers, so callers say so.
+std::optional<std::string> UnitSuffixed(const Json& value) {
+  if (!value.is_string()) return std::nullopt;
+  std::string text = value.get<std::string>();
+  if (text.size() >= 2 && text.back() == 'i') return text;
+  return std::nullopt;
 }
 
 // GPU memory is a count of MiB; "8Gi" would mean 8 * 2^30 MiB, so say so.
 Result<int64_t> ParseGpuMem(const Json& value, const std::string& where, const std::string& resource) {
-  if (value.is_string()) {
-    const std::string text = value.get<std::string>();
-    if (text.size() >= 2 && text.back() == 'i') {
-      auto q = ParseQuantity(text);
-      std::string hint;
-      if (q.ok() && q->milli % (int64_t{1000} << 20) == 0)
-        hint = ": write \"" + std::to_string(q->milli / (int64_t{1000} << 20)) + "\"";
-      return InvalidArgument(where + ": " + resource + ": \"" + text +
-                             "\" has a unit suffix; the value is a plain number of MiB" + hint);
-    }
+  if (const auto text = UnitSuffixed(value)) {
+    auto q = ParseQuantity(*text);
+    std::string hint;
+    if (q.ok() && q->milli % (int64_t{1000} << 20) == 0)
+      hint = ": write \"" + std::to_string(q->milli / (int64_t{1000} << 20)) + "\"";
+    return ResourceError(where, resource,
+                         "\"" + *text + "\" has a unit suffix; the value is a plain number of MiB" + hint);
   }
   return ParseWhole(value, where, resource, "MiB", "8192");
+}
+
+// The number of GPUs a container spans, `resource` naming the count.
+Result<int> ParseGpuCount(const Json& value, const std::string& where, const std::string& resource) {
+  TESSERA_ASSIGN_OR_RETURN(int64_t n, ParseWhole(value, where, resource, "GPUs", "1"));
+  if (n > kMaxGpusPerContainer)
+    return ResourceError(where, resource, std::to_string(n) + " GPUs is more than any node has (max 64)");
+  return static_cast<int>(n);
+}
+
+// A percent of one GPU's compute as core milli per GPU. Over 100 points the
+// user at `gpu` (the count's name), "to the number of " + `gpus`.
+Result<int64_t> ParseCoreMilli(const Json& value, const std::string& where, const std::string& resource,
+                               const std::string& gpu, std::string_view gpus) {
+  TESSERA_ASSIGN_OR_RETURN(int64_t percent, ParseWhole(value, where, resource, "percent", "30"));
+  if (percent > kMaxCorePercent)
+    return ResourceError(where, resource, std::to_string(percent) + " is over 100 (percent of one GPU); for more "
+                                          "than one GPU set " + gpu + " to the number of " + std::string(gpus));
+  return percent * (kCoreMilliPerGpu / kMaxCorePercent);
 }
 
 Result<std::vector<std::string>> ParseModels(const Json& annotations, std::string_view name,
@@ -168,44 +216,51 @@ Result<std::vector<std::string>> ParseModels(const Json& annotations, std::strin
   return out;
 }
 
+// The text of annotation `name` (a non-string as its JSON); nullopt when absent.
+std::optional<std::string> AnnotationText(const Json& annotations, std::string_view name) {
+  const Json* v = Member(annotations, name);
+  if (v == nullptr) return std::nullopt;
+  return v->is_string() ? v->get<std::string>() : v->dump();
+}
+
+// Annotation `name` as one of `choices` (text, value), or `absent` when the
+// pod does not set it; INVALID_ARGUMENT listing the choices otherwise.
+template <typename T>
+Result<T> ParseChoice(const Json& annotations, std::string_view name, std::string_view key, T absent,
+                      std::initializer_list<std::pair<std::string_view, T>> choices) {
+  const std::optional<std::string> text = AnnotationText(annotations, name);
+  if (!text) return absent;
+  std::vector<std::string> listed;
+  for (const auto& [choice, value] : choices) {
+    if (*text == choice) return value;
+    listed.emplace_back(choice);
+  }
+  return InvalidArgument(std::string(key) + ": annotation " + std::string(name) + ": \"" + *text +
+                         "\" is not one of " + JoinNames(listed));
+}
+
 Result<Priority> ParsePriority(const Json& annotations, std::string_view key) {
-  const Json* v = Member(annotations, kPriorityAnnotation);
-  if (v == nullptr) return Priority::kNormal;
-  const std::string text = v->is_string() ? v->get<std::string>() : v->dump();
-  if (text == "high") return Priority::kHigh;
-  if (text == "normal") return Priority::kNormal;
-  if (text == "low") return Priority::kLow;
-  return InvalidArgument(std::string(key) + ": annotation " + std::string(kPriorityAnnotation) + ": \"" +
-                         text + "\" is not one of high, normal, low");
+  return ParseChoice(annotations, kPriorityAnnotation, key, Priority::kNormal,
+                     {{"high", Priority::kHigh}, {"normal", Priority::kNormal}, {"low", Priority::kLow}});
 }
 
 Result<Isolation> ParseIsolation(const Json& annotations, std::string_view key) {
-  const Json* v = Member(annotations, kIsolationAnnotation);
-  if (v == nullptr) return Isolation::kHook;
-  const std::string text = v->is_string() ? v->get<std::string>() : v->dump();
-  for (Isolation i : {Isolation::kHook, Isolation::kMps, Isolation::kNone}) {
-    if (text == IsolationName(i)) return i;
-  }
-  return InvalidArgument(std::string(key) + ": annotation " + std::string(kIsolationAnnotation) + ": \"" + text +
-                         "\" is not one of hook, mps, none");
+  return ParseChoice(annotations, kIsolationAnnotation, key, Isolation::kHook,
+                     {{IsolationName(Isolation::kHook), Isolation::kHook},
+                      {IsolationName(Isolation::kMps), Isolation::kMps},
+                      {IsolationName(Isolation::kNone), Isolation::kNone}});
 }
 
 Result<bool> ParseCoreHard(const Json& annotations, std::string_view key) {
-  const Json* v = Member(annotations, kCorePolicyAnnotation);
-  if (v == nullptr) return false;
-  const std::string text = v->is_string() ? v->get<std::string>() : v->dump();
-  if (text == "share") return false;
-  if (text == "hard") return true;
-  return InvalidArgument(std::string(key) + ": annotation " + std::string(kCorePolicyAnnotation) + ": \"" +
-                         text + "\" is not one of share, hard");
+  return ParseChoice(annotations, kCorePolicyAnnotation, key, false, {{"share", false}, {"hard", true}});
 }
 
 // tessera.io/gpu-core-limit as core milli per GPU (0 when absent), checked
 // against the pod's GPU containers and policy.
 Result<int64_t> ParseCoreLimit(const Json& annotations, const PodRequest& req) {
-  const Json* v = Member(annotations, kCoreLimitAnnotation);
-  if (v == nullptr) return 0;
-  const std::string text = v->is_string() ? v->get<std::string>() : v->dump();
+  const std::optional<std::string> annotation = AnnotationText(annotations, kCoreLimitAnnotation);
+  if (!annotation) return 0;
+  const std::string& text = *annotation;
   const std::string where = req.key + ": annotation " + std::string(kCoreLimitAnnotation) + ": \"" + text + "\"";
   int64_t percent = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), percent);
@@ -248,22 +303,31 @@ std::vector<std::string> NamesUsed(const ContainerSpec& c, const std::vector<con
   return out;
 }
 
-std::vector<const std::string*> TesseraNames(const ResourceNames& names) {
-  return {&names.gpu, &names.mem, &names.core};
-}
-std::vector<const std::string*> GpushareNamesOf(const ResourceNames& names) {
-  if (!names.gpushare.enabled) return {};
-  return {&names.gpushare.mem};
-}
-std::vector<const std::string*> HamiNamesOf(const ResourceNames& names) {
-  if (!names.hami.enabled) return {};
-  return {&names.hami.gpu, &names.hami.mem, &names.hami.mem_percent, &names.hami.core};
+// One front end's resource names; none when it is disabled.
+struct Vocabulary {
+  FrontEnd front_end;
+  std::vector<const std::string*> names;
+};
+
+// Every vocabulary a container may ask in, in the order FrontEndOf tries them
+// and errors list their names: Tessera, gpushare, HAMi.
+std::vector<Vocabulary> Vocabularies(const ResourceNames& names) {
+  const GpushareNames& gs = names.gpushare;
+  const HamiNames& hami = names.hami;
+  std::vector<Vocabulary> out = {{FrontEnd::kTessera, {&names.gpu, &names.mem, &names.core}},
+                                 {FrontEnd::kGpushare, {}},
+                                 {FrontEnd::kHami, {}}};
+  if (gs.enabled) out[1].names = {&gs.mem};
+  if (hami.enabled) out[2].names = {&hami.gpu, &hami.mem, &hami.mem_percent, &hami.core};
+  return out;
 }
 
-std::string JoinNames(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
+// The vocabulary `c` asks in (the first one whose names it uses), kNone when
+// it names no GPU resource.
+FrontEnd VocabularyOf(const ContainerSpec& c, const ResourceNames& names) {
+  for (const Vocabulary& v : Vocabularies(names))
+    if (!NamesUsed(c, v.names).empty()) return v.front_end;
+  return FrontEnd::kNone;
 }
 
 // gpushare: GiB of one GPU's memory; the container gets exactly one GPU.
@@ -271,22 +335,64 @@ Result<ContainerRequest> GpushareGpus(const ContainerSpec& c, const std::string&
                                       const GpushareNames& names) {
   ContainerRequest out;
   out.name = c.name;
-  const char* from = "";
-  const Json* mem = Lookup(c, names.mem, /*limits_first=*/true, &from);
+  const Json* mem = Limit(c, names.mem);
   if (mem == nullptr) return out;
-  if (mem->is_string()) {
-    const std::string text = mem->get<std::string>();
-    if (text.size() >= 2 && text.back() == 'i')
-      return InvalidArgument(where + ": " + names.mem + ": \"" + text +
-                             "\" has a unit suffix; gpushare counts GiB as a plain number, such as \"3\"");
-  }
+  if (const auto text = UnitSuffixed(*mem))
+    return ResourceError(where, names.mem,
+                         "\"" + *text + "\" has a unit suffix; gpushare counts GiB as a plain number, such as \"3\"");
   TESSERA_ASSIGN_OR_RETURN(int64_t gib, ParseWhole(*mem, where, names.mem, "GiB", "3"));
   if (gib == 0) return out;  // gpushare: 0 asks for no GPU
   if (gib > (int64_t{1} << 20))
-    return InvalidArgument(where + ": " + names.mem + ": " + std::to_string(gib) +
-                           " GiB is more than any GPU has");
+    return ResourceError(where, names.mem, std::to_string(gib) + " GiB is more than any GPU has");
   out.gpu_count = 1;
   out.mem_mib_per_gpu = gib * 1024;
+  return out;
+}
+
+// HAMi's gpumem-percentage: only 100 (the whole memory) has a meaning here.
+Status CheckHamiMemPercent(const Json& value, const std::string& where, const HamiNames& names) {
+  TESSERA_ASSIGN_OR_RETURN(int64_t p, ParseWhole(value, where, names.mem_percent, "percent", "50"));
+  if (p > 100)
+    return ResourceError(where, names.mem_percent, std::to_string(p) + " is over 100 (percent of one GPU's memory)");
+  if (p == 0)
+    return ResourceError(where, names.mem_percent,
+                         "0 asks for no memory; write 100 for the whole memory, or " + names.mem + " in MiB");
+  if (p != 100)
+    return ResourceError(where, names.mem_percent,
+                         std::to_string(p) + " % is not supported (Tessera sizes memory shares in MiB, so a percent "
+                         "would depend on the GPU chosen); write " + names.mem + " in MiB instead, or 100 for the "
+                         "whole memory");
+  return Status::Ok();
+}
+
+// What a container sets among a GPU count, MiB per GPU and percent of
+// compute per GPU (Tessera's names or HAMi's), each value parsed and checked
+// in that order: memory, compute, count. nullptr and 0 for what it leaves out.
+struct CountMemCore {
+  const Json* count = nullptr;
+  const Json* mem = nullptr;
+  const Json* core = nullptr;
+  int gpu_count = 0;
+  int64_t mem_mib = 0;
+  int64_t core_milli = 0;
+};
+
+// `gpus` ends the hint for a core share over 100: "set GPU to the number of ...".
+Result<CountMemCore> ReadCountMemCore(const ContainerSpec& c, const std::string& where, const std::string& gpu,
+                                      const std::string& mem, const std::string& core, std::string_view gpus) {
+  CountMemCore out;
+  out.count = Limit(c, gpu);
+  out.mem = Limit(c, mem);
+  out.core = Limit(c, core);
+  if (out.mem != nullptr) {
+    TESSERA_ASSIGN_OR_RETURN(out.mem_mib, ParseGpuMem(*out.mem, where, mem));
+  }
+  if (out.core != nullptr) {
+    TESSERA_ASSIGN_OR_RETURN(out.core_milli, ParseCoreMilli(*out.core, where, core, gpu, gpus));
+  }
+  if (out.count != nullptr) {
+    TESSERA_ASSIGN_OR_RETURN(out.gpu_count, ParseGpuCount(*out.count, where, gpu));
+  }
   return out;
 }
 
@@ -294,62 +400,35 @@ Result<ContainerRequest> GpushareGpus(const ContainerSpec& c, const std::string&
 Result<ContainerRequest> HamiGpus(const ContainerSpec& c, const std::string& where, const HamiNames& names) {
   ContainerRequest out;
   out.name = c.name;
-  const char* from = "";
-  const Json* count = Lookup(c, names.gpu, /*limits_first=*/true, &from);
-  const Json* mem = Lookup(c, names.mem, true, &from);
-  const Json* percent = Lookup(c, names.mem_percent, true, &from);
-  const Json* core = Lookup(c, names.core, true, &from);
-  if (mem != nullptr && percent != nullptr)
+  const Json* percent = Limit(c, names.mem_percent);
+  if (percent != nullptr && Limit(c, names.mem) != nullptr)
     return InvalidArgument(where + ": sets both " + names.mem + " and " + names.mem_percent +
                            "; keep one (MiB or percent of the GPU's memory)");
-  if (mem != nullptr) {
-    TESSERA_ASSIGN_OR_RETURN(out.mem_mib_per_gpu, ParseGpuMem(*mem, where, names.mem));
-  }
-  if (percent != nullptr) {
-    TESSERA_ASSIGN_OR_RETURN(int64_t p, ParseWhole(*percent, where, names.mem_percent, "percent", "50"));
-    if (p > 100)
-      return InvalidArgument(where + ": " + names.mem_percent + ": " + std::to_string(p) +
-                             " is over 100 (percent of one GPU's memory)");
-    if (p == 0)
-      return InvalidArgument(where + ": " + names.mem_percent + ": 0 asks for no memory; write 100 for the " +
-                             "whole memory, or " + names.mem + " in MiB");
-    if (p != 100)
-      return InvalidArgument(where + ": " + names.mem_percent + ": " + std::to_string(p) +
-                             " % is not supported (Tessera sizes memory shares in MiB, so a percent would "
-                             "depend on the GPU chosen); write " + names.mem + " in MiB instead, or 100 for "
-                             "the whole memory");
-  }
-  if (core != nullptr) {
-    TESSERA_ASSIGN_OR_RETURN(int64_t pc, ParseWhole(*core, where, names.core, "percent", "30"));
-    if (pc > kMaxCorePercent)
-      return InvalidArgument(where + ": " + names.core + ": " + std::to_string(pc) +
-                             " is over 100 (percent of one GPU); for more than one GPU set " + names.gpu +
-                             " to the number of GPUs");
-    out.core_milli_per_gpu = pc * (kCoreMilliPerGpu / kMaxCorePercent);
-  }
+  // Before the other values, so a bad percent is the error reported first
+  // (with no MiB value beside it, as just checked).
+  if (percent != nullptr) TESSERA_RETURN_IF_ERROR(CheckHamiMemPercent(*percent, where, names));
+  TESSERA_ASSIGN_OR_RETURN(CountMemCore set, ReadCountMemCore(c, where, names.gpu, names.mem, names.core, "GPUs"));
+  out.mem_mib_per_gpu = set.mem_mib;
+  out.core_milli_per_gpu = set.core_milli;
   const bool whole_memory = percent != nullptr && out.mem_mib_per_gpu == 0;
-  if (count != nullptr) {
-    TESSERA_ASSIGN_OR_RETURN(int64_t n, ParseWhole(*count, where, names.gpu, "GPUs", "1"));
-    if (n > kMaxGpusPerContainer)
-      return InvalidArgument(where + ": " + names.gpu + ": " + std::to_string(n) +
-                             " GPUs is more than any node has (max 64)");
-    out.gpu_count = static_cast<int>(n);
+  if (set.count != nullptr) {
+    out.gpu_count = set.gpu_count;
   } else if (out.mem_mib_per_gpu > 0 || out.core_milli_per_gpu > 0 || whole_memory) {
     out.gpu_count = 1;  // HAMi: a share without a count asks for one GPU
   }
   if (out.gpu_count == 0) {
     if (out.mem_mib_per_gpu > 0 || out.core_milli_per_gpu > 0)
-      return InvalidArgument(where + ": " + names.gpu + ": 0 GPUs, yet " + names.mem + " or " + names.core +
-                             " is set; ask for at least one GPU");
+      return ResourceError(where, names.gpu, "0 GPUs, yet " + names.mem + " or " + names.core +
+                                             " is set; ask for at least one GPU");
     return out;
   }
   // No memory size, or all of it: the whole memory. Tessera holds a GPU's
   // whole memory only with the whole GPU, so that is what the share becomes.
   if (out.mem_mib_per_gpu == 0 && (out.core_milli_per_gpu == 0 || whole_memory)) {
     if (out.core_milli_per_gpu != 0 && out.core_milli_per_gpu != kCoreMilliPerGpu)
-      return InvalidArgument(where + ": " + names.mem_percent + ": 100 with " + names.core +
-                             " below 100 is not supported (a GPU's whole memory comes with the whole GPU); "
-                             "write " + names.mem + " in MiB instead");
+      return ResourceError(where, names.mem_percent, "100 with " + names.core +
+                                                     " below 100 is not supported (a GPU's whole memory comes with "
+                                                     "the whole GPU); write " + names.mem + " in MiB instead");
     out.core_milli_per_gpu = kCoreMilliPerGpu;
   }
   return out;
@@ -359,31 +438,17 @@ Result<ContainerRequest> HamiGpus(const ContainerSpec& c, const std::string& whe
 Result<ContainerRequest> TesseraGpus(const ContainerSpec& c, const std::string& where, const ResourceNames& names) {
   ContainerRequest out;
   out.name = c.name;
-  const char* from = "";
-  const Json* count = Lookup(c, names.gpu, /*limits_first=*/true, &from);
-  const Json* mem = Lookup(c, names.mem, true, &from);
-  const Json* core = Lookup(c, names.core, true, &from);
-  if (mem != nullptr) {
-    TESSERA_ASSIGN_OR_RETURN(out.mem_mib_per_gpu, ParseGpuMem(*mem, where, names.mem));
-  }
-  if (core != nullptr) {
-    TESSERA_ASSIGN_OR_RETURN(int64_t percent, ParseWhole(*core, where, names.core, "percent", "30"));
-    if (percent > kMaxCorePercent)
-      return InvalidArgument(where + ": " + names.core + ": " + std::to_string(percent) +
-                             " is over 100 (percent of one GPU); for more than one GPU set " +
-                             names.gpu + " to the number of whole GPUs");
-    out.core_milli_per_gpu = percent * (kCoreMilliPerGpu / kMaxCorePercent);
-  }
-  if (count != nullptr) {
-    TESSERA_ASSIGN_OR_RETURN(int64_t n, ParseWhole(*count, where, names.gpu, "GPUs", "1"));
-    if (n > kMaxGpusPerContainer)
-      return InvalidArgument(where + ": " + names.gpu + ": " + std::to_string(n) +
-                             " GPUs is more than any node has (max 64)");
-    out.gpu_count = static_cast<int>(n);
-  } else if (mem != nullptr || core != nullptr) {
+  TESSERA_ASSIGN_OR_RETURN(CountMemCore set,
+                           ReadCountMemCore(c, where, names.gpu, names.mem, names.core, "whole GPUs"));
+  out.mem_mib_per_gpu = set.mem_mib;
+  out.core_milli_per_gpu = set.core_milli;
+  if (set.count != nullptr) {
+    out.gpu_count = set.gpu_count;
+  } else if (set.mem != nullptr || set.core != nullptr) {
     out.gpu_count = 1;
   }
-  if (count != nullptr && mem == nullptr && core == nullptr) out.core_milli_per_gpu = kCoreMilliPerGpu;
+  // The count alone asks for whole GPUs.
+  if (set.count != nullptr && set.mem == nullptr && set.core == nullptr) out.core_milli_per_gpu = kCoreMilliPerGpu;
   return out;
 }
 
@@ -391,31 +456,27 @@ Result<ContainerRequest> TesseraGpus(const ContainerSpec& c, const std::string& 
 // Using names of two vocabularies is a mistake: say which.
 Result<ContainerRequest> ContainerGpus(const ContainerSpec& c, const std::string& where,
                                        const ResourceNames& names) {
-  const std::vector<std::string> tessera = NamesUsed(c, TesseraNames(names));
-  const std::vector<std::string> gpushare = NamesUsed(c, GpushareNamesOf(names));
-  const std::vector<std::string> hami = NamesUsed(c, HamiNamesOf(names));
-  const int vocabularies = !tessera.empty() + !gpushare.empty() + !hami.empty();
-  if (vocabularies > 1) {
-    std::vector<std::string> all = tessera;
-    all.insert(all.end(), gpushare.begin(), gpushare.end());
-    all.insert(all.end(), hami.begin(), hami.end());
-    return InvalidArgument(where + ": mixes GPU resources of different front ends (" + JoinNames(all) +
+  std::vector<std::string> used;
+  int vocabularies = 0;
+  FrontEnd front_end = FrontEnd::kNone;
+  for (const Vocabulary& v : Vocabularies(names)) {
+    const std::vector<std::string> in_v = NamesUsed(c, v.names);
+    if (in_v.empty()) continue;
+    ++vocabularies;
+    front_end = v.front_end;
+    used.insert(used.end(), in_v.begin(), in_v.end());
+  }
+  if (vocabularies > 1)
+    return InvalidArgument(where + ": mixes GPU resources of different front ends (" + JoinNames(used) +
                            "); ask in one of them: Tessera's (" + names.mem + "), gpushare's (" +
                            names.gpushare.mem + ") or HAMi's (" + names.hami.mem + ")");
+  switch (front_end) {
+    case FrontEnd::kGpushare: return GpushareGpus(c, where, names.gpushare);
+    case FrontEnd::kHami: return HamiGpus(c, where, names.hami);
+    case FrontEnd::kTessera:
+    case FrontEnd::kNone: break;
   }
-  if (!gpushare.empty()) return GpushareGpus(c, where, names.gpushare);
-  if (!hami.empty()) return HamiGpus(c, where, names.hami);
   return TesseraGpus(c, where, names);
-}
-
-bool NamesAny(const ContainerSpec& c, const ResourceNames& names) {
-  const std::vector<std::string> all = names.All();
-  for (const Json* m : {c.requests, c.limits}) {
-    if (m == nullptr) continue;
-    for (const std::string& n : all)
-      if (Member(*m, n) != nullptr) return true;
-  }
-  return false;
 }
 
 Result<HostResources> HostOf(const std::vector<ContainerSpec>& containers,
@@ -446,7 +507,7 @@ Result<PodRequest> ReadPodRequest(const Json& pod, const ResourceNames& names) {
   req.cpu_milli = host.cpu_milli;
   req.memory_mib = host.memory_mib;
   for (const auto& c : inits) {
-    if (NamesAny(c, names))
+    if (VocabularyOf(c, names) != FrontEnd::kNone)
       return InvalidArgument(ContainerWhere(key, "init container", c.name) +
                              ": GPU shares are only supported for regular containers; move " +
                              names.gpu + ", " + names.mem + " and " + names.core + " to one of them");
@@ -479,9 +540,7 @@ Result<int64_t> Allocatable(const Json& node, const std::string& name, const cha
   const Json* v = alloc ? Member(*alloc, resource) : nullptr;
   const std::string where = "node " + name + ": status.allocatable." + resource;
   if (v == nullptr) return InvalidArgument(where + " is missing");
-  auto text = QuantityText(*v);
-  if (!text.ok()) return InvalidArgument(where + ": " + text.status().message());
-  auto value = std::string_view(resource) == "cpu" ? ParseCpuMilli(*text) : ParseMemoryMiB(*text);
+  auto value = HostQuantity(*v, resource);
   if (!value.ok()) return InvalidArgument(where + ": " + value.status().message());
   return value;
 }
@@ -518,9 +577,9 @@ Result<NodeInfo> ReadNode(const Json& node) {
 }  // namespace
 
 std::vector<std::string> ResourceNames::All() const {
-  std::vector<std::string> out = {gpu, mem, core};
-  for (const std::string* n : GpushareNamesOf(*this)) out.push_back(*n);
-  for (const std::string* n : HamiNamesOf(*this)) out.push_back(*n);
+  std::vector<std::string> out;
+  for (const Vocabulary& v : Vocabularies(*this))
+    for (const std::string* n : v.names) out.push_back(*n);
   return out;
 }
 
@@ -547,17 +606,11 @@ ContainerSpec LenientSpec(const Json& container) {
 }  // namespace
 
 FrontEnd FrontEndOf(const nlohmann::json& container, const ResourceNames& names) {
-  const ContainerSpec c = LenientSpec(container);
-  if (!NamesUsed(c, TesseraNames(names)).empty()) return FrontEnd::kTessera;
-  if (!NamesUsed(c, GpushareNamesOf(names)).empty()) return FrontEnd::kGpushare;
-  if (!NamesUsed(c, HamiNamesOf(names)).empty()) return FrontEnd::kHami;
-  return FrontEnd::kNone;
+  return VocabularyOf(LenientSpec(container), names);
 }
 
 int64_t GpushareGiB(const nlohmann::json& container, const ResourceNames& names) {
-  const ContainerSpec c = LenientSpec(container);
-  const char* from = "";
-  const Json* v = Lookup(c, names.gpushare.mem, /*limits_first=*/true, &from);
+  const Json* v = Limit(LenientSpec(container), names.gpushare.mem);
   if (v == nullptr) return 0;
   auto text = QuantityText(*v);
   if (!text.ok()) return 0;
@@ -604,20 +657,11 @@ bool WantsGpu(const nlohmann::json& pod, const ResourceNames& names) {
   // "wants" a GPU, so its mistakes are reported rather than ignored.
   const Json* spec = Member(pod, "spec");
   if (spec == nullptr) return false;
-  const std::vector<std::string> all = names.All();
   for (const char* field : {"containers", "initContainers"}) {
     const Json* list = Member(*spec, field);
     if (list == nullptr || !list->is_array()) continue;
-    for (const Json& c : *list) {
-      const Json* res = Member(c, "resources");
-      if (res == nullptr) continue;
-      for (const char* part : {"requests", "limits"}) {
-        const Json* m = Member(*res, part);
-        if (m == nullptr) continue;
-        for (const std::string& n : all)
-          if (Member(*m, n) != nullptr) return true;
-      }
-    }
+    for (const Json& c : *list)
+      if (VocabularyOf(LenientSpec(c), names) != FrontEnd::kNone) return true;
   }
   return false;
 }

@@ -10,17 +10,16 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <mutex>
-#include <thread>
 
 #include "core/fragmentation.h"
 #include "core/policy.h"
 #include "sim/replay.h"
-#include "sim/timed.h"
 #include "sim/report.h"
+#include "sim/run_jobs.h"
+#include "sim/timed.h"
 #include "sim/trace.h"
 #include "sim/workload.h"
 
@@ -75,6 +74,18 @@ Result<std::vector<std::string>> ParsePolicies(const std::string& text) {
     }
     pos = comma + 1;
   }
+  return out;
+}
+
+// One run of a subcommand: every policy with every seed, policy-major.
+struct PolicySeed {
+  std::string policy;
+  uint64_t seed = 0;
+};
+std::vector<PolicySeed> PolicySeeds(const std::vector<std::string>& policies, const std::vector<uint64_t>& seeds) {
+  std::vector<PolicySeed> out;
+  for (const auto& p : policies)
+    for (uint64_t s : seeds) out.push_back({p, s});
   return out;
 }
 
@@ -135,56 +146,35 @@ int RunFgd(const FgdArgs& args) {
   char tune_text[32];
   std::snprintf(tune_text, sizeof tune_text, "%g", args.tune);
 
-  struct Job { std::string policy; uint64_t seed; };
-  std::vector<Job> jobs;
-  for (const auto& p : *policies)
-    for (uint64_t s : *seeds) jobs.push_back({p, s});
-  std::vector<std::optional<RunResult>> results(jobs.size());
-  std::vector<Status> errors(jobs.size());
-  std::atomic<size_t> next{0};
+  const std::vector<PolicySeed> jobs = PolicySeeds(*policies, *seeds);
   std::mutex print_mu;
-  auto worker = [&] {
-    for (size_t j; (j = next.fetch_add(1)) < jobs.size();) {
-      const auto arrivals = FgdArrivals(pods, gpus * 1000, args.tune, jobs[j].seed);
-      ReplayOptions opt{jobs[j].policy, jobs[j].seed, typical, args.interference};
-      ReplayStats st;
-      auto run = Replay(nodes, arrivals, opt, &st);
-      if (!run.ok()) {
-        errors[j] = run.status();
-        continue;
-      }
-      run->workload = workload;
-      run->tune = tune_text;
-      const Curve alloc = AllocCurve(*run);
-      auto at = [&](int k) { return alloc[k] ? *alloc[k] : -1.0; };
-      if (!args.quiet) {
-        std::lock_guard<std::mutex> lock(print_mu);
-        std::printf("%s policy=%s seed=%llu pods=%lld placed=%lld failed=%lld alloc@100=%.2f "
-                    "alloc@130=%.2f unalloc@130=%.2f time=%.3fs\n",
-                    workload.c_str(), jobs[j].policy.c_str(), static_cast<unsigned long long>(jobs[j].seed),
-                    static_cast<long long>(st.arrived), static_cast<long long>(st.placed),
-                    static_cast<long long>(st.failed), at(100), at(130), 100.0 - at(130), st.seconds);
-        std::fflush(stdout);
-      }
-      results[j] = std::move(*run);
+  auto runs = RunJobs(jobs.size(), args.jobs, [&](size_t j) -> Result<RunResult> {
+    const auto arrivals = FgdArrivals(pods, gpus * 1000, args.tune, jobs[j].seed);
+    ReplayOptions opt{jobs[j].policy, jobs[j].seed, typical, args.interference};
+    ReplayStats st;
+    auto run = Replay(nodes, arrivals, opt, &st);
+    if (!run.ok()) return run;
+    run->workload = workload;
+    run->tune = tune_text;
+    const Curve alloc = AllocCurve(*run);
+    auto at = [&](int k) { return alloc[k] ? *alloc[k] : -1.0; };
+    if (!args.quiet) {
+      std::lock_guard<std::mutex> lock(print_mu);
+      std::printf("%s policy=%s seed=%llu pods=%lld placed=%lld failed=%lld alloc@100=%.2f "
+                  "alloc@130=%.2f unalloc@130=%.2f time=%.3fs\n",
+                  workload.c_str(), jobs[j].policy.c_str(), static_cast<unsigned long long>(jobs[j].seed),
+                  static_cast<long long>(st.arrived), static_cast<long long>(st.placed),
+                  static_cast<long long>(st.failed), at(100), at(130), 100.0 - at(130), st.seconds);
+      std::fflush(stdout);
     }
-  };
-  const int njobs = args.jobs > 0 ? args.jobs : std::max(1u, std::thread::hardware_concurrency());
-  std::vector<std::thread> threads;
-  for (int t = 0; t < std::min<int>(njobs, static_cast<int>(jobs.size())); ++t) threads.emplace_back(worker);
-  for (auto& t : threads) t.join();
-  for (const auto& e : errors)
-    if (!e.ok()) return Fail(e, kExitRuntime);
-
-  std::vector<RunResult> runs;
-  for (auto& r : results) runs.push_back(std::move(*r));
-  PrintSummary(runs, *policies);
-  std::error_code ec;
-  std::filesystem::create_directories(args.out, ec);
-  if (ec) return Fail(Internal(args.out + ": cannot create: " + ec.message()), kExitRuntime);
+    return run;
+  });
+  if (!runs.ok()) return Fail(runs.status(), kExitRuntime);
+  PrintSummary(*runs, *policies);
+  if (Status s = CreateOutputDir(args.out); !s.ok()) return Fail(s, kExitRuntime);
   for (const auto& [file, fn] : {std::pair{"alloc.csv", &WriteAllocCsv}, std::pair{"frag.csv", &WriteFragCsv},
                                  std::pair{"frag_ratio.csv", &WriteFragRatioCsv}}) {
-    Status s = fn(args.out + "/" + file, runs);
+    Status s = fn(args.out + "/" + file, *runs);
     if (!s.ok()) return Fail(s, kExitRuntime);
   }
   return 0;
@@ -256,58 +246,38 @@ int RunTime(TimeArgs args) {
   args.options.history = !args.no_history;
   const std::string workload = args.workload.empty() ? WorkloadName(args.pods) : args.workload;
 
-  struct Job { std::string policy; uint64_t seed; };
-  std::vector<Job> jobs;
-  for (const auto& p : *policies)
-    for (uint64_t s : *seeds) jobs.push_back({p, s});
-  std::vector<std::optional<TimeResult>> results(jobs.size());
-  std::vector<Status> errors(jobs.size());
-  std::atomic<size_t> next{0};
+  const std::vector<PolicySeed> jobs = PolicySeeds(*policies, *seeds);
   std::mutex print_mu;
-  auto worker = [&] {
-    for (size_t j; (j = next.fetch_add(1)) < jobs.size();) {
-      TimeOptions opt = args.options;
-      opt.policy = jobs[j].policy;
-      opt.seed = jobs[j].seed;
-      auto run = ReplayTimed(nodes, *arrivals, opt);
-      if (!run.ok()) {
-        errors[j] = run.status();
-        continue;
-      }
-      run->workload = workload;
-      if (!args.quiet) {
-        std::lock_guard<std::mutex> lock(print_mu);
-        std::printf("%s policy=%s seed=%llu pods=%lld placed=%lld failed=%lld alloc=%.3f%% "
-                    "high_util_gpu_h=%.1f shared=%.1f slowdown=%.4f p95=%.4f time=%.2fs\n",
-                    workload.c_str(), run->policy.c_str(), static_cast<unsigned long long>(run->seed),
-                    static_cast<long long>(run->pods), static_cast<long long>(run->placed),
-                    static_cast<long long>(run->failed), run->alloc_pct, run->high_util_gpu_hours,
-                    run->shared_high_gpu_hours, run->mean_slowdown, run->p95_slowdown, run->seconds);
-        std::fflush(stdout);
-      }
-      results[j] = std::move(*run);
+  auto runs = RunJobs(jobs.size(), args.jobs, [&](size_t j) -> Result<TimeResult> {
+    TimeOptions opt = args.options;
+    opt.policy = jobs[j].policy;
+    opt.seed = jobs[j].seed;
+    auto run = ReplayTimed(nodes, *arrivals, opt);
+    if (!run.ok()) return run;
+    run->workload = workload;
+    if (!args.quiet) {
+      std::lock_guard<std::mutex> lock(print_mu);
+      std::printf("%s policy=%s seed=%llu pods=%lld placed=%lld failed=%lld alloc=%.3f%% "
+                  "high_util_gpu_h=%.1f shared=%.1f slowdown=%.4f p95=%.4f time=%.2fs\n",
+                  workload.c_str(), run->policy.c_str(), static_cast<unsigned long long>(run->seed),
+                  static_cast<long long>(run->pods), static_cast<long long>(run->placed),
+                  static_cast<long long>(run->failed), run->alloc_pct, run->high_util_gpu_hours,
+                  run->shared_high_gpu_hours, run->mean_slowdown, run->p95_slowdown, run->seconds);
+      std::fflush(stdout);
     }
-  };
-  const int njobs = args.jobs > 0 ? args.jobs : std::max(1u, std::thread::hardware_concurrency());
-  std::vector<std::thread> threads;
-  for (int t = 0; t < std::min<int>(njobs, static_cast<int>(jobs.size())); ++t) threads.emplace_back(worker);
-  for (auto& t : threads) t.join();
-  for (const auto& e : errors)
-    if (!e.ok()) return Fail(e, kExitRuntime);
-  std::vector<TimeResult> runs;
-  for (auto& r : results) runs.push_back(std::move(*r));
-  PrintTimeSummary(runs, *policies);
-  std::error_code ec;
-  std::filesystem::create_directories(args.out, ec);
-  if (ec) return Fail(Internal(args.out + ": cannot create: " + ec.message()), kExitRuntime);
-  if (Status s = WriteTimeCsv(args.out + "/time.csv", runs); !s.ok()) return Fail(s, kExitRuntime);
-  if (Status s = WriteTimeSeriesCsv(args.out + "/series.csv", runs); !s.ok()) return Fail(s, kExitRuntime);
+    return run;
+  });
+  if (!runs.ok()) return Fail(runs.status(), kExitRuntime);
+  PrintTimeSummary(*runs, *policies);
+  if (Status s = CreateOutputDir(args.out); !s.ok()) return Fail(s, kExitRuntime);
+  if (Status s = WriteTimeCsv(args.out + "/time.csv", *runs); !s.ok()) return Fail(s, kExitRuntime);
+  if (Status s = WriteTimeSeriesCsv(args.out + "/series.csv", *runs); !s.ok()) return Fail(s, kExitRuntime);
   if (args.plot) {
     char setting[96];
     std::snprintf(setting, sizeof setting, " in time mode (%zu nodes, speedup %g), first seed per policy",
                   nodes.size(), args.speedup);
     const std::string title = args.title.empty() ? workload + setting : args.title;
-    if (Status s = PlotTimeSeries(runs, args.out + "/time.png", title); !s.ok()) return Fail(s, kExitRuntime);
+    if (Status s = PlotTimeSeries(*runs, args.out + "/time.png", title); !s.ok()) return Fail(s, kExitRuntime);
   }
   return 0;
 }
