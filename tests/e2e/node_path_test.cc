@@ -5,6 +5,7 @@
 // restarts of the kubelet, the node agent and the extender.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <set>
@@ -529,6 +530,67 @@ TEST_F(NodePathTest, BurstPodBorrowsIdleTimeUpToItsCeilingAndGivesItBack) {
   EXPECT_EQ(owner->Stop(SIGTERM, seconds(20)), 0);
   wait_granted("burst", 0.6);  // the owner idle again: the loan resumes
   EXPECT_EQ(borrower->Stop(SIGTERM, seconds(20)), 0);
+}
+
+// The other side of one pod awaiting admission per node: a bind to a node
+// that has not admitted its previous pod gives up after the admission wait
+// (--admission-wait-ms, 1 s here rather than the default 4 s), releases the
+// share it booked and fails saying why; kube-scheduler retries the pod, and
+// once the node admits the first pod the second is bound and admitted. The
+// suite's own tessera-scheduler runs with that flag.
+class AdmissionWaitTest : public NodePathTest {
+ protected:
+  static void SetUpTestSuite() { StartExtender("e2e-node-path", {"--admission-wait-ms", "1000"}); }
+
+  // A sample of the extender's /metrics, `series` as SampleValue takes it.
+  static Result<double> ExtenderSample(const std::string& series) {
+    TESSERA_ASSIGN_OR_RETURN(std::string page, FetchMetrics(env_->extender_port));
+    return SampleValue(page, series);
+  }
+};
+
+TEST_F(AdmissionWaitTest, BindTimesOutUntilTheNodeAdmitsItsLastPod) {
+  StartFarm(1, 2, 40960);
+  PauseKubelets(true);  // the node admits nothing: "first" stays bound, not admitted
+  ASSERT_TRUE(Submit("first", {{"main", 1, 8192, 20}}).ok());
+  ASSERT_TRUE(Bound("first").ok());
+  const std::string conflicts = R"(tessera_scheduler_decisions_total{verb="bind",outcome="conflict"})";
+  auto before = ExtenderSample(conflicts);
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  ASSERT_TRUE(Submit("second", {{"main", 1, 8192, 20}}).ok());
+
+  // kube-scheduler reports the extender's refusal of the bind.
+  const std::string why = "node " + farm_->node(0).info.name + " has not admitted pod " + ns_ + "/first yet";
+  auto says_why = [&why](const std::string& e) {
+    return e.find(why) != std::string::npos && e.find("waited 1000 ms") != std::string::npos;
+  };
+  const auto events = WaitForEvents("second", "FailedScheduling", seconds(30), says_why);
+  ASSERT_TRUE(std::any_of(events.begin(), events.end(), says_why)) << ::testing::PrintToString(events);
+  auto after = ExtenderSample(conflicts);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_GT(*after, *before);
+  // Its share was given back: between kube-scheduler's retries the extender
+  // holds no share assumed for an unposted bind, and nothing is over-committed.
+  const std::string assumed = R"(tessera_scheduler_pods_held{state="assumed"})";
+  Result<double> held = ExtenderSample(assumed);
+  const auto deadline = std::chrono::steady_clock::now() + seconds(20);
+  while (!(held.ok() && *held == 0) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(50));
+    held = ExtenderSample(assumed);
+  }
+  EXPECT_TRUE(held.ok() && *held == 0) << assumed << ": " << (held.ok() ? std::to_string(*held) : held.status().ToString());
+  auto second = client_->Get(kube::PodPath(ns_, "second"));
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_FALSE(IsBound(*second)) << "bound while the node's previous pod awaits admission";
+  auto overcommit = FindOvercommit(*client_);
+  EXPECT_TRUE(overcommit.empty()) << ::testing::PrintToString(overcommit);
+
+  // Admission resumes: the first pod runs, and a retry binds the second.
+  PauseKubelets(false);
+  ExpectRunningAsAssigned("first");
+  ExpectRunningAsAssigned("second", seconds(60));
+  overcommit = FindOvercommit(*client_);
+  EXPECT_TRUE(overcommit.empty()) << ::testing::PrintToString(overcommit);
 }
 
 }  // namespace
