@@ -8,15 +8,15 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <sstream>
-#include <thread>
 
 #include "core/codec.h"
 #include "kube/paths.h"
 #include "node/slots.h"
-#include "tests/kubelet_sim/node_farm.h"
+#include "tests/kubelet_sim/farm_suite.h"
 #include "tests/support/cluster_env.h"
 #include "tests/support/extender_suite.h"
 #include "tests/support/sim_nodes.h"
@@ -25,7 +25,6 @@ namespace tessera::testing {
 namespace {
 
 using nlohmann::json;
-using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 constexpr int64_t kGpuMemMiB = 16384;  // 16 GiB per simulated GPU
@@ -68,33 +67,17 @@ Result<json> LoadManifest(const std::string& path) {
   }
 }
 
-
-
-class CompatTest : public ExtenderSuite {
+class CompatTest : public FarmSuite {
  protected:
   static void SetUpTestSuite() { StartExtender("e2e-compat", {"--gpushare", "true", "--hami", "true"}); }
   static void TearDownTestSuite() { StopExtender(); }
   void SetUp() override { OpenNamespace("compat", 24); }
-  void TearDown() override {
-    if (!client_) return;
-    CloseNamespace();
-    StopFarm(*client_, farm_);
-  }
 
   // One node of `gpus` 16 GiB GPUs whose tessera-node serves both front ends.
   void StartFarm(int gpus) {
-    auto nodes = UniformSimNodes(group_, 1, gpus, "A100", kGpuMemMiB, 4);
-    for (auto& n : nodes) n.labels["tessera.io/e2e-group"] = group_;
-    NodeFarmOptions options;
-    options.bin_dir = env_->bin_dir;
-    options.kubeconfig = env_->kubeconfig;
-    options.log_dir = env_->dir + "/logs";
-    options.pid_dir = env_->dir + "/pids";
-    options.agent_flags = {"--gpushare", "true", "--hami", "true"};
-    options.extra_resources = {"aliyun.com/gpu-mem", "nvidia.com/gpu"};
-    auto farm = NodeFarm::Start(*client_, std::move(nodes), options);
-    ASSERT_TRUE(farm.ok()) << farm.status().ToString();
-    farm_ = std::move(farm).value();
+    FarmSuite::StartFarm(UniformSimNodes(group_, 1, gpus, "A100", kGpuMemMiB, 4),
+                         ClusterFarmOptions({"--gpushare", "true", "--hami", "true"},
+                                            {"aliyun.com/gpu-mem", "nvidia.com/gpu"}));
   }
 
   // The shipped example at `path`, as it is, placed in this test's namespace
@@ -102,7 +85,7 @@ class CompatTest : public ExtenderSuite {
   Result<json> Apply(const std::string& path) {
     TESSERA_ASSIGN_OR_RETURN(json pod, LoadManifest(path));
     pod["metadata"]["namespace"] = ns_;
-    pod["spec"]["nodeSelector"] = {{"tessera.io/e2e-group", group_}};
+    pod["spec"]["nodeSelector"] = GroupSelector();
     pod["spec"]["terminationGracePeriodSeconds"] = 0;
     TESSERA_RETURN_IF_ERROR(client_->Create(kube::PodsPath(ns_), pod).status());
     return pod;
@@ -116,9 +99,7 @@ class CompatTest : public ExtenderSuite {
     json allocation;  // deviceIDs, envs, mounts
   };
   Result<Admitted> RunningPod(const std::string& name, const std::string& container) {
-    TESSERA_ASSIGN_OR_RETURN(json pod, WaitForPod(*client_, ns_, name, [](const json& p) {
-      return Phase(p) == "Running" || Phase(p) == "Failed";
-    }, seconds(60)));
+    TESSERA_ASSIGN_OR_RETURN(json pod, Settled(name));
     if (Phase(pod) != "Running") return FailedPrecondition(name + " did not run: " + pod["status"].dump());
     Admitted out;
     out.pod = pod;
@@ -130,8 +111,6 @@ class CompatTest : public ExtenderSuite {
     out.allocation = all[container];
     return out;
   }
-
-  std::unique_ptr<NodeFarm> farm_;
 };
 
 std::string Env(const json& allocation, const std::string& name) {
@@ -206,20 +185,14 @@ TEST_F(CompatTest, MixedVocabulariesAreRejectedWithBothNames) {
   ASSERT_TRUE(pod.ok()) << pod.status().ToString();
   (*pod)["metadata"]["name"] = "mixed";
   (*pod)["metadata"]["namespace"] = ns_;
-  (*pod)["spec"]["nodeSelector"] = {{"tessera.io/e2e-group", group_}};
+  (*pod)["spec"]["nodeSelector"] = GroupSelector();
   (*pod)["spec"]["containers"][0]["resources"]["limits"]["tessera.io/gpu-mem"] = "3072";
   ASSERT_TRUE(client_->Create(kube::PodsPath(ns_), *pod).ok());
-  const auto deadline = std::chrono::steady_clock::now() + seconds(30);
-  std::vector<std::string> events;
-  bool named = false;
-  while (!named && std::chrono::steady_clock::now() < deadline) {
-    events = PodEvents(*client_, ns_, "mixed", "FailedScheduling");
-    for (const auto& e : events) {
-      named |= e.find("aliyun.com/gpu-mem") != std::string::npos && e.find("tessera.io/gpu-mem") != std::string::npos;
-    }
-    if (!named) std::this_thread::sleep_for(milliseconds(250));
-  }
-  EXPECT_TRUE(named) << ::testing::PrintToString(events);
+  auto names_both = [](const std::string& e) {
+    return e.find("aliyun.com/gpu-mem") != std::string::npos && e.find("tessera.io/gpu-mem") != std::string::npos;
+  };
+  const auto events = WaitForEvents("mixed", "FailedScheduling", seconds(30), names_both);
+  EXPECT_TRUE(std::any_of(events.begin(), events.end(), names_both)) << ::testing::PrintToString(events);
   auto now = client_->Get(kube::PodPath(ns_, "mixed"));
   ASSERT_TRUE(now.ok());
   EXPECT_FALSE(IsBound(*now));

@@ -49,11 +49,10 @@
 #include <regex>
 #include <set>
 #include <sstream>
-#include <thread>
 
 #include "core/codec.h"
 #include "kube/paths.h"
-#include "tests/kubelet_sim/node_farm.h"
+#include "tests/kubelet_sim/farm_suite.h"
 #include "tests/support/cluster_env.h"
 #include "tests/support/extender_suite.h"
 #include "tests/support/sim_nodes.h"
@@ -62,7 +61,6 @@ namespace tessera::testing {
 namespace {
 
 using nlohmann::json;
-using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 // Pods of examples/ that must stay Pending, and a piece of the reason
@@ -151,8 +149,6 @@ std::string ControlPlaneBin(const std::string& cluster_dir) {
   return "tools/controlplane/bin";
 }
 
-
-
 // The environment variables Tessera (or a front end) sets that `container`'s
 // command and args name.
 std::set<std::string> EnvNamesRead(const json& container) {
@@ -167,7 +163,7 @@ std::set<std::string> EnvNamesRead(const json& container) {
   return out;
 }
 
-class ExamplesTest : public ExtenderSuite {
+class ExamplesTest : public FarmSuite {
  protected:
   static void SetUpTestSuite() { StartExtender("e2e-examples", {"--gpushare", "true", "--hami", "true"}); }
   static void TearDownTestSuite() { StopExtender(); }
@@ -180,8 +176,7 @@ class ExamplesTest : public ExtenderSuite {
   void TearDown() override {
     scheduler_.Stop(SIGTERM, std::chrono::seconds(5));
     if (!client_) return;
-    CloseNamespace();
-    StopFarm(*client_, farm_);
+    FarmSuite::TearDown();
     std::filesystem::remove_all(work_);
   }
 
@@ -198,17 +193,8 @@ class ExamplesTest : public ExtenderSuite {
 
   // `nodes`, labelled with the group, with both front ends served.
   void StartFarm(std::vector<SimNode> nodes) {
-    for (auto& n : nodes) n.labels["tessera.io/e2e-group"] = group_;
-    NodeFarmOptions options;
-    options.bin_dir = env_->bin_dir;
-    options.kubeconfig = env_->kubeconfig;
-    options.log_dir = env_->dir + "/logs";
-    options.pid_dir = env_->dir + "/pids";
-    options.agent_flags = {"--gpushare", "true", "--hami", "true"};
-    options.extra_resources = {"aliyun.com/gpu-mem", "nvidia.com/gpu"};
-    auto farm = NodeFarm::Start(*client_, std::move(nodes), options);
-    ASSERT_TRUE(farm.ok()) << farm.status().ToString();
-    farm_ = std::move(farm).value();
+    FarmSuite::StartFarm(std::move(nodes), ClusterFarmOptions({"--gpushare", "true", "--hami", "true"},
+                                                              {"aliyun.com/gpu-mem", "nvidia.com/gpu"}));
   }
 
   // A kube-scheduler with the fixture's configuration (its extender entry)
@@ -242,7 +228,7 @@ class ExamplesTest : public ExtenderSuite {
     pod["kind"] = "Pod";
     pod["metadata"]["name"] = name;
     pod["metadata"]["namespace"] = ns_;
-    pod["spec"]["nodeSelector"]["tessera.io/e2e-group"] = group_;
+    pod["spec"]["nodeSelector"][kGroupLabel] = group_;
     pod["spec"]["terminationGracePeriodSeconds"] = 0;
     return pod;
   }
@@ -294,7 +280,6 @@ class ExamplesTest : public ExtenderSuite {
     return pods;
   }
 
-  std::unique_ptr<NodeFarm> farm_;
   ChildProcess scheduler_;
   std::string bin_, work_;
 };
@@ -326,13 +311,10 @@ TEST_F(ExamplesTest, EveryExampleReachesRunning) {
     SCOPED_TRACE(name + " from " + file);
     const auto pending = kExpectedPending.find(name);
     if (pending != kExpectedPending.end()) {
-      const auto deadline = std::chrono::steady_clock::now() + seconds(60);
+      auto says_why = [&pending](const std::string& e) { return e.find(pending->second) != std::string::npos; };
       std::string said;
-      while (said.empty() && std::chrono::steady_clock::now() < deadline) {
-        for (const auto& e : PodEvents(*client_, ns_, name, "FailedScheduling")) {
-          if (e.find(pending->second) != std::string::npos) said = e;
-        }
-        if (said.empty()) std::this_thread::sleep_for(milliseconds(250));
+      for (const auto& e : WaitForEvents(name, "FailedScheduling", seconds(60), says_why)) {
+        if (says_why(e)) said = e;
       }
       EXPECT_FALSE(said.empty()) << "no FailedScheduling event saying \"" << pending->second << "\"";
       auto now = client_->Get(kube::PodPath(ns_, name));
@@ -341,9 +323,7 @@ TEST_F(ExamplesTest, EveryExampleReachesRunning) {
       std::printf("%-24s %-41s pending: %s\n", name.c_str(), file.c_str(), said.substr(0, 110).c_str());
       continue;
     }
-    auto pod = WaitForPod(*client_, ns_, name, [](const json& p) {
-      return Phase(p) == "Running" || Phase(p) == "Failed";
-    }, seconds(120));
+    auto pod = Settled(name, seconds(120));
     ASSERT_TRUE(pod.ok()) << pod.status().ToString();
     ASSERT_EQ(Phase(*pod), "Running") << pod->dump();
     auto assignment = core::DecodeAssignment(Annotation(*pod, std::string(core::kAssignmentAnnotation)));
@@ -382,9 +362,7 @@ TEST_F(ExamplesTest, TfServingReplicasShareOneGpu) {
   ASSERT_EQ(pods->size(), 3u);
   std::set<std::string> gpus;
   for (const auto& name : *pods) {
-    auto pod = WaitForPod(*client_, ns_, name, [](const json& p) {
-      return Phase(p) == "Running" || Phase(p) == "Failed";
-    }, seconds(120));
+    auto pod = Settled(name, seconds(120));
     ASSERT_TRUE(pod.ok()) << pod.status().ToString();
     ASSERT_EQ(Phase(*pod), "Running") << pod->dump();
     auto assignment = core::DecodeAssignment(Annotation(*pod, std::string(core::kAssignmentAnnotation)));

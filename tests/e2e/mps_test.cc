@@ -19,7 +19,7 @@
 #include "core/codec.h"
 #include "kube/paths.h"
 #include "node/mps.h"
-#include "tests/kubelet_sim/node_farm.h"
+#include "tests/kubelet_sim/farm_suite.h"
 #include "tests/support/cluster_env.h"
 #include "tests/support/extender_suite.h"
 #include "tests/support/sim_nodes.h"
@@ -34,8 +34,6 @@ using std::chrono::seconds;
 // The stand-in daemon (a shell script).
 const char* kFakeControl = TESSERA_FAKE_MPS_CONTROL;
 
-
-
 std::string FirstLine(const std::string& path) {
   std::ifstream in(path);
   std::string line;
@@ -43,7 +41,7 @@ std::string FirstLine(const std::string& path) {
   return line;
 }
 
-class MpsPathTest : public ExtenderSuite {
+class MpsPathTest : public FarmSuite {
  protected:
   static void SetUpTestSuite() { StartExtender("e2e-mps"); }
   static void TearDownTestSuite() { StopExtender(); }
@@ -60,15 +58,7 @@ class MpsPathTest : public ExtenderSuite {
   }
   void TearDown() override {
     if (!dir_.empty()) InstallControl();  // the agent quits its daemons through it
-    if (client_) {
-      CloseNamespace();
-      std::vector<SimNode> nodes;
-      for (auto* farm : {&mps_farm_, &plain_farm_}) {
-        if (*farm) nodes.push_back((*farm)->node(0));
-        farm->reset();  // tessera-node quits its daemons on SIGTERM
-      }
-      (void)DeleteSimNodes(*client_, nodes);
-    }
+    FarmSuite::TearDown();                // tessera-node quits its daemons on SIGTERM
     KillLeftoverDaemons();
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
@@ -96,20 +86,12 @@ class MpsPathTest : public ExtenderSuite {
     ASSERT_FALSE(ec) << ec.message();
   }
 
-  // One node named <group>-<suffix>, labelled tessera.io/e2e-mps=<suffix>.
-  std::unique_ptr<NodeFarm> StartNode(const std::string& suffix, std::vector<std::string> flags) {
+  // One node named <group>-<suffix>, labelled tessera.io/e2e-mps=<suffix>,
+  // its tessera-node run with `flags`.
+  NodeFarm* StartNode(const std::string& suffix, std::vector<std::string> flags) {
     auto nodes = UniformSimNodes(group_ + "-" + suffix, 1, 2, "A100", 40960, 4);
-    nodes[0].labels["tessera.io/e2e-group"] = group_;
     nodes[0].labels["tessera.io/e2e-mps"] = suffix;
-    NodeFarmOptions options;
-    options.bin_dir = env_->bin_dir;
-    options.kubeconfig = env_->kubeconfig;
-    options.log_dir = env_->dir + "/logs";
-    options.pid_dir = env_->dir + "/pids";
-    options.agent_flags = std::move(flags);
-    auto farm = NodeFarm::Start(*client_, std::move(nodes), options);
-    EXPECT_TRUE(farm.ok()) << farm.status().ToString();
-    return farm.ok() ? std::move(farm).value() : nullptr;
+    return AddFarm(std::move(nodes), ClusterFarmOptions(std::move(flags)));
   }
 
   // The mps flag of each GPU in the node's published inventory, by uuid.
@@ -134,7 +116,7 @@ class MpsPathTest : public ExtenderSuite {
 
   Status SubmitMps(const std::string& name, const std::string& node_kind, int64_t mem_mib, int core_percent) {
     json pod = GpuPod(ns_, name, {{"main", 1, mem_mib, core_percent}},
-                      {{"tessera.io/e2e-group", group_}, {"tessera.io/e2e-mps", node_kind}},
+                      {{kGroupLabel, group_}, {"tessera.io/e2e-mps", node_kind}},
                       {{"tessera.io/isolation", "mps"}});
     return client_->Create(kube::PodsPath(ns_), pod).status();
   }
@@ -143,17 +125,10 @@ class MpsPathTest : public ExtenderSuite {
     EXPECT_TRUE(a.ok()) << a.status().ToString();
     return a.ok() ? a->containers.at(0).gpus.at(0).uuid : "";
   }
-  std::vector<std::string> EventsOf(const std::string& pod, const std::string& reason) {
-    std::vector<std::string> events;
-    for (int i = 0; i < 150 && events.empty(); ++i) {
-      events = PodEvents(*client_, ns_, pod, reason);
-      if (events.empty()) std::this_thread::sleep_for(milliseconds(100));
-    }
-    return events;
-  }
 
   std::string dir_, control_, mps_root_;
-  std::unique_ptr<NodeFarm> mps_farm_, plain_farm_;
+  NodeFarm* mps_farm_ = nullptr;  // owned by the fixture (AddFarm)
+  NodeFarm* plain_farm_ = nullptr;
 };
 
 TEST_F(MpsPathTest, MpsPodsRunOnlyWhereTheirGpusDaemonRuns) {
@@ -174,9 +149,7 @@ TEST_F(MpsPathTest, MpsPodsRunOnlyWhereTheirGpusDaemonRuns) {
 
   // An MPS pod runs with MPS's limits from its share and its GPU's pipe folder.
   ASSERT_TRUE(SubmitMps("mps-a", "on", 8192, 30).ok());
-  auto running = WaitForPod(*client_, ns_, "mps-a", [](const json& p) {
-    return Phase(p) == "Running" || Phase(p) == "Failed";
-  });
+  auto running = Settled("mps-a");
   ASSERT_TRUE(running.ok()) << running.status().ToString();
   ASSERT_EQ(Phase(*running), "Running") << (*running)["status"].dump() << "; see " << mps_farm_->AgentLog(0);
   const std::string gpu = AssignedGpu(*running);
@@ -199,7 +172,7 @@ TEST_F(MpsPathTest, MpsPodsRunOnlyWhereTheirGpusDaemonRuns) {
 
   // Held to the node without MPS: refused when scheduling, saying why.
   ASSERT_TRUE(SubmitMps("mps-nowhere", "off", 4096, 20).ok());
-  auto rejections = EventsOf("mps-nowhere", "FailedScheduling");
+  auto rejections = WaitForEvents("mps-nowhere", "FailedScheduling", seconds(15));
   ASSERT_FALSE(rejections.empty()) << "no FailedScheduling for an MPS pod held to a node without MPS";
   EXPECT_NE(rejections.back().find("runs MPS"), std::string::npos) << rejections.back();
   auto nowhere = client_->Get(kube::PodPath(ns_, "mps-nowhere"));
@@ -220,16 +193,14 @@ TEST_F(MpsPathTest, MpsPodsRunOnlyWhereTheirGpusDaemonRuns) {
   ASSERT_TRUE(WaitForPublishedMps(on.info.name, {{lost, false}, {kept, true}}))
       << "the node still says GPU " << lost << " runs MPS; see " << mps_farm_->AgentLog(0);
   mps_farm_->Kubelet(0).SetPaused(false);
-  auto refused = WaitForPod(*client_, ns_, "mps-late", [](const json& p) {
-    return Phase(p) == "Running" || Phase(p) == "Failed";
-  });
+  auto refused = Settled("mps-late");
   ASSERT_TRUE(refused.ok()) << refused.status().ToString();
   EXPECT_EQ(Phase(*refused), "Failed") << "an MPS pod must not start without its GPU's daemon";
   EXPECT_EQ((*refused)["status"].value("reason", ""), "UnexpectedAdmissionError");
   const std::string message = (*refused)["status"].value("message", "");
   EXPECT_NE(message.find("the MPS control daemon of GPU " + lost + " is not running"), std::string::npos) << message;
   EXPECT_TRUE(Annotation(*refused, kSimAllocationsAnnotation).empty());
-  auto events = EventsOf("mps-late", "TesseraAllocateFailed");
+  auto events = WaitForEvents("mps-late", "TesseraAllocateFailed", seconds(15));
   ASSERT_FALSE(events.empty()) << "no TesseraAllocateFailed Event on the pod";
   EXPECT_NE(events.back().find(lost), std::string::npos) << events.back();
 

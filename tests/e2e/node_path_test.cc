@@ -5,6 +5,7 @@
 // restarts of the kubelet, the node agent and the extender.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
@@ -17,7 +18,7 @@
 #include "kube/paths.h"
 #include "node/container_env.h"
 #include "node/slots.h"
-#include "tests/kubelet_sim/node_farm.h"
+#include "tests/kubelet_sim/farm_suite.h"
 #include "tests/support/cluster_env.h"
 #include "tests/support/extender_suite.h"
 #include "tests/support/http_probe.h"
@@ -30,8 +31,6 @@ namespace {
 using nlohmann::json;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-
 
 // Every way a Running pod's devices, env or mounts differ from its assignment.
 std::vector<std::string> Mismatches(const json& pod) {
@@ -84,39 +83,22 @@ std::vector<std::string> Mismatches(const json& pod) {
   return problems;
 }
 
-class NodePathTest : public ExtenderSuite {
+class NodePathTest : public FarmSuite {
  protected:
   static void SetUpTestSuite() { StartExtender("e2e-node-path"); }
   static void TearDownTestSuite() { StopExtender(); }
   void SetUp() override { OpenNamespace("np", 24); }
-  void TearDown() override {
-    if (!client_) return;
-    CloseNamespace();
-    StopFarm(*client_, farm_);
-  }
 
   // This test's nodes, each with a tessera-node and a kubelet stand-in.
+  using FarmSuite::StartFarm;
   void StartFarm(int count, int gpus, int64_t mem_mib, int slots = 4, std::vector<std::string> agent_flags = {}) {
-    auto nodes = UniformSimNodes(group_, count, gpus, "A100", mem_mib, slots);
-    for (auto& n : nodes) n.labels["tessera.io/e2e-group"] = group_;
-    NodeFarmOptions options;
-    options.bin_dir = env_->bin_dir;
-    options.kubeconfig = env_->kubeconfig;
-    options.log_dir = env_->dir + "/logs";
-    options.pid_dir = env_->dir + "/pids";
-    options.agent_flags = std::move(agent_flags);
-    auto farm = NodeFarm::Start(*client_, std::move(nodes), options);
-    ASSERT_TRUE(farm.ok()) << farm.status().ToString();
-    farm_ = std::move(farm).value();
-  }
-  void PauseKubelets(bool paused) {
-    for (size_t i = 0; i < farm_->size(); ++i) farm_->Kubelet(i).SetPaused(paused);
+    StartFarm(UniformSimNodes(group_, count, gpus, "A100", mem_mib, slots), ClusterFarmOptions(std::move(agent_flags)));
   }
 
   // `init` names the containers that become init containers.
   Status Submit(const std::string& name, const std::vector<ContainerShape>& containers,
                 const std::set<std::string>& init = {}) {
-    json pod = GpuPod(ns_, name, containers, {{"tessera.io/e2e-group", group_}});
+    json pod = GpuPod(ns_, name, containers, GroupSelector());
     if (!init.empty()) {
       json regular = json::array(), inits = json::array();
       for (const auto& c : pod["spec"]["containers"]) (init.count(c["name"]) ? inits : regular).push_back(c);
@@ -127,11 +109,6 @@ class NodePathTest : public ExtenderSuite {
   }
   Result<json> Bound(const std::string& name, seconds timeout = seconds(60)) {
     return WaitForPod(*client_, ns_, name, IsBound, timeout);
-  }
-  Result<json> Settled(const std::string& name, seconds timeout = seconds(60)) {
-    return WaitForPod(*client_, ns_, name, [](const json& p) {
-      return Phase(p) == "Running" || Phase(p) == "Failed";
-    }, timeout);
   }
   // Waits for Running and checks the allocation against the assignment.
   void ExpectRunningAsAssigned(const std::string& name, seconds timeout = seconds(60)) {
@@ -177,8 +154,6 @@ class NodePathTest : public ExtenderSuite {
     argv.insert(argv.end(), args.begin(), args.end());
     return ChildProcess::Start(argv, env_->dir + "/logs/" + log);
   }
-
-  std::unique_ptr<NodeFarm> farm_;
 };
 
 // Two same-size pods for different GPUs of one node, submitted together. The
@@ -387,11 +362,7 @@ TEST_F(NodePathTest, VanishedGpuFailsTheAllocateWithItsReason) {
   EXPECT_NE(message.find(lost), std::string::npos) << message;
   EXPECT_TRUE(Annotation(*pod, kSimAllocationsAnnotation).empty());
   // tessera-node says so on the pod too.
-  std::vector<std::string> events;
-  for (int i = 0; i < 100 && events.empty(); ++i) {
-    events = PodEvents(*client_, ns_, "orphan", "TesseraAllocateFailed");
-    if (events.empty()) std::this_thread::sleep_for(milliseconds(100));
-  }
+  auto events = WaitForEvents("orphan", "TesseraAllocateFailed", seconds(10));
   ASSERT_FALSE(events.empty()) << "no TesseraAllocateFailed Event on the pod";
   EXPECT_NE(events.back().find(lost), std::string::npos) << events.back();
 }
@@ -462,11 +433,7 @@ TEST_F(NodePathTest, ContainerUsageReachesMetricsAnnotationEventsAndTop) {
   wait_for("tessera_gpu_containers" + gpu_labels, same_gpu ? 2 : 1);
 
   // The refusal is an Event on the pod that names the limit.
-  std::vector<std::string> events;
-  for (int i = 0; i < 100 && events.empty(); ++i) {
-    events = PodEvents(*client_, ns_, "user", "TesseraOOMRefused");
-    if (events.empty()) std::this_thread::sleep_for(milliseconds(100));
-  }
+  auto events = WaitForEvents("user", "TesseraOOMRefused", seconds(10));
   ASSERT_FALSE(events.empty()) << "no TesseraOOMRefused Event; see " << farm_->AgentLog(0);
   EXPECT_NE(events.back().find("1024 MiB"), std::string::npos) << events.back();
 
@@ -523,7 +490,7 @@ TEST_F(NodePathTest, BurstPodBorrowsIdleTimeUpToItsCeilingAndGivesItBack) {
   if (std::getenv("TESSERA_TEST_CLIENT") == nullptr || std::getenv("TESSERA_TEST_PRELOAD") == nullptr)
     GTEST_SKIP() << "needs the fake CUDA client (not in this build)";
   StartFarm(1, 1, 40960, 4, {"--usage-interval-ms", "100"});
-  json burst = GpuPod(ns_, "burst", {{"main", 1, 1024, 20}}, {{"tessera.io/e2e-group", group_}});
+  json burst = GpuPod(ns_, "burst", {{"main", 1, 1024, 20}}, GroupSelector());
   burst["metadata"]["annotations"]["tessera.io/gpu-core-limit"] = "60";
   ASSERT_TRUE(client_->Create(kube::PodsPath(ns_), burst).ok());
   ASSERT_TRUE(Submit("owner", {{"main", 1, 1024, 80}}).ok());
@@ -600,6 +567,67 @@ TEST_F(NodePathTest, DeletedPodsRegionFolderIsRemovedAfterTheGrace) {
   // Several passes later the live pod's folder is still there.
   std::this_thread::sleep_for(seconds(3));
   EXPECT_TRUE(std::filesystem::exists(stays_dir + "/main.arbiter.json"));
+}
+
+// The other side of one pod awaiting admission per node: a bind to a node
+// that has not admitted its previous pod gives up after the admission wait
+// (--admission-wait-ms, 1 s here rather than the default 4 s), releases the
+// share it booked and fails saying why; kube-scheduler retries the pod, and
+// once the node admits the first pod the second is bound and admitted. The
+// suite's own tessera-scheduler runs with that flag.
+class AdmissionWaitTest : public NodePathTest {
+ protected:
+  static void SetUpTestSuite() { StartExtender("e2e-node-path", {"--admission-wait-ms", "1000"}); }
+
+  // A sample of the extender's /metrics, `series` as SampleValue takes it.
+  static Result<double> ExtenderSample(const std::string& series) {
+    TESSERA_ASSIGN_OR_RETURN(std::string page, FetchMetrics(env_->extender_port));
+    return SampleValue(page, series);
+  }
+};
+
+TEST_F(AdmissionWaitTest, BindTimesOutUntilTheNodeAdmitsItsLastPod) {
+  StartFarm(1, 2, 40960);
+  PauseKubelets(true);  // the node admits nothing: "first" stays bound, not admitted
+  ASSERT_TRUE(Submit("first", {{"main", 1, 8192, 20}}).ok());
+  ASSERT_TRUE(Bound("first").ok());
+  const std::string conflicts = R"(tessera_scheduler_decisions_total{verb="bind",outcome="conflict"})";
+  auto before = ExtenderSample(conflicts);
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  ASSERT_TRUE(Submit("second", {{"main", 1, 8192, 20}}).ok());
+
+  // kube-scheduler reports the extender's refusal of the bind.
+  const std::string why = "node " + farm_->node(0).info.name + " has not admitted pod " + ns_ + "/first yet";
+  auto says_why = [&why](const std::string& e) {
+    return e.find(why) != std::string::npos && e.find("waited 1000 ms") != std::string::npos;
+  };
+  const auto events = WaitForEvents("second", "FailedScheduling", seconds(30), says_why);
+  ASSERT_TRUE(std::any_of(events.begin(), events.end(), says_why)) << ::testing::PrintToString(events);
+  auto after = ExtenderSample(conflicts);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_GT(*after, *before);
+  // Its share was given back: between kube-scheduler's retries the extender
+  // holds no share assumed for an unposted bind, and nothing is over-committed.
+  const std::string assumed = R"(tessera_scheduler_pods_held{state="assumed"})";
+  Result<double> held = ExtenderSample(assumed);
+  const auto deadline = std::chrono::steady_clock::now() + seconds(20);
+  while (!(held.ok() && *held == 0) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(50));
+    held = ExtenderSample(assumed);
+  }
+  EXPECT_TRUE(held.ok() && *held == 0) << assumed << ": " << (held.ok() ? std::to_string(*held) : held.status().ToString());
+  auto second = client_->Get(kube::PodPath(ns_, "second"));
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_FALSE(IsBound(*second)) << "bound while the node's previous pod awaits admission";
+  auto overcommit = FindOvercommit(*client_);
+  EXPECT_TRUE(overcommit.empty()) << ::testing::PrintToString(overcommit);
+
+  // Admission resumes: the first pod runs, and a retry binds the second.
+  PauseKubelets(false);
+  ExpectRunningAsAssigned("first");
+  ExpectRunningAsAssigned("second", seconds(60));
+  overcommit = FindOvercommit(*client_);
+  EXPECT_TRUE(overcommit.empty()) << ::testing::PrintToString(overcommit);
 }
 
 }  // namespace
