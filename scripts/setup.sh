@@ -83,6 +83,45 @@ fetch_cuda_headers 12.9.79 "$CUDA_HEADERS_DIR/12.9" nvidia/ \
   nvidia-cuda-runtime-cu12==12.9.79 nvidia-nvml-dev-cu12==12.9.79
 fetch_cuda_headers 13.0.96 "$CUDA_HEADERS_DIR/13.0" nvidia/ nvidia-cuda-runtime==13.0.96
 
+# An older glibc for cuda_glibc_load_test, which loads libtessera-cuda.so
+# under it: Debian 11's libc6 and libc-bin (glibc 2.31, as in Ubuntu 20.04
+# images, before libpthread and libdl merged into libc). Fetched with apt
+# from the Debian mirror this machine already uses, into private lists
+# (the system's apt configuration is not touched); unpacked, never
+# installed, into third_party/glibc-old (git-ignored). Optional: without it
+# the test skips and says why.
+fetch_old_glibc() {  # fetch_old_glibc DEST_DIR
+  local dest=$1 suite=bullseye
+  [[ -x "$dest/usr/bin/getconf" ]] && return 0
+  [[ $(dpkg --print-architecture 2>/dev/null) == amd64 ]] || return 0
+  local mirror
+  mirror=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE)' 2>/dev/null |
+           awk '$2 !~ /security|updates|backports/ {print $1; exit}')
+  if [[ -z "$mirror" ]]; then
+    echo "setup: warning: no Debian mirror configured; cuda_glibc_load_test will skip" >&2
+    return 0
+  fi
+  local tmp; tmp=$(mktemp -d)
+  mkdir -p "$tmp/lists/partial" "$tmp/cache/archives/partial"
+  echo "deb $mirror $suite main" > "$tmp/sources.list"
+  local apt=(-o "Dir::Etc::SourceList=$tmp/sources.list" -o Dir::Etc::SourceParts=/nonexistent
+             -o "Dir::State::Lists=$tmp/lists" -o "Dir::Cache=$tmp/cache" -o APT::Sandbox::User=root)
+  local version
+  if apt-get "${apt[@]}" -qq update >/dev/null 2>&1 &&
+     version=$(apt-cache "${apt[@]}" madison libc6 | awk -v s="$suite" '$0 ~ s {print $3; exit}') &&
+     [[ -n "$version" ]] &&
+     (cd "$tmp" && apt-get "${apt[@]}" -qq download "libc6=$version" "libc-bin=$version" >/dev/null 2>&1); then
+    rm -rf "$dest.partial" "$dest"; mkdir -p "$dest.partial"
+    for deb in "$tmp"/*.deb; do dpkg-deb -x "$deb" "$dest.partial"; done
+    mv "$dest.partial" "$dest"
+    echo "setup: glibc $version ($suite) in $dest"
+  else
+    echo "setup: warning: could not fetch $suite's libc6; cuda_glibc_load_test will skip" >&2
+  fi
+  rm -rf "$tmp"
+}
+fetch_old_glibc "$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/third_party/glibc-old"
+
 if [[ "${TESSERA_SKIP_CONTROLPLANE:-0}" != 1 ]]; then
   "$(dirname "${BASH_SOURCE[0]}")/../tools/controlplane/build.sh"
   "$(dirname "${BASH_SOURCE[0]}")/../tools/controlplane/build-helm.sh"

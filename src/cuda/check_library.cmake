@@ -1,10 +1,12 @@
 # Checks the built libtessera-cuda.so against what it promises:
 #  1. it exports exactly dlsym and the hooks of hook_list.inc;
 #  2. none of the library's own objects has a static constructor;
-#  3. it needs nothing at run time beyond libc, libdl, libpthread, libm and
-#     the loader (skipped under sanitizers, whose runtimes it then needs).
+#  3. it needs nothing at run time beyond libc, libdl, libpthread, librt and
+#     the loader, and no symbol version of libstdc++, libgcc or a glibc newer
+#     than GLIBC_BASELINE (so it loads in old images: glibc_compat.cc);
+#     skipped under sanitizers, whose runtimes it then needs.
 #   cmake -DLIB=... -DLIST=hook_list.inc "-DOBJECTS=a.o;b.o" -DCHECK_NEEDED=ON -DCHECK_CTORS=ON
-#         -P check_library.cmake
+#         -DGLIBC_BASELINE=2.17 -P check_library.cmake
 cmake_minimum_required(VERSION 3.18)
 
 file(STRINGS "${LIST}" lines REGEX "^TESSERA_(CU|NVML)_HOOK\\(")
@@ -45,11 +47,45 @@ if(CHECK_NEEDED)
   execute_process(COMMAND readelf -dW "${LIB}" OUTPUT_VARIABLE dyn)
   string(REGEX MATCHALL "Shared library: \\[[^]]+\\]" needed "${dyn}")
   foreach(n IN LISTS needed)
-    if(NOT n MATCHES "\\[(libc\\.so|libdl\\.so|libpthread\\.so|libm\\.so|ld-linux)")
-      message(FATAL_ERROR "libtessera-cuda.so needs ${n}: only libc, libdl, pthread, libm allowed")
+    if(NOT n MATCHES "\\[(libc\\.so|libdl\\.so|libpthread\\.so|librt\\.so|ld-linux)")
+      message(FATAL_ERROR "libtessera-cuda.so needs ${n}: only libc, libdl, libpthread, librt allowed")
     endif()
   endforeach()
+
+  # Every symbol version the loader will ask for (readelf -V, .gnu.version_r).
+  execute_process(COMMAND readelf -VW "${LIB}" OUTPUT_VARIABLE versions RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "readelf -V failed on ${LIB}")
+  endif()
+  string(REGEX MATCHALL "Name: [A-Z_]+[0-9.]*" wanted "${versions}")
+  set(newest 0)
+  set(too_new "")
+  foreach(w IN LISTS wanted)
+    string(REPLACE "Name: " "" w "${w}")
+    if(w MATCHES "^GLIBC_([0-9.]+)$")
+      set(v ${CMAKE_MATCH_1})
+      if(v VERSION_GREATER newest)
+        set(newest ${v})
+      endif()
+      if(GLIBC_BASELINE AND v VERSION_GREATER GLIBC_BASELINE)
+        list(APPEND too_new ${w})
+      endif()
+    elseif(w MATCHES "^(GLIBCXX|CXXABI|GCC)_")
+      message(FATAL_ERROR "libtessera-cuda.so needs ${w}: libstdc++/libgcc must be linked statically")
+    endif()
+  endforeach()
+  if(too_new)
+    execute_process(COMMAND objdump -T "${LIB}" OUTPUT_VARIABLE syms)
+    set(culprits "")
+    foreach(w IN LISTS too_new)
+      string(REGEX MATCHALL "\\(${w}\\)[ \t]+[A-Za-z0-9_]+" hits "${syms}")
+      list(APPEND culprits ${hits})
+    endforeach()
+    message(FATAL_ERROR "libtessera-cuda.so needs ${too_new}, newer than the baseline GLIBC_${GLIBC_BASELINE}:"
+            " ${culprits}. Bind these to an older version in src/cuda/glibc_compat.cc.")
+  endif()
 endif()
 list(LENGTH expected n_exports)
 list(LENGTH OBJECTS n_objects)
-message(STATUS "libtessera-cuda.so: ${n_exports} exports as listed, ${n_objects} objects without static constructors")
+message(STATUS "libtessera-cuda.so: ${n_exports} exports as listed, ${n_objects} objects without static constructors"
+        "; newest glibc needed: ${newest} (baseline ${GLIBC_BASELINE})")
