@@ -87,12 +87,13 @@ class CaptureTest : public fake_test::DeviceTest {
   tessera::region::ComputeShare& Compute() { return region_->layout()->compute[0]; }
   tessera::region::GpuShare& Memory() { return region_->layout()->gpus[0]; }
 
-  // GPU time charged so far, once the gate's helper thread has charged every
-  // completed launch (it polls every millisecond of real time).
-  uint64_t SettledUsedUs() {
+  // GPU time charged so far, once it reached `at_least` (within 10 s of
+  // real time) and the gate's helper thread, which polls every millisecond
+  // of real time, has stopped charging.
+  uint64_t SettledUsedUs(uint64_t at_least) {
     EXPECT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
     uint64_t last = Compute().used_us.load();
-    for (int stable = 0; stable < 10;) {
+    for (int stable = 0, waits = 0; (last < at_least && waits < 2000) || stable < 10; ++waits) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
       const uint64_t now = Compute().used_us.load();
       stable = now == last ? stable + 1 : 0;
@@ -170,8 +171,9 @@ TEST_F(CaptureTest, AnotherThreadsGatedLaunchesKeepAGlobalCapture) {
 // (the clock does not move), and they are neither counted nor charged. The
 // graph's launch is gated and charged what it ran.
 TEST_F(CaptureTest, CapturedLaunchesAreNeitherHeldNorChargedTheGraphIs) {
+  const uint64_t before = Compute().used_us.load();
   ASSERT_EQ(Launch(Kernel(0x2003, 70'000), stream_), CUDA_SUCCESS);  // 70 ms: debt at 25 %
-  const uint64_t used0 = SettledUsedUs();
+  const uint64_t used0 = SettledUsedUs(before + 70'000);
   ASSERT_LT(Compute().balance_us.load(), 0);
   const uint64_t launches0 = Compute().launches.load();
   const uint64_t t0 = tessera_fake_cuda_now_us();
@@ -192,7 +194,7 @@ TEST_F(CaptureTest, CapturedLaunchesAreNeitherHeldNorChargedTheGraphIs) {
   ASSERT_EQ(cuGraphInstantiateWithFlags(&exec, g, 0), CUDA_SUCCESS);
   ASSERT_EQ(cuGraphLaunch(exec, stream_), CUDA_SUCCESS);
   EXPECT_GE(tessera_fake_cuda_now_us(), t0 + 1000);  // held for the debt
-  const uint64_t charged = SettledUsedUs() - used0;
+  const uint64_t charged = SettledUsedUs(used0 + 50'000) - used0;
   EXPECT_GE(charged, 50'000u);
   EXPECT_LE(charged, 50'010u);
   EXPECT_EQ(Compute().launches.load(), launches0 + 1);
