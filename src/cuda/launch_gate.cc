@@ -38,6 +38,25 @@ void MonotonicSleepUntilUs(uint64_t us) {
   }
 }
 
+// The calling thread's capture-interaction mode, relaxed for the scope: the
+// gate's event calls are then never "potentially unsafe" under an
+// application's capture. Restored on exit; a driver that cannot exchange
+// modes (no capture) is left alone.
+class RelaxedCaptureScope {
+ public:
+  RelaxedCaptureScope()
+      : exchanged_(TESSERA_REAL(cuThreadExchangeStreamCaptureMode)(&mode_) == CUDA_SUCCESS) {}
+  ~RelaxedCaptureScope() {
+    if (exchanged_) TESSERA_REAL(cuThreadExchangeStreamCaptureMode)(&mode_);
+  }
+  RelaxedCaptureScope(const RelaxedCaptureScope&) = delete;
+  RelaxedCaptureScope& operator=(const RelaxedCaptureScope&) = delete;
+
+ private:
+  CUstreamCaptureMode mode_ = CU_STREAM_CAPTURE_MODE_RELAXED;  // then the caller's
+  const bool exchanged_;
+};
+
 }  // namespace
 
 GateClock MonotonicClock() { return GateClock{&MonotonicNowUs, &MonotonicSleepUntilUs}; }
@@ -92,10 +111,16 @@ LaunchGate::Ticket LaunchGate::Before(const void* fn, CUstream stream, bool ptsz
   if (!bucket.Limited()) return t;
   if (bucket.PassThrough()) {
     // `share` with no arbiter yet: not gated, but counted, so an arbiter
-    // that starts sees who is active.
+    // that starts sees who is active (captured launches too: no driver call
+    // is spent telling them apart here).
     layout_->compute[gpu].launches.fetch_add(1, std::memory_order_relaxed);
     return t;
   }
+  // Captured: nothing runs now, and the gate must not wait, record, query
+  // or charge (an event recorded in a capture cannot be queried). The graph
+  // is gated when launched.
+  if (StreamCapturing(stream, ptsz)) return t;
+  RelaxedCaptureScope relaxed;
   StartHelper();
   while (DrainOne(gpu)) {
   }
@@ -187,7 +212,11 @@ LaunchGate::Ticket LaunchGate::Before(const void* fn, CUstream stream, bool ptsz
 
 void LaunchGate::After(Ticket& t, CUresult r) {
   if (t.gpu < 0) return;
-  Event* end = r == CUDA_SUCCESS && t.start != nullptr ? NewEvent(t.ctx, t.stream) : nullptr;
+  Event* end = nullptr;
+  if (r == CUDA_SUCCESS && t.start != nullptr) {
+    RelaxedCaptureScope relaxed;
+    end = NewEvent(t.ctx, t.stream);
+  }
   std::lock_guard<std::mutex> l(mu_);
   PerGpu& g = gpus_[t.gpu];
   if (end == nullptr) {
@@ -269,6 +298,9 @@ void LaunchGate::StartHelper() {
 
 void* LaunchGate::HelperMain(void* self) {
   auto* gate = static_cast<LaunchGate*>(self);
+  // Relaxed for good: this thread makes no call but the gate's.
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  TESSERA_REAL(cuThreadExchangeStreamCaptureMode)(&mode);
   while (!gate->stop_.load(std::memory_order_acquire)) {
     gate->Drain();
     MonotonicSleepUntilUs(MonotonicNowUs() + kPollUs);

@@ -18,6 +18,16 @@
 // a long kernel seen for the first time cannot be queued many times over on
 // a guess.
 //
+// Stream capture: a launch on a capturing stream (StreamCapturing,
+// runtime.h) runs nothing, so it passes straight to the driver, neither
+// held, recorded nor charged; its graph is gated and charged as one launch
+// at cuGraphLaunch. Every event call of the gate (create, record, query,
+// elapsed time, destroy) runs with the calling thread's capture-interaction
+// mode relaxed, restored afterwards (the helper is relaxed throughout):
+// under a global capture in any thread, or a global or thread-local one in
+// this thread, a query from a thread that is not relaxed would fail and
+// invalidate the application's capture.
+//
 // Thread-safety: all methods are thread-safe; mu_ is never held across a
 // driver call. One instance per process, owned by the runtime.
 //
@@ -69,14 +79,11 @@ class LaunchGate {
   // Blocks (sleeping) while the current device's bucket does not admit a
   // launch of `fn` (a CUfunction or CUgraphExec), then records the launch's
   // start event on `stream` (`ptsz`: a NULL stream is the per-thread
-  // default stream).
+  // default stream). On a capturing stream: returns at once, not gated.
   Ticket Before(const void* fn, CUstream stream, bool ptsz);
   // After the driver accepted (or refused, `r`) the launch: records its end
   // event and queues it for measurement.
   void After(Ticket& t, CUresult r);
-  // Charges every queued launch whose events have completed. Never blocks.
-  void Drain();
-
   // Fork handlers (pthread_atfork, through the runtime): the child has no
   // helper thread, and its parent's events and contexts are not its own.
   void PrepareFork();
@@ -120,7 +127,11 @@ class LaunchGate {
   // A launch left the in-flight set: measured (`measured_us`) or not.
   void Settle(PerGpu& g, const void* fn, uint64_t estimate_us,
               const uint64_t* measured_us);  // requires mu_
+  // Charges the oldest queued launch of `gpu` if its events have completed;
+  // false when there is none. Never blocks. Drain: every GPU, until none.
+  // Both require the calling thread's capture-interaction mode relaxed.
   bool DrainOne(int gpu);
+  void Drain();
   void StartHelper();
   static void* HelperMain(void* self);
 

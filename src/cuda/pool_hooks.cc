@@ -1,6 +1,12 @@
 // Hooks of stream-ordered allocation, memory pools and graph memory. Pools
 // cache freed memory, so a pool is charged by its reserved bytes, not by the
 // sizes asked of it; the graph pool likewise, read after each launch.
+//
+// On a capturing stream (StreamCapturing, runtime.h) a stream-ordered
+// allocation or free is a node of the graph: nothing is allocated or freed
+// until the graph runs. Such calls pass through, neither admitted nor
+// charged nor released; the graph's memory is charged by the graph pool's
+// reserve after cuGraphLaunch.
 #include <cstdint>
 
 #include "cuda/driver_table.h"
@@ -53,11 +59,11 @@ CUresult FromPool(Accountant& acct, int gpu, CUmemoryPool pool, CUdeviceptr* dpt
 
 template <typename Real, typename RealFree>
 [[gnu::cold, gnu::noinline]] CUresult AllocAsync(CUdeviceptr* dptr, size_t bytes, CUstream stream,
-                                                 Real real, RealFree real_free) {
+                                                 bool ptsz, Real real, RealFree real_free) {
   Accountant* acct = EnsureInit() == kEnforce ? CurrentAccountant() : nullptr;
   const int gpu = acct != nullptr ? CurrentDevice() : -1;
   CUmemoryPool pool = nullptr;
-  if (!ValidGpu(gpu) || dptr == nullptr || bytes == 0 ||
+  if (!ValidGpu(gpu) || dptr == nullptr || bytes == 0 || StreamCapturing(stream, ptsz) ||
       TESSERA_REAL(cuDeviceGetMemPool)(&pool, gpu) != CUDA_SUCCESS) {
     return real(dptr, bytes, stream);
   }
@@ -69,9 +75,10 @@ template <typename Real, typename RealFree>
 template <typename Real, typename RealFree>
 [[gnu::cold, gnu::noinline]] CUresult AllocFromPoolAsync(CUdeviceptr* dptr, size_t bytes,
                                                          CUmemoryPool pool, CUstream stream,
-                                                         Real real, RealFree real_free) {
+                                                         bool ptsz, Real real, RealFree real_free) {
   Accountant* acct = EnsureInit() == kEnforce ? CurrentAccountant() : nullptr;
-  if (acct == nullptr || dptr == nullptr || bytes == 0 || pool == nullptr) {
+  if (acct == nullptr || dptr == nullptr || bytes == 0 || pool == nullptr ||
+      StreamCapturing(stream, ptsz)) {
     return real(dptr, bytes, pool, stream);
   }
   // A pool we saw created on the host is not the GPU's; one we did not see
@@ -87,12 +94,12 @@ template <typename Real, typename RealFree>
 }
 
 template <typename RealFree>
-[[gnu::cold, gnu::noinline]] CUresult FreeAsync(CUdeviceptr dptr, CUstream stream,
+[[gnu::cold, gnu::noinline]] CUresult FreeAsync(CUdeviceptr dptr, CUstream stream, bool ptsz,
                                                 RealFree real_free) {
   EnsureInit();
   CUresult r = real_free(dptr, stream);
   Accountant* acct = CurrentAccountant();
-  if (r != CUDA_SUCCESS || acct == nullptr) return r;
+  if (r != CUDA_SUCCESS || acct == nullptr || StreamCapturing(stream, ptsz)) return r;
   if (uint64_t pool = acct->PoolOf(dptr); pool != 0) {
     acct->Release(Space::kAsyncPtr, dptr);
     RefreshPool(*acct, pool);
@@ -106,7 +113,8 @@ template <typename Real>
 [[gnu::cold, gnu::noinline]] CUresult GraphLaunch(CUgraphExec exec, CUstream stream, bool ptsz,
                                                   Real real) {
   EnsureInit();
-  // The whole graph is one launch at the gate, costed by its measured time.
+  // The whole graph is one launch at the gate, costed by its measured time
+  // (launched into a capture, a child graph: passes, see LaunchGate).
   LaunchGate* gate = CurrentGate();
   LaunchGate::Ticket t;
   if (gate != nullptr) t = gate->Before(exec, stream, ptsz);
@@ -124,13 +132,13 @@ namespace hooks {
 
 CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream stream) noexcept {
   if (PassThrough()) [[likely]] return TESSERA_REAL(cuMemAllocAsync)(dptr, bytesize, stream);
-  return AllocAsync(dptr, bytesize, stream, TESSERA_LAZY(cuMemAllocAsync),
+  return AllocAsync(dptr, bytesize, stream, false, TESSERA_LAZY(cuMemAllocAsync),
                     TESSERA_LAZY(cuMemFreeAsync));
 }
 
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream stream) noexcept {
   if (PassThrough()) [[likely]] return TESSERA_REAL(cuMemAllocAsync_ptsz)(dptr, bytesize, stream);
-  return AllocAsync(dptr, bytesize, stream, TESSERA_LAZY(cuMemAllocAsync_ptsz),
+  return AllocAsync(dptr, bytesize, stream, true, TESSERA_LAZY(cuMemAllocAsync_ptsz),
                     TESSERA_LAZY(cuMemFreeAsync_ptsz));
 }
 
@@ -138,27 +146,27 @@ CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPoo
                                  CUstream stream) noexcept {
   if (PassThrough()) [[likely]]
     return TESSERA_REAL(cuMemAllocFromPoolAsync)(dptr, bytesize, pool, stream);
-  return AllocFromPoolAsync(dptr, bytesize, pool, stream, TESSERA_LAZY(cuMemAllocFromPoolAsync),
-                            TESSERA_LAZY(cuMemFreeAsync));
+  return AllocFromPoolAsync(dptr, bytesize, pool, stream, false,
+                            TESSERA_LAZY(cuMemAllocFromPoolAsync), TESSERA_LAZY(cuMemFreeAsync));
 }
 
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
                                       CUstream stream) noexcept {
   if (PassThrough()) [[likely]]
     return TESSERA_REAL(cuMemAllocFromPoolAsync_ptsz)(dptr, bytesize, pool, stream);
-  return AllocFromPoolAsync(dptr, bytesize, pool, stream,
+  return AllocFromPoolAsync(dptr, bytesize, pool, stream, true,
                             TESSERA_LAZY(cuMemAllocFromPoolAsync_ptsz),
                             TESSERA_LAZY(cuMemFreeAsync_ptsz));
 }
 
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) noexcept {
   if (PassThrough()) [[likely]] return TESSERA_REAL(cuMemFreeAsync)(dptr, stream);
-  return FreeAsync(dptr, stream, TESSERA_LAZY(cuMemFreeAsync));
+  return FreeAsync(dptr, stream, false, TESSERA_LAZY(cuMemFreeAsync));
 }
 
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) noexcept {
   if (PassThrough()) [[likely]] return TESSERA_REAL(cuMemFreeAsync_ptsz)(dptr, stream);
-  return FreeAsync(dptr, stream, TESSERA_LAZY(cuMemFreeAsync_ptsz));
+  return FreeAsync(dptr, stream, true, TESSERA_LAZY(cuMemFreeAsync_ptsz));
 }
 
 CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) noexcept {

@@ -228,6 +228,14 @@ int CurrentDevice() {
   return dev;
 }
 
+bool StreamCapturing(CUstream stream, bool ptsz) {
+  if (stream == nullptr) stream = ptsz ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  const CUresult r = TESSERA_REAL(cuStreamIsCapturing)(stream, &status);
+  if (r == CUDA_ERROR_NOT_FOUND) return false;  // our stub: no capture in this driver
+  return r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 void RefreshPool(Accountant& acct, uint64_t pool) {
   const int gpu = acct.PoolGpu(pool);
   if (gpu < 0) return;

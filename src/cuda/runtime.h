@@ -50,6 +50,15 @@ LaunchGate* CurrentGate();
 
 // The calling thread's current device ordinal, or -1 without a context.
 int CurrentDevice();
+// Whether work on `stream` (NULL: the legacy stream, or with `ptsz` the
+// per-thread default stream) is being captured into a graph, not run: true
+// while it captures (active or invalidated) and when the driver cannot say
+// (the legacy stream beside a capturing blocking stream answers
+// CUDA_ERROR_STREAM_CAPTURE_IMPLICIT). Hooks pass such work through,
+// neither gated nor charged, and touch nothing on the stream; the graph is
+// gated and charged when launched. A driver without cuStreamIsCapturing
+// has no capture: false. One driver call; no lock.
+bool StreamCapturing(CUstream stream, bool ptsz);
 inline bool ValidGpu(int gpu) { return gpu >= 0 && gpu < region::kMaxGpus; }
 
 // Admission with one retry: on refusal, reaps dead processes of the

@@ -7,7 +7,8 @@
 //   device), FAKE_CUDA_DRIVER_VERSION (default 12090).
 // Pools reserve in 2 MiB steps; arrays take whole 64 KiB pages; VMM handles
 // need 2 MiB multiples; pitch is the width rounded up to 512 bytes. Kernels,
-// graphs, streams and events run on a simulated clock (fake_launch.cc).
+// graphs, streams and events run on a simulated clock (fake_launch.cc);
+// streams can be captured into graphs (fake_capture.cc).
 #include "fake_cuda/fake_state.h"
 
 namespace fake {
@@ -111,6 +112,7 @@ CUresult cuMemGetInfo(unsigned int* free_bytes, unsigned int* total) {
 CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t bytes) {
   std::lock_guard<std::mutex> l(S().mu);
   if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = UnsafeCallLocked(); r != CUDA_SUCCESS) return r;  // not stream-ordered
   if (CUresult r = Take(t_device, bytes); r != CUDA_SUCCESS) return r;
   *p = NewAddress(bytes);
   S().linear[*p] = {t_device, bytes};

@@ -11,6 +11,9 @@
 // blocking stream and every blocking stream waits for it, as in CUDA. A
 // stream holds at most kQueueDepth unfinished launches; one more waits for
 // the oldest, as a real driver's push buffer makes the host wait.
+//
+// On a capturing stream (fake_capture.cc) launches and event records are
+// added to the capture's graph instead: nothing runs and the clock stays.
 #include <algorithm>
 #include <deque>
 #include <set>
@@ -37,6 +40,7 @@ struct Event {
   bool timing;
   bool recorded = false;
   uint64_t t_ns = 0;
+  uint64_t capture_id = 0;  // last recorded in this capture; 0: outside any
 };
 
 struct Interval {
@@ -124,6 +128,12 @@ CUresult Launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, CUstream s,
   if (f == nullptr || gx == 0 || gy == 0 || gz == 0) return CUDA_ERROR_INVALID_VALUE;
   Stream* st = Resolve(s, ptsz);
   if (st == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (Capture* c = CaptureOfLocked(st); c != nullptr) {
+    if (CUresult r = CaptureUsableLocked(c); r != CUDA_SUCCESS) return r;
+    c->graph->kernel_ns += DurationOf(f);  // a kernel node: runs with the graph
+    return CUDA_SUCCESS;
+  }
+  if (CUresult r = ImplicitLocked(st); r != CUDA_SUCCESS) return r;
   if (cooperative) {
     ++T().coop[st->dev];
     T().coop_grid[st->dev] = uint64_t{gx} * gy * gz;
@@ -152,16 +162,36 @@ CUresult Record(CUevent e, CUstream s, bool ptsz) {
   Stream* st = Resolve(s, ptsz);
   if (e == nullptr || st == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   Event* ev = reinterpret_cast<Event*>(e);
+  if (Capture* c = CaptureOfLocked(st); c != nullptr) {
+    if (CUresult r = CaptureUsableLocked(c); r != CUDA_SUCCESS) return r;
+    ev->capture_id = c->id;  // an event node: completes when the graph runs
+    ++T().events_recorded;
+    return CUDA_SUCCESS;
+  }
+  if (CUresult r = ImplicitLocked(st); r != CUDA_SUCCESS) return r;
   ev->recorded = true;
+  ev->capture_id = 0;
   ev->t_ns = ReadyAt(st);
   ++T().events_recorded;
   return CUDA_SUCCESS;
+}
+
+// Synchronizing or querying a capturing stream breaks its capture, whatever
+// the thread's mode; the legacy stream then depends on capturing streams.
+CUresult StreamWaitable(Stream* st) {
+  if (Capture* c = CaptureOfLocked(st); c != nullptr) {
+    c->invalidated = true;
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  if (CUresult r = ImplicitLocked(st); r != CUDA_SUCCESS) return r;
+  return UnsafeCallLocked();
 }
 
 CUresult StreamSync(CUstream s, bool ptsz) {
   std::lock_guard<std::mutex> l(S().mu);
   Stream* st = Resolve(s, ptsz);
   if (st == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r = StreamWaitable(st); r != CUDA_SUCCESS) return r;
   Advance(ReadyAt(st));
   return CUDA_SUCCESS;
 }
@@ -170,6 +200,7 @@ CUresult StreamQuery(CUstream s, bool ptsz) {
   std::lock_guard<std::mutex> l(S().mu);
   Stream* st = Resolve(s, ptsz);
   if (st == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r = StreamWaitable(st); r != CUDA_SUCCESS) return r;
   return ReadyAt(st) <= T().now_ns ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
@@ -194,6 +225,11 @@ uint64_t EnqueueLocked(void* stream, uint64_t duration_ns) {
 }
 
 void* ResolveStreamLocked(CUstream s, bool ptsz) { return Resolve(s, ptsz); }
+
+StreamInfo InfoLocked(void* stream) {
+  const Stream* st = static_cast<Stream*>(stream);
+  return StreamInfo{st->dev, st->blocking, st == &T().legacy[st->dev]};
+}
 
 }  // namespace fake
 
@@ -286,6 +322,7 @@ CUresult cuCtxGetCurrent(CUcontext* ctx) {
 CUresult cuCtxSynchronize() {
   std::lock_guard<std::mutex> l(S().mu);
   if (t_device < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  if (CUresult r = UnsafeCallLocked(); r != CUDA_SUCCESS) return r;
   for (const Stream* st : T().streams) {
     if (st->dev == t_device) Advance(st->tail_ns);
   }
@@ -311,6 +348,7 @@ CUresult cuStreamDestroy_v2(CUstream s) {
       T().streams.erase(st) == 0)
     return CUDA_ERROR_INVALID_HANDLE;
   // Its work still runs (CUDA lets destroyed streams drain); keep its intervals.
+  ForgetStreamLocked(st);
   delete st;
   return CUDA_SUCCESS;
 }
@@ -336,12 +374,16 @@ CUresult cuEventQuery(CUevent e) {
   std::lock_guard<std::mutex> l(S().mu);
   if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   const Event* ev = reinterpret_cast<Event*>(e);
+  if (ev->capture_id != 0) return CapturedEventLocked(ev->capture_id);
+  if (CUresult r = UnsafeCallLocked(); r != CUDA_SUCCESS) return r;
   return !ev->recorded || ev->t_ns <= T().now_ns ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 CUresult cuEventSynchronize(CUevent e) {
   std::lock_guard<std::mutex> l(S().mu);
   if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   const Event* ev = reinterpret_cast<Event*>(e);
+  if (ev->capture_id != 0) return CapturedEventLocked(ev->capture_id);
+  if (CUresult r = UnsafeCallLocked(); r != CUDA_SUCCESS) return r;
   if (ev->recorded) Advance(ev->t_ns);
   return CUDA_SUCCESS;
 }
@@ -351,6 +393,8 @@ CUresult cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
   if (start == nullptr || end == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   const Event* a = reinterpret_cast<Event*>(start);
   const Event* b = reinterpret_cast<Event*>(end);
+  if (a->capture_id != 0) return CapturedEventLocked(a->capture_id);
+  if (b->capture_id != 0) return CapturedEventLocked(b->capture_id);
   if (!a->timing || !b->timing || !a->recorded || !b->recorded) return CUDA_ERROR_INVALID_HANDLE;
   if (a->t_ns > T().now_ns || b->t_ns > T().now_ns) return CUDA_ERROR_NOT_READY;
   *ms = static_cast<float>((static_cast<double>(b->t_ns) - static_cast<double>(a->t_ns)) / 1e6);

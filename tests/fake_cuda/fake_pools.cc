@@ -28,6 +28,27 @@ CUresult FromPool(CUdeviceptr* dptr, size_t bytes, Pool* pool) {
   return CUDA_SUCCESS;
 }
 
+// A stream-ordered allocation (dptr != nullptr) or free on `s`: on a
+// capturing stream a memory node of the graph, which reserves nothing until
+// the graph is launched (a free node frees nothing now); false when `s` is
+// not capturing (or names no stream the fake knows: as before capture
+// existed, the stream is not checked). `*r`: the call's result.
+bool Captured(CUresult* r, CUdeviceptr* dptr, size_t bytes, CUstream s, bool ptsz) {
+  std::lock_guard<std::mutex> l(S().mu);
+  void* st = ResolveStreamLocked(s, ptsz);
+  Capture* c = st != nullptr ? CaptureOfLocked(st) : nullptr;
+  if (c == nullptr) return false;
+  *r = CaptureUsableLocked(c);
+  if (*r != CUDA_SUCCESS || dptr == nullptr) return true;
+  if (bytes == 0) {
+    *r = CUDA_ERROR_INVALID_VALUE;
+    return true;
+  }
+  c->graph->bytes += bytes;
+  *dptr = NewAddress(bytes);
+  return true;
+}
+
 }  // namespace
 
 extern "C" {
@@ -80,8 +101,9 @@ CUresult cuMemPoolTrimTo(CUmemoryPool handle, size_t keep) {
   }
   return CUDA_SUCCESS;
 }
-CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytes, CUstream) {
+CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytes, CUstream s) {
   if (t_device < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  if (CUresult r = CUDA_SUCCESS; Captured(&r, dptr, bytes, s, false)) return r;
   Pool* pool;
   {
     std::lock_guard<std::mutex> l(S().mu);
@@ -90,16 +112,20 @@ CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytes, CUstream) {
   return FromPool(dptr, bytes, pool);
 }
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUstream s) {
+  if (CUresult r = CUDA_SUCCESS; Captured(&r, dptr, bytes, s, true)) return r;
   return cuMemAllocAsync(dptr, bytes, s);
 }
-CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream) {
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream s) {
+  if (CUresult r = CUDA_SUCCESS; Captured(&r, dptr, bytes, s, false)) return r;
   return FromPool(dptr, bytes, reinterpret_cast<Pool*>(pool));
 }
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool,
                                       CUstream s) {
+  if (CUresult r = CUDA_SUCCESS; Captured(&r, dptr, bytes, s, true)) return r;
   return cuMemAllocFromPoolAsync(dptr, bytes, pool, s);
 }
-CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream) {
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s) {
+  if (CUresult r = CUDA_SUCCESS; Captured(&r, nullptr, 0, s, false)) return r;
   {
     std::lock_guard<std::mutex> l(S().mu);
     auto it = S().async.find(dptr);
@@ -111,6 +137,9 @@ CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream) {
   }
   return cuMemFree_v2(dptr);  // stream-ordered free of cuMemAlloc memory
 }
-CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s) { return cuMemFreeAsync(dptr, s); }
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s) {
+  if (CUresult r = CUDA_SUCCESS; Captured(&r, nullptr, 0, s, true)) return r;
+  return cuMemFreeAsync(dptr, s);
+}
 
 }  // extern "C"

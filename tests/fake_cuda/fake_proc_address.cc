@@ -17,6 +17,7 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction, unsigned, unsigned, unsigned
 CUresult cuEventRecord_ptsz(CUevent, CUstream);
 CUresult cuStreamSynchronize_ptsz(CUstream);
 CUresult cuStreamQuery_ptsz(CUstream);
+CUresult cuStreamBeginCapture_v2_ptsz(CUstream, CUstreamCaptureMode);
 }
 
 namespace {
@@ -51,7 +52,11 @@ const Entry kTable[] = {
     E(cuStreamDestroy_v2), E(cuStreamSynchronize), E(cuStreamSynchronize_ptsz), E(cuStreamQuery),
     E(cuStreamQuery_ptsz), E(cuEventCreate), E(cuEventDestroy), E(cuEventDestroy_v2),
     E(cuEventRecord), E(cuEventRecord_ptsz), E(cuEventQuery), E(cuEventSynchronize),
-    E(cuEventElapsedTime), E(cuEventElapsedTime_v2),
+    E(cuEventElapsedTime), E(cuEventElapsedTime_v2), E(cuStreamBeginCapture),
+    E(cuStreamBeginCapture_ptsz), E(cuStreamBeginCapture_v2), E(cuStreamBeginCapture_v2_ptsz),
+    E(cuStreamEndCapture), E(cuStreamIsCapturing), E(cuStreamGetCaptureInfo),
+    E(cuStreamGetCaptureInfo_ptsz), E(cuStreamGetCaptureInfo_v2), E(cuStreamGetCaptureInfo_v3),
+    E(cuThreadExchangeStreamCaptureMode),
 };
 #undef E
 

@@ -38,6 +38,12 @@ struct AsyncBlock {
   Pool* pool;
   uint64_t bytes;
 };
+// A graph (CUgraph) and its instantiation (CUgraphExec): only what a launch
+// costs matters, its kernels' summed duration and its memory nodes' bytes.
+struct Graph {
+  uint64_t bytes = 0;
+  uint64_t kernel_ns = 0;  // simulated duration of one launch
+};
 
 struct State {
   State();
@@ -70,5 +76,47 @@ uint64_t EnvU(const char* name, uint64_t def);
 // work of `duration_ns` queued on it; returns when it ends.
 void* ResolveStreamLocked(CUstream s, bool ptsz);
 uint64_t EnqueueLocked(void* stream, uint64_t duration_ns);
+// What a resolved stream is: its device, whether it synchronizes with the
+// legacy default stream, and whether it is that stream.
+struct StreamInfo {
+  int dev;
+  bool blocking;
+  bool legacy;
+};
+StreamInfo InfoLocked(void* stream);
+
+// Stream capture (fake_capture.cc); callers hold S().mu. `stream` is a
+// resolved stream. A capture records work into its graph instead of running
+// it, until cuStreamEndCapture hands the graph over.
+struct Capture {
+  uint64_t id;
+  CUstreamCaptureMode mode;
+  uint64_t thread;  // ThreadId() of the thread that began it
+  void* stream;
+  bool invalidated = false;
+  Graph* graph;
+};
+// This thread's identity, for capture ownership and modes.
+uint64_t ThreadId();
+// The capture `stream` belongs to, or nullptr.
+Capture* CaptureOfLocked(void* stream);
+// Whether work may be added to `c`: CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+// once it is invalidated.
+CUresult CaptureUsableLocked(const Capture* c);
+// Work on `stream` that would depend implicitly on a capturing stream (the
+// legacy default stream while a blocking stream of its device captures):
+// invalidates those captures and returns CUDA_ERROR_STREAM_CAPTURE_IMPLICIT.
+CUresult ImplicitLocked(void* stream);
+// A potentially unsafe call (synchronize, query, cuMemAlloc): prohibited
+// while this thread's capture-interaction mode is not relaxed and a global
+// capture runs anywhere, or a non-relaxed one on this thread. Prohibited:
+// those captures are invalidated, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED.
+CUresult UnsafeCallLocked();
+// Use of an event last recorded in capture `capture_id` (cuEventQuery,
+// cuEventSynchronize, cuEventElapsedTime): invalidates that capture if it
+// still runs; CUDA_ERROR_CAPTURED_EVENT.
+CUresult CapturedEventLocked(uint64_t capture_id);
+// `stream` is being destroyed: its capture, if any, ends unfinished.
+void ForgetStreamLocked(void* stream);
 
 }  // namespace fake

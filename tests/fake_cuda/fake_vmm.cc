@@ -39,17 +39,18 @@ CUresult DropArray(uint64_t key) {
   return CUDA_SUCCESS;
 }
 
-struct Graph {
-  uint64_t bytes = 0;
-  uint64_t kernel_ns = 0;  // simulated duration of one launch
-};
-
 CUresult LaunchGraph(CUgraphExec exec, CUstream s, bool ptsz) {
   std::lock_guard<std::mutex> l(S().mu);
   if (exec == nullptr) return CUDA_ERROR_INVALID_VALUE;
   void* st = ResolveStreamLocked(s, ptsz);
   if (st == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   const Graph* g = reinterpret_cast<Graph*>(exec);
+  if (Capture* c = CaptureOfLocked(st); c != nullptr) {
+    if (CUresult r = CaptureUsableLocked(c); r != CUDA_SUCCESS) return r;
+    c->graph->kernel_ns += g->kernel_ns;  // a child graph node
+    return CUDA_SUCCESS;
+  }
+  if (CUresult r = ImplicitLocked(st); r != CUDA_SUCCESS) return r;
   uint64_t& have = S().graph_reserved[t_device];
   if (g->bytes > have) {
     if (CUresult r = Take(t_device, g->bytes - have); r != CUDA_SUCCESS) return r;
@@ -169,8 +170,10 @@ CUresult cuMipmappedArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS* r
   return cuArrayGetMemoryRequirements(req, reinterpret_cast<CUarray>(m), dev);
 }
 
-// Graphs: only memory-allocation nodes matter. Launching reserves the graph's
-// bytes in the device's graph pool, which keeps them until trimmed.
+// Graphs: built with memory-allocation nodes or by stream capture (kernels,
+// memory nodes: fake_capture.cc). Launching runs the graph's kernels for
+// their summed duration and reserves its bytes in the device's graph pool,
+// which keeps them until trimmed.
 CUresult cuGraphCreate(CUgraph* g, unsigned int) {
   *g = reinterpret_cast<CUgraph>(new Graph());
   return CUDA_SUCCESS;
