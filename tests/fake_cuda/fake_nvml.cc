@@ -6,8 +6,9 @@
 // (tessera_fake_nvml_set_load). Also, read at each call:
 //   FAKE_NVML_NAME  marketing name of every device (default "NVIDIA H100 80GB HBM3")
 //   FAKE_NVML_SMS   multiprocessor count (default 132)
-// Device i has uuid GPU-fa4e0000-0000-4000-8000-<i, 12 digits> and sits on
-// NUMA node i % 2. Tests steer it through the exported tessera_fake_nvml_*
+// NVML enumerates every device in PCI order (CUDA_VISIBLE_DEVICES and
+// CUDA_DEVICE_ORDER are CUDA's, not NVML's): device i is the fake driver's
+// physical device i, with the same UUID (fake_uuid.h), on NUMA node i % 2. Tests steer it through the exported tessera_fake_nvml_*
 // functions below (find them with dlsym).
 #define NVML_NO_UNVERSIONED_FUNC_DEFS 1
 #include <algorithm>
@@ -22,6 +23,8 @@
 #include <deque>
 #include <mutex>
 #include <set>
+
+#include "fake_cuda/fake_uuid.h"
 
 namespace {
 constexpr unsigned kMaxDevices = 16;
@@ -181,8 +184,8 @@ nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char* name, unsigned int length) 
 }
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char* uuid, unsigned int length) {
   if (nvmlReturn_t r = Check(d); r != NVML_SUCCESS) return r;
-  char buf[64];
-  snprintf(buf, sizeof buf, "GPU-fa4e0000-0000-4000-8000-%012u", IndexOf(d));
+  char buf[fake::kUuidChars + 1];
+  fake::UuidString(IndexOf(d), buf);
   return CopyOut(buf, uuid, length);
 }
 nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t d, nvmlDeviceAttributes_t* a) {

@@ -51,7 +51,7 @@ const Entry kTable[] = {
     E(cuStreamDestroy_v2), E(cuStreamSynchronize), E(cuStreamSynchronize_ptsz), E(cuStreamQuery),
     E(cuStreamQuery_ptsz), E(cuEventCreate), E(cuEventDestroy), E(cuEventDestroy_v2),
     E(cuEventRecord), E(cuEventRecord_ptsz), E(cuEventQuery), E(cuEventSynchronize),
-    E(cuEventElapsedTime), E(cuEventElapsedTime_v2),
+    E(cuEventElapsedTime), E(cuEventElapsedTime_v2), E(cuDeviceGetUuid), E(cuDeviceGetUuid_v2),
 };
 #undef E
 
@@ -63,7 +63,11 @@ void* Find(const std::string& name) {
 }
 
 // The cudaVersion from which `base` resolves to its _v2 variant.
-int V2Since(const char* base) { return std::strcmp(base, "cuGetProcAddress") == 0 ? 12000 : 3020; }
+int V2Since(const char* base) {
+  if (std::strcmp(base, "cuGetProcAddress") == 0) return 12000;
+  if (std::strcmp(base, "cuDeviceGetUuid") == 0) return 11040;
+  return 3020;
+}
 
 CUresult Lookup(const char* symbol, void** pfn, int version, cuuint64_t flags,
                 CUdriverProcAddressQueryResult* status) {
