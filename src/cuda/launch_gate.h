@@ -52,7 +52,8 @@ GateClock MonotonicClock();
 class LaunchGate {
  public:
   struct Event;
-  // What Before() admitted; After() completes it. gpu < 0: not gated.
+  // What Before() admitted; After() completes it. gpu: the container's GPU
+  // index (not the CUDA ordinal); < 0: not gated.
   struct Ticket {
     int gpu = -1;
     CUstream stream = nullptr;
@@ -66,10 +67,11 @@ class LaunchGate {
   // `layout` outlives the gate.
   LaunchGate(region::Layout* layout, GateClock clock);
 
-  // Blocks (sleeping) while the current device's bucket does not admit a
+  // Blocks (sleeping) while the bucket of the current device (the one of
+  // its index among the container's GPUs, device_map.h) does not admit a
   // launch of `fn` (a CUfunction or CUgraphExec), then records the launch's
-  // start event on `stream` (`ptsz`: a NULL stream is the per-thread
-  // default stream).
+  // start event on `stream` (`ptsz`: a NULL stream is the per-thread default
+  // stream).
   Ticket Before(const void* fn, CUstream stream, bool ptsz);
   // After the driver accepted (or refused, `r`) the launch: records its end
   // event and queues it for measurement.
