@@ -132,7 +132,10 @@ TEST_F(MultiGpuTest, DeviceTotalMemShowsEachShare) {
 }
 
 // NVML enumerates the node's devices in PCI order whatever CUDA shows; each
-// reports its own share, and what the container has charged on it.
+// reports its own share, and what the container has charged on it, as
+// nvidia-smi shows them (it reads nvmlDeviceGetMemoryInfo_v2): the driver's
+// reserve (FAKE_NVML_RESERVED_MIB=5) is outside every share. C, not the
+// container's, is the card as NVML reports it.
 TEST_F(MultiGpuTest, NvmlShowsEachDevicesShare) {
   ASSERT_EQ(nvmlInit_v2(), NVML_SUCCESS);
   unsigned n = 0;
@@ -158,9 +161,11 @@ TEST_F(MultiGpuTest, NvmlShowsEachDevicesShare) {
     nvmlMemory_v2_t m2{};
     m2.version = nvmlMemory_v2;
     ASSERT_EQ(nvmlDeviceGetMemoryInfo_v2(dev, &m2), NVML_SUCCESS);
+    const uint64_t reserved = limit != 0 ? 0 : 5 * kMiB;
     EXPECT_EQ(m2.total, total);
+    EXPECT_EQ(m2.reserved, reserved);
     EXPECT_EQ(m2.used, used);
-    EXPECT_EQ(m2.free, total - used);
+    EXPECT_EQ(m2.free, total - reserved - used);
   }
   EXPECT_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
   fake_test::UseDevice(0);
