@@ -1,6 +1,7 @@
 // The share as the container sees it: cuMemGetInfo, cuDeviceTotalMem and
 // NVML memory info all answer from VirtualMemInfo, so every surface agrees.
 // They never add an error of their own; a driver error passes through.
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 
@@ -57,6 +58,11 @@ MemView CurrentView(uint64_t phys_free, uint64_t phys_total) {
 
 // NVML devices are matched to the container's GPUs by UUID (device_map.h):
 // NVML's index is PCI order, unrelated to CUDA's ordinals.
+// nvmlMemory_v2_t also has `reserved`, the driver's own reserve on the card
+// (total = reserved + used + free). No share is charged for it, so the share
+// view shows none of it (used is then the share's charged usage, as in
+// nvmlMemory_t); the card's total (TESSERA_GPU_MEM_VIEW=device) keeps it,
+// apart from used.
 template <typename Mem>
 [[gnu::cold, gnu::noinline]] nvmlReturn_t NvmlMemory(nvmlDevice_t device, Mem* memory,
                                                      nvmlReturn_t r) {
@@ -64,10 +70,19 @@ template <typename Mem>
   if (r != NVML_SUCCESS || memory == nullptr || acct == nullptr) return r;
   const int gpu = NvmlShareIndex(device);
   if (!ValidGpu(gpu) || acct->Limit(gpu) == 0) return r;
-  MemView v = VirtualMemInfo(acct->Limit(gpu), acct->Used(gpu), memory->free, memory->total, TotalViewOf());
+  const TotalView view = TotalViewOf();
+  MemView v = VirtualMemInfo(acct->Limit(gpu), acct->Used(gpu), memory->free, memory->total, view);
   memory->total = v.total;
   memory->free = v.free;
   memory->used = v.used;
+  if constexpr (requires { memory->reserved; }) {
+    if (view == TotalView::kShare) {
+      memory->reserved = 0;
+    } else {
+      // free <= the card's free, so used (everything else) covers the reserve.
+      memory->used -= std::min<unsigned long long>(memory->used, memory->reserved);
+    }
+  }
   return r;
 }
 
@@ -109,14 +124,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) 
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory) noexcept {
   if (!EnsureNvml()) return NVML_ERROR_LIBRARY_NOT_FOUND;
-  nvmlReturn_t r = TESSERA_REAL(nvmlDeviceGetMemoryInfo_v2)(device, memory);
-  const unsigned long long reserved = memory != nullptr ? memory->reserved : 0;
-  r = NvmlMemory(device, memory, r);
-  // Keep total = reserved + used + free within the share.
-  if (r == NVML_SUCCESS && memory != nullptr && memory->used >= reserved) {
-    memory->used -= reserved;
-  }
-  return r;
+  return NvmlMemory(device, memory, TESSERA_REAL(nvmlDeviceGetMemoryInfo_v2)(device, memory));
 }
 
 }  // namespace hooks
