@@ -42,8 +42,8 @@ struct Config {
   // TESSERA_LOG_LEVEL: 0 error, 1 warning (default), 2 info, 3 debug.
   int log_level = 1;
   // TESSERA_GPU_CORE_PERCENT_<i>, else TESSERA_GPU_CORE_PERCENT: compute
-  // share of device i in parts per million ("12.5" -> 125000). 0 or 100 %:
-  // no compute limit, launches pass through.
+  // share of the container's GPU i in parts per million ("12.5" -> 125000).
+  // 0 or 100 %: no compute limit, launches pass through.
   uint32_t core_ppm[region::kMaxGpus] = {};
   // TESSERA_GPU_CORE_POLICY=share (default) | hard. `hard` caps the
   // container at its share. `share` is work-conserving: the node agent's
