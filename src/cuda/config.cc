@@ -43,6 +43,22 @@ bool Config::AnyLimit() const {
   return false;
 }
 
+bool Config::AnyUuid() const {
+  for (bool b : has_uuid) {
+    if (b) return true;
+  }
+  return false;
+}
+
+int Config::ShareIndexOf(int fallback, const GpuUuid* device_uuid) const {
+  if (!AnyUuid()) return fallback >= 0 && fallback < region::kMaxGpus ? fallback : -1;
+  if (device_uuid == nullptr) return -1;
+  for (int i = 0; i < region::kMaxGpus; ++i) {
+    if (has_uuid[i] && uuid[i] == *device_uuid) return i;
+  }
+  return -1;
+}
+
 bool Config::AnyComputeLimit() const {
   for (uint32_t p : core_ppm) {
     if (p != 0 && p < kPpm) return true;
@@ -70,6 +86,26 @@ Config ParseConfig(const std::function<const char*(const char*)>& env,
   Config c;
   if (const char* v = env("TESSERA_CUDA_DISABLE")) c.disabled = std::strcmp(v, "1") == 0;
   if (const char* v = env("TESSERA_REGION_DIR")) c.region_dir = v;
+  for (int i = 0; i < region::kMaxGpus; ++i) {
+    const std::string name = "TESSERA_GPU_UUID_" + std::to_string(i);
+    const char* v = env(name.c_str());
+    if (v == nullptr) continue;
+    GpuUuid u;
+    if (!ParseGpuUuid(v, &u)) {
+      problems->push_back(name + "=\"" + v +
+                          "\" is not a GPU UUID (GPU- and 36 characters, as nvidia-smi -L shows); ignored");
+      continue;
+    }
+    int same = 0;
+    while (same < i && !(c.has_uuid[same] && c.uuid[same] == u)) ++same;
+    if (same < i) {
+      problems->push_back(name + "=\"" + v + "\" repeats TESSERA_GPU_UUID_" + std::to_string(same) +
+                          "; ignored");
+      continue;
+    }
+    c.uuid[i] = u;
+    c.has_uuid[i] = true;
+  }
   uint64_t all = 0;
   ReadLimit(env, "TESSERA_GPU_MEM_LIMIT_MIB", &all, problems);
   for (int i = 0; i < region::kMaxGpus; ++i) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/gpu_uuid.h"
 #include "region/region.h"
 
 namespace tessera::cuda {
@@ -20,8 +21,15 @@ struct Config {
   // TESSERA_REGION_DIR: the container's region directory (shared by all its
   // processes). Empty: a region private to this process and its forks.
   std::string region_dir;
-  // TESSERA_GPU_MEM_LIMIT_MIB_<i> (device ordinal i as the container sees
-  // it), else TESSERA_GPU_MEM_LIMIT_MIB for every device. 0 = no limit.
+  // TESSERA_GPU_UUID_<i>: the UUID of the i-th GPU of the container's
+  // assignment ("GPU-" + 36 characters, as NVML writes it). Index i (of every
+  // per-GPU variable below, and of the region's per-GPU slots) then means the
+  // device with this UUID, whatever its CUDA ordinal or NVML index
+  // (ShareIndexOf). has_uuid[i]: whether uuid[i] was given.
+  GpuUuid uuid[region::kMaxGpus] = {};
+  bool has_uuid[region::kMaxGpus] = {};
+  // TESSERA_GPU_MEM_LIMIT_MIB_<i> (the container's GPU i, see `uuid`), else
+  // TESSERA_GPU_MEM_LIMIT_MIB for every device. 0 = no limit.
   uint64_t limit_bytes[region::kMaxGpus] = {};
   // TESSERA_MANAGED_MEMORY=count (default) | ignore: whether
   // cuMemAllocManaged counts against the limit.
@@ -34,8 +42,8 @@ struct Config {
   // TESSERA_LOG_LEVEL: 0 error, 1 warning (default), 2 info, 3 debug.
   int log_level = 1;
   // TESSERA_GPU_CORE_PERCENT_<i>, else TESSERA_GPU_CORE_PERCENT: compute
-  // share of device i in parts per million ("12.5" -> 125000). 0 or 100 %:
-  // no compute limit, launches pass through.
+  // share of the container's GPU i in parts per million ("12.5" -> 125000).
+  // 0 or 100 %: no compute limit, launches pass through.
   uint32_t core_ppm[region::kMaxGpus] = {};
   // TESSERA_GPU_CORE_POLICY=share (default) | hard. `hard` caps the
   // container at its share. `share` is work-conserving: the node agent's
@@ -52,6 +60,14 @@ struct Config {
 
   bool AnyLimit() const;
   bool AnyComputeLimit() const;
+  bool AnyUuid() const;
+
+  // The index (0 to kMaxGpus - 1) of the device whose UUID is `uuid` and
+  // whose CUDA ordinal or NVML index is `fallback`, or -1 when it is not part
+  // of the share (no limit applies to it). With UUIDs configured, the i
+  // whose uuid[i] equals `uuid` (nullptr, the UUID being unknown: -1). With
+  // none (limits set by hand), `fallback` itself when it is in range.
+  int ShareIndexOf(int fallback, const GpuUuid* uuid) const;
 };
 
 // Reads the TESSERA_* variables through `env` (nullptr = unset). A value that

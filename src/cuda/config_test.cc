@@ -116,5 +116,39 @@ TEST(ConfigTest, BadComputeValuesAreReportedAndIgnored) {
   EXPECT_EQ(c.core_window_us, 100'000u);
 }
 
+TEST(ConfigTest, GpuUuidsAreReadPerIndex) {
+  std::vector<std::string> problems;
+  Config c = Parse({{"TESSERA_GPU_UUID_0", "GPU-fa4e0000-0000-4000-8000-000000000001"},
+                    {"TESSERA_GPU_UUID_1", "GPU-FA4E0000-0000-4000-8000-000000000000"}},
+                   &problems);
+  EXPECT_TRUE(problems.empty());
+  EXPECT_TRUE(c.AnyUuid());
+  EXPECT_TRUE(c.has_uuid[0]);
+  EXPECT_TRUE(c.has_uuid[1]);
+  EXPECT_FALSE(c.has_uuid[2]);
+  EXPECT_EQ(c.uuid[0].bytes[15], 0x01);
+  EXPECT_EQ(c.uuid[1].bytes[15], 0x00);
+  EXPECT_EQ(c.uuid[1].bytes[0], 0xfa);
+  EXPECT_FALSE(Parse({}, &problems).AnyUuid());
+}
+
+TEST(ConfigTest, BadGpuUuidsAreReportedAndIgnored) {
+  std::vector<std::string> problems;
+  Config c = Parse({{"TESSERA_GPU_UUID_0", "GPU-fa4e0000-0000-4000-8000-000000000001"},
+                    {"TESSERA_GPU_UUID_1", "0"},
+                    {"TESSERA_GPU_UUID_2", "MIG-fa4e0000-0000-4000-8000-000000000001"},
+                    {"TESSERA_GPU_UUID_3", "GPU-fa4e0000-0000-4000-8000-00000000001"},
+                    {"TESSERA_GPU_UUID_4", "GPU-FA4E0000-0000-4000-8000-000000000001"}},
+                   &problems);
+  ASSERT_EQ(problems.size(), 4u);
+  EXPECT_NE(problems[0].find("TESSERA_GPU_UUID_1=\"0\" is not a GPU UUID"), std::string::npos);
+  EXPECT_NE(problems[1].find("TESSERA_GPU_UUID_2"), std::string::npos);
+  EXPECT_NE(problems[2].find("TESSERA_GPU_UUID_3"), std::string::npos);
+  EXPECT_NE(problems[3].find("TESSERA_GPU_UUID_4=\"GPU-FA4E0000-0000-4000-8000-000000000001\" repeats TESSERA_GPU_UUID_0"),
+            std::string::npos);
+  EXPECT_TRUE(c.has_uuid[0]);
+  for (int i = 1; i <= 4; ++i) EXPECT_FALSE(c.has_uuid[i]) << i;
+}
+
 }  // namespace
 }  // namespace tessera::cuda

@@ -105,7 +105,7 @@ void LaunchGate::Unref(Event* e) {
 
 LaunchGate::Ticket LaunchGate::Before(const void* fn, CUstream stream, bool ptsz) {
   Ticket t;
-  const int gpu = CurrentDevice();
+  const int gpu = CurrentGpu().index;  // the container's GPU index: its bucket
   if (!ValidGpu(gpu)) return t;
   ComputeBucket bucket(layout_->compute[gpu], &layout_->arbiter);
   if (!bucket.Limited()) return t;

@@ -62,7 +62,8 @@ GateClock MonotonicClock();
 class LaunchGate {
  public:
   struct Event;
-  // What Before() admitted; After() completes it. gpu < 0: not gated.
+  // What Before() admitted; After() completes it. gpu: the container's GPU
+  // index (not the CUDA ordinal); < 0: not gated.
   struct Ticket {
     int gpu = -1;
     CUstream stream = nullptr;
@@ -76,7 +77,8 @@ class LaunchGate {
   // `layout` outlives the gate.
   LaunchGate(region::Layout* layout, GateClock clock);
 
-  // Blocks (sleeping) while the current device's bucket does not admit a
+  // Blocks (sleeping) while the bucket of the current device (the one of
+  // its index among the container's GPUs, device_map.h) does not admit a
   // launch of `fn` (a CUfunction or CUgraphExec), then records the launch's
   // start event on `stream` (`ptsz`: a NULL stream is the per-thread
   // default stream). On a capturing stream: returns at once, not gated.

@@ -15,46 +15,47 @@ namespace {
 template <typename Alloc, typename Undo>
 CUresult Sized(Space space, uint64_t bytes, const char* api, Alloc alloc, Undo undo) {
   Accountant* acct = CurrentAccountant();
-  const int gpu = acct != nullptr ? CurrentDevice() : -1;
+  const Gpu gpu = acct != nullptr ? CurrentGpu() : Gpu{};
   uint64_t key = 0;
-  if (!ValidGpu(gpu) || bytes == 0) return alloc(&key);
+  if (!gpu.Shared() || bytes == 0) return alloc(&key);
   if (CUresult r = Admit(*acct, gpu, bytes, api); r != CUDA_SUCCESS) return r;
   if (CUresult r = alloc(&key); r != CUDA_SUCCESS) {
-    acct->Unreserve(gpu, bytes);
+    acct->Unreserve(gpu.index, bytes);
     return r;
   }
-  if (!acct->Track(space, key, gpu, bytes)) {
+  if (!acct->Track(space, key, gpu.index, bytes)) {
     undo(key);
-    acct->Unreserve(gpu, bytes);
+    acct->Unreserve(gpu.index, bytes);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   return CUDA_SUCCESS;
 }
 
 // Allocation whose true size is known only after the call (pitch padding,
-// array layout): admits `estimate`, then settles on `actual(key)`.
+// array layout): admits `estimate`, then settles on `actual(key, ordinal,
+// estimate)`.
 template <typename Alloc, typename Actual, typename Undo>
 CUresult Settled(Space space, uint64_t estimate, const char* api, Alloc alloc, Actual actual,
                  Undo undo) {
   Accountant* acct = CurrentAccountant();
-  const int gpu = acct != nullptr ? CurrentDevice() : -1;
+  const Gpu gpu = acct != nullptr ? CurrentGpu() : Gpu{};
   uint64_t key = 0;
-  if (!ValidGpu(gpu)) return alloc(&key);
+  if (!gpu.Shared()) return alloc(&key);
   if (CUresult r = Admit(*acct, gpu, estimate, api); r != CUDA_SUCCESS) return r;
   if (CUresult r = alloc(&key); r != CUDA_SUCCESS) {
-    acct->Unreserve(gpu, estimate);
+    acct->Unreserve(gpu.index, estimate);
     return r;
   }
-  const uint64_t bytes = actual(key, gpu, estimate);
+  const uint64_t bytes = actual(key, gpu.ordinal, estimate);
   bool ok = true;
   if (bytes > estimate) {
     ok = Admit(*acct, gpu, bytes - estimate, api) == CUDA_SUCCESS;
-    if (!ok) acct->Unreserve(gpu, estimate);
+    if (!ok) acct->Unreserve(gpu.index, estimate);
   } else if (bytes < estimate) {
-    acct->Unreserve(gpu, estimate - bytes);
+    acct->Unreserve(gpu.index, estimate - bytes);
   }
-  if (ok && !acct->Track(space, key, gpu, bytes)) {
-    acct->Unreserve(gpu, bytes);
+  if (ok && !acct->Track(space, key, gpu.index, bytes)) {
+    acct->Unreserve(gpu.index, bytes);
     ok = false;
   }
   if (!ok) {
@@ -81,16 +82,16 @@ CUresult Freed(Space space, uint64_t key, Free free_fn) {
   return r;
 }
 
-uint64_t ArrayActual(CUarray array, int gpu, uint64_t estimate) {
+uint64_t ArrayActual(CUarray array, int ordinal, uint64_t estimate) {
   CUDA_ARRAY_MEMORY_REQUIREMENTS req{};
-  if (TESSERA_REAL(cuArrayGetMemoryRequirements)(&req, array, gpu) == CUDA_SUCCESS && req.size)
+  if (TESSERA_REAL(cuArrayGetMemoryRequirements)(&req, array, ordinal) == CUDA_SUCCESS && req.size)
     return req.size;
   return estimate;
 }
 
-uint64_t MipmapActual(CUmipmappedArray mipmap, int gpu, uint64_t estimate) {
+uint64_t MipmapActual(CUmipmappedArray mipmap, int ordinal, uint64_t estimate) {
   CUDA_ARRAY_MEMORY_REQUIREMENTS req{};
-  if (TESSERA_REAL(cuMipmappedArrayGetMemoryRequirements)(&req, mipmap, gpu) == CUDA_SUCCESS &&
+  if (TESSERA_REAL(cuMipmappedArrayGetMemoryRequirements)(&req, mipmap, ordinal) == CUDA_SUCCESS &&
       req.size)
     return req.size;
   return estimate;
@@ -139,8 +140,8 @@ template <typename Desc, typename Real>
         *key = reinterpret_cast<uint64_t>(*array);
         return r;
       },
-      [](uint64_t key, int gpu, uint64_t est) {
-        return ArrayActual(reinterpret_cast<CUarray>(key), gpu, est);
+      [](uint64_t key, int ordinal, uint64_t est) {
+        return ArrayActual(reinterpret_cast<CUarray>(key), ordinal, est);
       },
       [](uint64_t key) { TESSERA_REAL(cuArrayDestroy)(reinterpret_cast<CUarray>(key)); });
 }
@@ -206,24 +207,25 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
     return r;
   };
   // Only device-located memory is the GPU's: host and host-NUMA locations
-  // (NCCL host buffers) pass uncounted, and an out-of-range id is not indexed.
+  // (NCCL host buffers) pass uncounted, and so does a device not in the share.
+  // The location's id is a CUDA ordinal.
   Accountant* acct = EnsureInit() == kEnforce ? CurrentAccountant() : nullptr;
-  if (acct == nullptr || handle == nullptr || prop == nullptr ||
-      prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE || !ValidGpu(prop->location.id) ||
-      size == 0) {
+  const Gpu gpu = acct != nullptr && prop != nullptr && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE
+                      ? GpuOfOrdinal(prop->location.id)
+                      : Gpu{};
+  if (!gpu.Shared() || handle == nullptr || size == 0) {
     uint64_t key;
     return real(&key);
   }
-  const int gpu = prop->location.id;
   if (CUresult r = Admit(*acct, gpu, size, "cuMemCreate"); r != CUDA_SUCCESS) return r;
   uint64_t key = 0;
   if (CUresult r = real(&key); r != CUDA_SUCCESS) {
-    acct->Unreserve(gpu, size);
+    acct->Unreserve(gpu.index, size);
     return r;
   }
-  if (!acct->Track(Space::kVmmHandle, key, gpu, size)) {
+  if (!acct->Track(Space::kVmmHandle, key, gpu.index, size)) {
     TESSERA_REAL(cuMemRelease)(key);
-    acct->Unreserve(gpu, size);
+    acct->Unreserve(gpu.index, size);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   return CUDA_SUCCESS;
@@ -288,8 +290,8 @@ CUresult cuMipmappedArrayCreate(CUmipmappedArray* mipmap, const CUDA_ARRAY3D_DES
                                            desc->NumChannels, levels);
   return Settled(
       Space::kMipmap, estimate, "cuMipmappedArrayCreate", real,
-      [](uint64_t key, int gpu, uint64_t est) {
-        return MipmapActual(reinterpret_cast<CUmipmappedArray>(key), gpu, est);
+      [](uint64_t key, int ordinal, uint64_t est) {
+        return MipmapActual(reinterpret_cast<CUmipmappedArray>(key), ordinal, est);
       },
       [](uint64_t key) {
         TESSERA_REAL(cuMipmappedArrayDestroy)(reinterpret_cast<CUmipmappedArray>(key));

@@ -25,29 +25,29 @@ uint64_t PoolAttr(CUmemoryPool pool, CUmemPool_attribute attr) {
 
 uint64_t Key(CUmemoryPool pool) { return reinterpret_cast<uint64_t>(pool); }
 
-// One stream-ordered allocation from `pool` on `gpu`. `alloc` calls the
-// driver, `free_async` undoes it.
+// One stream-ordered allocation from `pool` on `gpu` (Shared()). `alloc`
+// calls the driver, `free_async` undoes it.
 template <typename Alloc, typename FreeAsync>
-CUresult FromPool(Accountant& acct, int gpu, CUmemoryPool pool, CUdeviceptr* dptr, size_t bytes,
+CUresult FromPool(Accountant& acct, Gpu gpu, CUmemoryPool pool, CUdeviceptr* dptr, size_t bytes,
                   const char* api, Alloc alloc, FreeAsync free_async) {
   // Bring the pool's charge up to date, then admit the growth this request
   // needs at least (what does not fit in the pool's unused reserve).
   const uint64_t reserved0 = PoolAttr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
   const uint64_t used0 = PoolAttr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT);
-  acct.SetPoolReserved(Key(pool), gpu, reserved0, /*force=*/true);
+  acct.SetPoolReserved(Key(pool), gpu.index, reserved0, /*force=*/true);
   const uint64_t headroom = reserved0 > used0 ? reserved0 - used0 : 0;
   const uint64_t prepaid = bytes > headroom ? bytes - headroom : 0;
   if (prepaid != 0) {
     if (CUresult r = Admit(acct, gpu, prepaid, api); r != CUDA_SUCCESS) return r;
   }
   if (CUresult r = alloc(); r != CUDA_SUCCESS) {
-    acct.Unreserve(gpu, prepaid);
+    acct.Unreserve(gpu.index, prepaid);
     return r;
   }
   // Settle on what the pool really reserved (its granularity rounds up).
   const uint64_t reserved1 = PoolAttr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
-  bool ok = acct.SetPoolReserved(Key(pool), gpu, reserved1, /*force=*/false, prepaid);
-  if (ok) ok = acct.Track(Space::kAsyncPtr, *dptr, gpu, 0, Key(pool));
+  bool ok = acct.SetPoolReserved(Key(pool), gpu.index, reserved1, /*force=*/false, prepaid);
+  if (ok) ok = acct.Track(Space::kAsyncPtr, *dptr, gpu.index, 0, Key(pool));
   if (!ok) {
     free_async(*dptr);
     TESSERA_REAL(cuMemPoolTrimTo)(pool, used0);
@@ -61,10 +61,10 @@ template <typename Real, typename RealFree>
 [[gnu::cold, gnu::noinline]] CUresult AllocAsync(CUdeviceptr* dptr, size_t bytes, CUstream stream,
                                                  bool ptsz, Real real, RealFree real_free) {
   Accountant* acct = EnsureInit() == kEnforce ? CurrentAccountant() : nullptr;
-  const int gpu = acct != nullptr ? CurrentDevice() : -1;
+  const Gpu gpu = acct != nullptr ? CurrentGpu() : Gpu{};
   CUmemoryPool pool = nullptr;
-  if (!ValidGpu(gpu) || dptr == nullptr || bytes == 0 || StreamCapturing(stream, ptsz) ||
-      TESSERA_REAL(cuDeviceGetMemPool)(&pool, gpu) != CUDA_SUCCESS) {
+  if (!gpu.Shared() || dptr == nullptr || bytes == 0 || StreamCapturing(stream, ptsz) ||
+      TESSERA_REAL(cuDeviceGetMemPool)(&pool, gpu.ordinal) != CUDA_SUCCESS) {
     return real(dptr, bytes, stream);
   }
   return FromPool(
@@ -81,12 +81,13 @@ template <typename Real, typename RealFree>
       StreamCapturing(stream, ptsz)) {
     return real(dptr, bytes, pool, stream);
   }
-  // A pool we saw created on the host is not the GPU's; one we did not see
-  // created (a device's default pool) is on the current device.
+  // A pool we saw created on the host (or on a device not in the share) is
+  // not counted; one we did not see created (a device's default pool) is on
+  // the current device.
   if (acct->Contains(Space::kHostPool, Key(pool))) return real(dptr, bytes, pool, stream);
-  int gpu = acct->PoolGpu(Key(pool));
-  if (gpu < 0) gpu = CurrentDevice();
-  if (!ValidGpu(gpu)) return real(dptr, bytes, pool, stream);
+  const int index = acct->PoolGpu(Key(pool));
+  const Gpu gpu = index >= 0 ? Gpu{OrdinalOfIndex(index), index} : CurrentGpu();
+  if (!gpu.Shared()) return real(dptr, bytes, pool, stream);
   return FromPool(
       *acct, gpu, pool, dptr, bytes, "cuMemAllocFromPoolAsync",
       [&] { return real(dptr, bytes, pool, stream); },
@@ -121,7 +122,7 @@ template <typename Real>
   CUresult r = real(exec, stream);
   if (gate != nullptr) gate->After(t, r);
   if (Accountant* acct = CurrentAccountant(); acct != nullptr && r == CUDA_SUCCESS) {
-    RefreshGraph(*acct, CurrentDevice());
+    RefreshGraph(*acct, CurrentGpu());
   }
   return r;
 }
@@ -175,8 +176,12 @@ CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) noexce
   CUresult r = TESSERA_REAL(cuMemPoolCreate)(pool, props);
   Accountant* acct = CurrentAccountant();
   if (acct == nullptr || r != CUDA_SUCCESS || props == nullptr) return r;
-  if (props->location.type == CU_MEM_LOCATION_TYPE_DEVICE && ValidGpu(props->location.id)) {
-    acct->SetPoolReserved(Key(*pool), props->location.id, 0, /*force=*/true);
+  // The location's id is a CUDA ordinal. A pool on a device not in the share
+  // is tracked as a host pool: never counted.
+  const Gpu gpu = props->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? GpuOfOrdinal(props->location.id)
+                                                                      : Gpu{};
+  if (gpu.Shared()) {
+    acct->SetPoolReserved(Key(*pool), gpu.index, 0, /*force=*/true);
   } else {
     acct->Track(Space::kHostPool, Key(*pool), 0, 0);
   }
@@ -216,7 +221,7 @@ CUresult cuDeviceGraphMemTrim(CUdevice device) noexcept {
   EnsureInit();
   CUresult r = TESSERA_REAL(cuDeviceGraphMemTrim)(device);
   if (Accountant* acct = CurrentAccountant(); acct != nullptr && r == CUDA_SUCCESS)
-    RefreshGraph(*acct, device);
+    RefreshGraph(*acct, GpuOfOrdinal(device));
   return r;
 }
 

@@ -247,29 +247,30 @@ void RefreshPool(Accountant& acct, uint64_t pool) {
   }
 }
 
-void RefreshReserves(Accountant& acct, int gpu) {
+void RefreshReserves(Accountant& acct, Gpu gpu) {
   for (uint64_t pool : acct.Pools()) RefreshPool(acct, pool);
   RefreshGraph(acct, gpu);
 }
 
-void RefreshGraph(Accountant& acct, int gpu) {
+void RefreshGraph(Accountant& acct, Gpu gpu) {
   cuuint64_t graph = 0;
-  if (ValidGpu(gpu) && TESSERA_REAL(cuDeviceGetGraphMemAttribute)(
-                           gpu, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &graph) == CUDA_SUCCESS) {
-    acct.SetGraphReserved(gpu, graph);
+  if (ValidGpu(gpu.index) && gpu.ordinal >= 0 &&
+      TESSERA_REAL(cuDeviceGetGraphMemAttribute)(gpu.ordinal, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT,
+                                                 &graph) == CUDA_SUCCESS) {
+    acct.SetGraphReserved(gpu.index, graph);
   }
 }
 
-CUresult Admit(Accountant& acct, int gpu, uint64_t bytes, const char* api) {
+CUresult Admit(Accountant& acct, Gpu gpu, uint64_t bytes, const char* api) {
   // The first refusal is not counted: the retry below decides.
-  if (acct.Reserve(gpu, bytes, region::Refusal::kUncounted)) return CUDA_SUCCESS;
+  if (acct.Reserve(gpu.index, bytes, region::Refusal::kUncounted)) return CUDA_SUCCESS;
   region::ReapDeadProcesses(*g_layout);
   RefreshReserves(acct, gpu);
-  if (acct.Reserve(gpu, bytes)) return CUDA_SUCCESS;
-  TESSERA_LOG(kLogInfo, "%s: %llu bytes refused on GPU %d (used %llu of %llu)", api,
-              static_cast<unsigned long long>(bytes), gpu,
-              static_cast<unsigned long long>(acct.Used(gpu)),
-              static_cast<unsigned long long>(acct.Limit(gpu)));
+  if (acct.Reserve(gpu.index, bytes)) return CUDA_SUCCESS;
+  TESSERA_LOG(kLogInfo, "%s: %llu bytes refused on GPU %d (CUDA device %d; used %llu of %llu)", api,
+              static_cast<unsigned long long>(bytes), gpu.index, gpu.ordinal,
+              static_cast<unsigned long long>(acct.Used(gpu.index)),
+              static_cast<unsigned long long>(acct.Limit(gpu.index)));
   return CUDA_ERROR_OUT_OF_MEMORY;
 }
 

@@ -14,6 +14,7 @@
 #include "cuda/accountant.h"
 #include "cuda/config.h"
 #include "cuda/cuda_api.h"
+#include "cuda/device_map.h"
 
 namespace tessera::cuda {
 
@@ -48,7 +49,8 @@ const Config& CurrentConfig();
 class LaunchGate;
 LaunchGate* CurrentGate();
 
-// The calling thread's current device ordinal, or -1 without a context.
+// The calling thread's current CUDA ordinal, or -1 without a context. For
+// the region and the limits, use CurrentGpu() (device_map.h).
 int CurrentDevice();
 // Whether work on `stream` (NULL: the legacy stream, or with `ptsz` the
 // per-thread default stream) is being captured into a graph, not run: true
@@ -59,18 +61,21 @@ int CurrentDevice();
 // gated and charged when launched. A driver without cuStreamIsCapturing
 // has no capture: false. One driver call; no lock.
 bool StreamCapturing(CUstream stream, bool ptsz);
-inline bool ValidGpu(int gpu) { return gpu >= 0 && gpu < region::kMaxGpus; }
+// Whether `index` names one of the container's GPUs (a Gpu::index in range).
+inline bool ValidGpu(int index) { return index >= 0 && index < region::kMaxGpus; }
 
-// Admission with one retry: on refusal, reaps dead processes of the
-// container and re-reads pool reserves (the driver may have released memory),
-// then tries again. CUDA_SUCCESS (charged) or CUDA_ERROR_OUT_OF_MEMORY.
-CUresult Admit(Accountant& acct, int gpu, uint64_t bytes, const char* api);
+// Admission on `gpu` (Shared()) with one retry: on refusal, reaps dead
+// processes of the container and re-reads pool reserves (the driver may have
+// released memory), then tries again. CUDA_SUCCESS (charged) or
+// CUDA_ERROR_OUT_OF_MEMORY.
+CUresult Admit(Accountant& acct, Gpu gpu, uint64_t bytes, const char* api);
 // Re-reads a pool's reserved bytes and sets its charge to them.
 void RefreshPool(Accountant& acct, uint64_t pool);
-// Re-reads the graph pool reserve of `gpu` and sets its charge to it.
-void RefreshGraph(Accountant& acct, int gpu);
+// Re-reads the graph pool reserve of `gpu` (by its ordinal) and sets the
+// charge of its index to it; nothing when either is unknown.
+void RefreshGraph(Accountant& acct, Gpu gpu);
 // Re-reads the reserves of every pool and of the graph pool of `gpu`.
-void RefreshReserves(Accountant& acct, int gpu);
+void RefreshReserves(Accountant& acct, Gpu gpu);
 
 // The real dlsym (bootstrapped through dlvsym, never our own).
 void* RealDlsym(void* handle, const char* name);

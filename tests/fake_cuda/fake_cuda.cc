@@ -5,11 +5,32 @@
 // tests. Per process: each process sees its own devices.
 //   FAKE_CUDA_DEVICES (default 2), FAKE_CUDA_MEM_MIB (default 1024 per
 //   device), FAKE_CUDA_DRIVER_VERSION (default 12090).
+// Device order, as the real driver's (read once):
+//   FAKE_CUDA_DEVICE_ORDER  comma list of physical (PCI-order) indexes: the
+//                           order the driver enumerates devices in by default
+//                           (CUDA's "fastest first"); default PCI order.
+//   CUDA_DEVICE_ORDER       PCI_BUS_ID: PCI order, whatever the above says.
+//   CUDA_VISIBLE_DEVICES    comma list of indexes into that order, or of GPU
+//                           UUIDs (or unique prefixes of them), selecting and
+//                           ordering the devices CUDA shows; the list ends at
+//                           the first entry that names no device or one
+//                           already listed; set and empty: no device.
+// CUDA ordinals index everything per device below (and the test controls);
+// cuDeviceGetUuid(_v2) gives the physical device's UUID (fake_uuid.h).
 // Pools reserve in 2 MiB steps; arrays take whole 64 KiB pages; VMM handles
 // need 2 MiB multiples; pitch is the width rounded up to 512 bytes. Kernels,
 // graphs, streams and events run on a simulated clock (fake_launch.cc);
 // streams can be captured into graphs (fake_capture.cc).
 #include "fake_cuda/fake_state.h"
+
+#include <strings.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "fake_cuda/fake_uuid.h"
 
 namespace fake {
 
@@ -23,8 +44,75 @@ uint64_t EnvU(const char* name, uint64_t def) {
   return v != nullptr ? strtoull(v, nullptr, 10) : def;
 }
 
+namespace {
+
+std::vector<std::string> SplitCommas(const char* v) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (const char* c = v;; ++c) {
+    if (*c == ',' || *c == '\0') {
+      out.push_back(cur);
+      cur.clear();
+      if (*c == '\0') break;
+    } else if (*c != ' ') {
+      cur += *c;
+    }
+  }
+  return out;
+}
+
+bool IsIndex(const std::string& s) {
+  return !s.empty() && s.size() < 4 && s.find_first_not_of("0123456789") == std::string::npos;
+}
+
+// The physical device whose UUID `entry` is or uniquely begins, else -1.
+int PhysicalByUuid(const std::string& entry, int physical_devices) {
+  int found = -1;
+  for (int p = 0; p < physical_devices; ++p) {
+    char u[kUuidChars + 1];
+    UuidString(static_cast<unsigned>(p), u);
+    if (strncasecmp(u, entry.c_str(), entry.size()) != 0) continue;
+    if (found >= 0) return -1;  // ambiguous
+    found = p;
+  }
+  return found;
+}
+
+}  // namespace
+
 State::State() {
-  devices = static_cast<int>(EnvU("FAKE_CUDA_DEVICES", 2));
+  physical_devices = std::min(static_cast<int>(EnvU("FAKE_CUDA_DEVICES", 2)), kMaxDevices);
+  // The default enumeration: FAKE_CUDA_DEVICE_ORDER, unless PCI order is asked.
+  std::vector<int> order;
+  const char* fastest = getenv("FAKE_CUDA_DEVICE_ORDER");
+  const char* asked = getenv("CUDA_DEVICE_ORDER");
+  if (fastest != nullptr && (asked == nullptr || std::strcmp(asked, "PCI_BUS_ID") != 0)) {
+    for (const std::string& e : SplitCommas(fastest)) {
+      const int p = IsIndex(e) ? std::stoi(e) : -1;
+      if (p < physical_devices && std::find(order.begin(), order.end(), p) == order.end() && p >= 0)
+        order.push_back(p);
+    }
+  }
+  for (int p = 0; p < physical_devices; ++p) {
+    if (std::find(order.begin(), order.end(), p) == order.end()) order.push_back(p);
+  }
+  std::vector<int> visible = order;
+  if (const char* v = getenv("CUDA_VISIBLE_DEVICES")) {
+    visible.clear();
+    for (const std::string& e : SplitCommas(v)) {
+      int p = -1;
+      if (IsIndex(e)) {
+        const int i = std::stoi(e);
+        p = i < static_cast<int>(order.size()) ? order[i] : -1;
+      } else if (e.size() > 4) {
+        p = PhysicalByUuid(e, physical_devices);
+      }
+      if (p < 0 || std::find(visible.begin(), visible.end(), p) != visible.end()) break;
+      visible.push_back(p);
+    }
+  }
+  devices = static_cast<int>(visible.size());
+  for (int d = 0; d < devices; ++d) physical[d] = visible[d];
   mem_bytes = EnvU("FAKE_CUDA_MEM_MIB", 1024) << 20;
   driver_version = static_cast<int>(EnvU("FAKE_CUDA_DRIVER_VERSION", 12090));
 }
@@ -83,6 +171,13 @@ CUresult cuCtxGetDevice(CUdevice* d) {
   *d = t_device;
   return CUDA_SUCCESS;
 }
+CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) {
+  if (uuid == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (dev < 0 || dev >= S().devices) return CUDA_ERROR_INVALID_DEVICE;
+  UuidBytes(static_cast<unsigned>(S().physical[dev]), reinterpret_cast<unsigned char*>(uuid->bytes));
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) { return cuDeviceGetUuid_v2(uuid, dev); }
 CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
   if (dev < 0 || dev >= S().devices) return CUDA_ERROR_INVALID_DEVICE;
   *bytes = S().mem_bytes;

@@ -6,8 +6,11 @@
 // (tessera_fake_nvml_set_load). Also, read at each call:
 //   FAKE_NVML_NAME  marketing name of every device (default "NVIDIA H100 80GB HBM3")
 //   FAKE_NVML_SMS   multiprocessor count (default 132)
-// Device i has uuid GPU-fa4e0000-0000-4000-8000-<i, 12 digits> and sits on
-// NUMA node i % 2. Tests steer it through the exported tessera_fake_nvml_*
+//   FAKE_NVML_RESERVED_MIB  the driver's reserve nvmlDeviceGetMemoryInfo_v2
+//                   reports (default 0)
+// NVML enumerates every device in PCI order (CUDA_VISIBLE_DEVICES and
+// CUDA_DEVICE_ORDER are CUDA's, not NVML's): device i is the fake driver's
+// physical device i, with the same UUID (fake_uuid.h), on NUMA node i % 2. Tests steer it through the exported tessera_fake_nvml_*
 // functions below (find them with dlsym).
 #define NVML_NO_UNVERSIONED_FUNC_DEFS 1
 #include <algorithm>
@@ -22,6 +25,8 @@
 #include <deque>
 #include <mutex>
 #include <set>
+
+#include "fake_cuda/fake_uuid.h"
 
 namespace {
 constexpr unsigned kMaxDevices = 16;
@@ -165,13 +170,16 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t* u)
   u->memory = 0;
   return NVML_SUCCESS;
 }
+// As the real one: total = reserved + used + free, the driver's reserve
+// (FAKE_NVML_RESERVED_MIB, default 0) apart from used.
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t* m) {
   if (m->version != nvmlMemory_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
   if (nvmlReturn_t r = Check(d); r != NVML_SUCCESS) return r;
+  std::lock_guard<std::mutex> lock(C().mu);
   m->total = Total();
-  m->reserved = 0;
-  m->free = Total();
-  m->used = 0;
+  m->reserved = std::min<uint64_t>(EnvU("FAKE_NVML_RESERVED_MIB", 0) << 20, Total());
+  m->used = std::min<uint64_t>(C().used[IndexOf(d)], Total() - m->reserved);
+  m->free = Total() - m->reserved - m->used;
   return NVML_SUCCESS;
 }
 nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char* name, unsigned int length) {
@@ -181,8 +189,8 @@ nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char* name, unsigned int length) 
 }
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char* uuid, unsigned int length) {
   if (nvmlReturn_t r = Check(d); r != NVML_SUCCESS) return r;
-  char buf[64];
-  snprintf(buf, sizeof buf, "GPU-fa4e0000-0000-4000-8000-%012u", IndexOf(d));
+  char buf[fake::kUuidChars + 1];
+  fake::UuidString(IndexOf(d), buf);
   return CopyOut(buf, uuid, length);
 }
 nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t d, nvmlDeviceAttributes_t* a) {

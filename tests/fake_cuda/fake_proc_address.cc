@@ -56,7 +56,7 @@ const Entry kTable[] = {
     E(cuStreamBeginCapture_ptsz), E(cuStreamBeginCapture_v2), E(cuStreamBeginCapture_v2_ptsz),
     E(cuStreamEndCapture), E(cuStreamIsCapturing), E(cuStreamGetCaptureInfo),
     E(cuStreamGetCaptureInfo_ptsz), E(cuStreamGetCaptureInfo_v2), E(cuStreamGetCaptureInfo_v3),
-    E(cuThreadExchangeStreamCaptureMode),
+    E(cuThreadExchangeStreamCaptureMode), E(cuDeviceGetUuid), E(cuDeviceGetUuid_v2),
 };
 #undef E
 
@@ -68,7 +68,11 @@ void* Find(const std::string& name) {
 }
 
 // The cudaVersion from which `base` resolves to its _v2 variant.
-int V2Since(const char* base) { return std::strcmp(base, "cuGetProcAddress") == 0 ? 12000 : 3020; }
+int V2Since(const char* base) {
+  if (std::strcmp(base, "cuGetProcAddress") == 0) return 12000;
+  if (std::strcmp(base, "cuDeviceGetUuid") == 0) return 11040;
+  return 3020;
+}
 
 CUresult Lookup(const char* symbol, void** pfn, int version, cuuint64_t flags,
                 CUdriverProcAddressQueryResult* status) {

@@ -48,7 +48,9 @@ struct Graph {
 struct State {
   State();
   std::mutex mu;
-  int devices;
+  int devices;                        // visible to CUDA in this process
+  int physical_devices;               // on the "node" (NVML sees them all)
+  int physical[kMaxDevices] = {};     // CUDA ordinal -> physical (PCI) index
   uint64_t mem_bytes;
   int driver_version;
   uint64_t used[kMaxDevices] = {};
