@@ -147,9 +147,15 @@ uint64_t Accountant::Held(int gpu) const {
   return layout_->procs[slot()].used_bytes[gpu].load(std::memory_order_relaxed);
 }
 
+void Accountant::PrepareFork() { mu_.lock(); }
+void Accountant::AfterFork() { mu_.unlock(); }
+
 void Accountant::ResetForNewProcess(int slot) {
-  // The child is single-threaded here (fork), or the mutex was never taken by
-  // the parent's other threads (atfork prepare holds it across fork).
+  // After fork the lock is free (PrepareFork held it across the fork); after
+  // a raw clone, which runs no fork handlers, the child shares nothing with
+  // a thread of the parent that could hold it: clone() without CLONE_VM
+  // copies memory as the parent's thread left it, so a clone made while
+  // another thread held the lock would inherit it held (documented limit).
   std::lock_guard<std::mutex> lock(mu_);
   table_.clear();
   for (uint64_t& g : graph_reserved_) g = 0;

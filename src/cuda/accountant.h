@@ -78,6 +78,11 @@ class Accountant {
 
   // In a child after fork or clone: the parent's allocations are not ours.
   void ResetForNewProcess(int slot);
+  // Fork handlers (pthread_atfork, through the runtime): the table's lock is
+  // held across fork(), so the child never inherits it locked by a thread
+  // it does not have. AfterFork() runs in the parent and the child alike.
+  void PrepareFork();
+  void AfterFork();
   int slot() const { return slot_.load(std::memory_order_relaxed); }
 
  private:

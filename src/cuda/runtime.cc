@@ -65,15 +65,21 @@ void OnExit() {
   }
 }
 
+// Every lock of the library is held across fork(), in one order (process
+// lock, gate, accountant), so the child, which has only the forking thread,
+// finds them all free. No path takes them in another order.
 void PrepareFork() {
   pthread_mutex_lock(&g_proc_mu);
   if (g_gate != nullptr) g_gate->PrepareFork();
+  if (g_acct != nullptr) g_acct->PrepareFork();
 }
 void ParentAfterFork() {
+  if (g_acct != nullptr) g_acct->AfterFork();
   if (g_gate != nullptr) g_gate->ParentAfterFork();
   pthread_mutex_unlock(&g_proc_mu);
 }
 void ChildAfterFork() {
+  if (g_acct != nullptr) g_acct->AfterFork();
   if (g_gate != nullptr) g_gate->ChildAfterFork();
   pthread_mutex_unlock(&g_proc_mu);
 }

@@ -23,6 +23,7 @@
 // streams can be captured into graphs (fake_capture.cc).
 #include "fake_cuda/fake_state.h"
 
+#include <pthread.h>
 #include <strings.h>
 
 #include <algorithm>
@@ -115,6 +116,9 @@ State::State() {
   for (int d = 0; d < devices; ++d) physical[d] = visible[d];
   mem_bytes = EnvU("FAKE_CUDA_MEM_MIB", 1024) << 20;
   driver_version = static_cast<int>(EnvU("FAKE_CUDA_DRIVER_VERSION", 12090));
+  // A fork while another thread is inside the fake must not leave the
+  // child's copy of the lock held (the suites fork busy processes).
+  pthread_atfork([] { S().mu.lock(); }, [] { S().mu.unlock(); }, [] { S().mu.unlock(); });
 }
 
 thread_local int t_device = 0;
