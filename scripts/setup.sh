@@ -83,6 +83,48 @@ fetch_cuda_headers 12.9.79 "$CUDA_HEADERS_DIR/12.9" nvidia/ \
   nvidia-cuda-runtime-cu12==12.9.79 nvidia-nvml-dev-cu12==12.9.79
 fetch_cuda_headers 13.0.96 "$CUDA_HEADERS_DIR/13.0" nvidia/ nvidia-cuda-runtime==13.0.96
 
+# CUDA 13.0's compiler (nvcc, cicc, ptxas), its headers and the static
+# runtime, from NVIDIA's wheels on PyPI, so `tests/gpu/run.sh --check`
+# compiles every GPU test for Hopper here, before any GPU time is spent.
+# Only compiles: nothing built with it runs here. Pinned; unpacked into
+# third_party/cuda/nvcc-13.0 (git-ignored); skipped when present.
+fetch_nvcc() {  # fetch_nvcc DEST_DIR PKG...
+  local dest=$1; shift
+  [[ -x "$dest/bin/nvcc" ]] && return 0
+  local tmp; tmp=$(mktemp -d)
+  if ! python3 -m pip download -q --no-deps --only-binary=:all: -d "$tmp" "$@" >/dev/null; then
+    echo "setup: warning: could not fetch nvcc; run.sh --check will not compile the GPU tests" >&2
+    rm -rf "$tmp"; return 0
+  fi
+  rm -rf "$dest.partial"; mkdir -p "$dest.partial"
+  python3 - "$tmp" "$dest.partial" <<'PY'
+import glob, os, sys, zipfile
+tmp, out = sys.argv[1], sys.argv[2]
+for whl in glob.glob(os.path.join(tmp, "*.whl")):
+    with zipfile.ZipFile(whl) as z:
+        for info in z.infolist():
+            parts = info.filename.split("/")
+            # nvidia/cu13/<bin|include|lib|nvvm>/...
+            if len(parts) < 4 or parts[0] != "nvidia" or info.is_dir():
+                continue
+            rel = os.path.join(out, *parts[2:])
+            os.makedirs(os.path.dirname(rel), exist_ok=True)
+            with open(rel, "wb") as f:
+                f.write(z.read(info))
+            if parts[2] in ("bin", "nvvm") and "/bin/" in info.filename:
+                os.chmod(rel, 0o755)
+PY
+  # nvcc.profile looks for headers under targets/<arch>-linux.
+  mkdir -p "$dest.partial/targets" && ln -s .. "$dest.partial/targets/$(uname -m)-linux"
+  rm -rf "$tmp" "$dest"
+  mv "$dest.partial" "$dest"
+  echo "setup: nvcc 13.0 in $dest"
+}
+if [[ $(uname -m) == x86_64 ]]; then
+  fetch_nvcc "$CUDA_HEADERS_DIR/nvcc-13.0" nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 \
+    nvidia-cuda-crt==13.0.88 nvidia-cuda-runtime==13.0.96 nvidia-cuda-cccl==13.0.85
+fi
+
 # An older glibc for cuda_glibc_load_test, which loads libtessera-cuda.so
 # under it: Debian 11's libc6 and libc-bin (glibc 2.31, as in Ubuntu 20.04
 # images, before libpthread and libdl merged into libc). Fetched with apt
