@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cmath>
+#include <string_view>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
