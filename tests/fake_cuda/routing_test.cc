@@ -152,6 +152,19 @@ TEST_F(RoutingTest, EveryHookedNameResolvesToTheHookOfTheDriversAbi) {
   EXPECT_GT(routed, 300);
 }
 
+// Callers ask by base name; one that asks by an exported name where the
+// driver answers gets our hook of that very ABI.
+TEST_F(RoutingTest, AnExportedNameIsItsOwnAbi) {
+  for (const char* name : {"cuMemAlloc_v2", "cuMemAllocAsync_ptsz", "cuGetProcAddress_v2"}) {
+    void* p = nullptr;
+    ASSERT_EQ(cuGetProcAddress_v2(name, &p, 12000, 0, nullptr), CUDA_SUCCESS) << name;
+    Dl_info info{};
+    ASSERT_TRUE(dladdr(p, &info)) << name;
+    EXPECT_STREQ(info.dli_sname, name);
+    EXPECT_NE(std::string(info.dli_fname).find("libtessera-cuda"), std::string::npos) << name;
+  }
+}
+
 // The mode is on where the suite says so: the driver's pointer for a name we
 // do not hook is then not its exported symbol, and still works.
 TEST_F(RoutingTest, TheDriverHandsOutInternalEntryPointsInThatMode) {
