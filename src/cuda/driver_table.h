@@ -1,8 +1,9 @@
 // The table of real driver and NVML functions behind the hooks, indexed by
 // an enum generated from hook_list.inc, plus the two lookups symbol routing
-// needs: hook by exported name (dlsym) and hook by the real function's
-// address (cuGetProcAddress). Filled once at init; read-only afterwards, so
-// reads need no lock once init has been published (see runtime.h).
+// needs: hook by exported name (dlsym) and hook by the name, cudaVersion and
+// flags of a cuGetProcAddress request (abi_list.inc). The real functions are
+// filled once at init and read-only afterwards, so reads need no lock once
+// init has been published (see runtime.h); the lookups are constant tables.
 //
 //   CUresult r = TESSERA_REAL(cuMemAlloc_v2)(&ptr, bytes);
 #pragma once
@@ -66,9 +67,16 @@ int ResolveNvml(void* libnvml, void* (*lookup)(void*, const char*));
 
 // Our exported hook named `name`, or nullptr when we export no such symbol.
 void* HookByName(const char* name);
-// Our hook with the same ABI as the real driver function at `real`, or
-// nullptr when we do not hook it. Valid after ResolveDriver.
-void* HookByRealAddress(const void* real);
+// Our hook for cuGetProcAddress(symbol, cuda_version, flags), by name, never
+// by the address the driver returned: of the ABIs of `symbol` in
+// abi_list.inc, the one the driver hands out for that request (the newest
+// introduced at or before `cuda_version`; its _ptsz/_ptds variant where
+// `flags` has CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM and one exists).
+// A hooked exported name (cuMemAlloc_v2) is that ABI. Returns nullptr when we
+// do not hook `symbol`, and also sets *unhooked_abi when we hook the name but
+// not that ABI (or know none as old as `cuda_version`). Any time, any thread.
+void* HookForProcAddress(const char* symbol, int cuda_version, cuuint64_t flags,
+                         bool* unhooked_abi);
 // Every exported name (for tests and the export-map check).
 const char* HookName(int index);
 int HookCount();

@@ -1,8 +1,11 @@
-// Symbol routing. cuGetProcAddress(_v2): the driver picks the variant for the
-// caller's cudaVersion and flags; we map the pointer it returns to our hook
-// with exactly that ABI (_v2, _ptsz, ...), by address, never by name. dlsym:
-// requests for hooked cu* / nvml* names get the hook whatever the handle
-// (RTLD_NEXT and RTLD_DEFAULT included); everything else is the real dlsym's.
+// Symbol routing. cuGetProcAddress(_v2): the driver answers first (whether
+// the symbol exists for that cudaVersion, and symbolStatus); when it hands
+// out a function we hand out instead our hook of the ABI it hands out for
+// that name, cudaVersion and flags (_v2, _ptsz, ...), found by name
+// (abi_list.inc), never by the address it returned, which may be an internal
+// entry point no exported symbol has. dlsym: requests for hooked cu* / nvml*
+// names get the hook whatever the handle (RTLD_NEXT and RTLD_DEFAULT
+// included); everything else is the real dlsym's.
 #include <dlfcn.h>
 
 #include <cctype>
@@ -14,10 +17,20 @@
 namespace tessera::cuda {
 namespace {
 
-// Replaces the driver's pointer by our hook of the same ABI, if we hook it.
-void Route(CUresult r, void** pfn) {
-  if (r != CUDA_SUCCESS || pfn == nullptr || *pfn == nullptr) return;
-  if (void* hook = HookByRealAddress(*pfn); hook != nullptr) *pfn = hook;
+// Replaces the function the driver found by our hook of the same ABI, if we
+// hook it. Names we do not hook are left alone; a hooked name whose ABI we
+// do not hook too, with a line at debug level.
+void Route(CUresult r, const char* symbol, void** pfn, int cuda_version, cuuint64_t flags) {
+  if (r != CUDA_SUCCESS || symbol == nullptr || pfn == nullptr || *pfn == nullptr) return;
+  bool unhooked_abi = false;
+  if (void* hook = HookForProcAddress(symbol, cuda_version, flags, &unhooked_abi)) {
+    *pfn = hook;
+  } else if (unhooked_abi) {
+    TESSERA_LOG(kLogDebug,
+                "cuGetProcAddress(%s, %d, flags %#llx): no hook of the ABI the driver hands "
+                "out; the driver's function is used",
+                symbol, cuda_version, static_cast<unsigned long long>(flags));
+  }
 }
 
 bool IsRoutedName(const char* n) {
@@ -36,7 +49,9 @@ CUresult cuGetProcAddress(const char* symbol, void** pfn, int cuda_version,
                           cuuint64_t flags) noexcept {
   if (!PassThrough()) [[unlikely]] EnsureInit();
   CUresult r = TESSERA_REAL(cuGetProcAddress)(symbol, pfn, cuda_version, flags);
-  if (g_mode.load(std::memory_order_acquire) == kEnforce) Route(r, pfn);
+  if (g_mode.load(std::memory_order_acquire) == kEnforce) {
+    Route(r, symbol, pfn, cuda_version, flags);
+  }
   return r;
 }
 
@@ -46,7 +61,9 @@ CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cuda_version, c
                              CUdriverProcAddressQueryResult* status) noexcept {
   if (!PassThrough()) [[unlikely]] EnsureInit();
   CUresult r = TESSERA_REAL(cuGetProcAddress_v2)(symbol, pfn, cuda_version, flags, status);
-  if (g_mode.load(std::memory_order_acquire) == kEnforce) Route(r, pfn);
+  if (g_mode.load(std::memory_order_acquire) == kEnforce) {
+    Route(r, symbol, pfn, cuda_version, flags);
+  }
   return r;
 }
 

@@ -40,4 +40,10 @@ uint64_t tessera_fake_cuda_launches(int dev);
 uint64_t tessera_fake_cuda_cooperative_launches(int dev, uint64_t* last_grid_blocks);
 // Events recorded (cuEventRecord) in this process, on any stream.
 uint64_t tessera_fake_cuda_events_recorded();
+// What the fake's cuGetProcAddress(symbol, version, flags) answers: its
+// result, and in *abi the exported name of the variant it hands out (the
+// ABI), or nullptr when it hands out none. Whatever the address it gives
+// (FAKE_CUDA_PROC_ADDRESS=internal: not the exported symbol's).
+CUresult tessera_fake_cuda_proc_address_abi(const char* symbol, int version, cuuint64_t flags,
+                                            const char** abi);
 }

@@ -1,11 +1,18 @@
 // Fake cuGetProcAddress / _v2: picks the exported variant the way the real
 // driver documents it: per-thread-stream flag -> _ptsz / _ptds; _v2 where the
 // caller's cudaVersion is new enough; else the base name. A cudaVersion newer
-// than the driver is CUDA_ERROR_INVALID_VALUE; an unknown name is success with
-// a NULL pointer. Looks names up in its own table, never through dlsym.
+// than the driver is CUDA_ERROR_INVALID_VALUE; an unknown name, or one newer
+// than the caller's cudaVersion, is success with a NULL pointer. Looks names
+// up in its own table, never through dlsym.
+//
+// FAKE_CUDA_PROC_ADDRESS=internal: hands out, for every name, an internal
+// entry point (a thunk into the same function) at an address no exported
+// symbol has, as a real driver may; dlsym still finds the exported ones.
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
+#include "fake_cuda/fake_control.h"
 #include "fake_cuda/fake_state.h"
 
 extern "C" {
@@ -22,12 +29,21 @@ CUresult cuStreamBeginCapture_v2_ptsz(CUstream, CUstreamCaptureMode);
 
 namespace {
 
-struct Entry {
-  const char* name;
-  void* fn;
+// A function of its own (its own address) that calls F.
+template <auto F>
+struct Thunk;
+template <typename R, typename... A, R (*F)(A...)>
+struct Thunk<F> {
+  static R Call(A... a) { return F(a...); }
 };
 
-#define E(f) {#f, reinterpret_cast<void*>(&f)}
+struct Entry {
+  const char* name;
+  void* fn;        // the exported symbol
+  void* internal;  // the internal entry point
+};
+
+#define E(f) {#f, reinterpret_cast<void*>(&f), reinterpret_cast<void*>(&Thunk<&f>::Call)}
 const Entry kTable[] = {
     E(cuInit), E(cuDriverGetVersion), E(cuDeviceGetCount), E(cuDeviceGet),
     E(cuDevicePrimaryCtxRetain), E(cuCtxSetCurrent), E(cuCtxGetDevice), E(cuDeviceTotalMem),
@@ -60,11 +76,40 @@ const Entry kTable[] = {
 };
 #undef E
 
-void* Find(const std::string& name) {
+const Entry* Find(const std::string& name) {
   for (const Entry& e : kTable) {
-    if (name == e.name) return e.fn;
+    if (name == e.name) return &e;
   }
   return nullptr;
+}
+
+// The cudaVersion a base name first exists at (cudaTypedefs.h's oldest
+// PFN_<name>_v<version>), for the hooked names newer than CUDA 3.0.
+int Introduced(const char* base) {
+  static const struct {
+    const char* name;
+    int since;
+  } kIntroduced[] = {
+      {"cuMipmappedArrayCreate", 5000}, {"cuMipmappedArrayDestroy", 5000},
+      {"cuLaunchKernel", 4000}, {"cuMemAllocManaged", 6000}, {"cuLaunchCooperativeKernel", 9000},
+      {"cuGraphLaunch", 10000}, {"cuMemCreate", 10020}, {"cuMemRelease", 10020},
+      {"cuMemRetainAllocationHandle", 11000}, {"cuMemAllocAsync", 11020},
+      {"cuMemAllocFromPoolAsync", 11020}, {"cuMemFreeAsync", 11020}, {"cuMemPoolCreate", 11020},
+      {"cuMemPoolTrimTo", 11020}, {"cuMemPoolDestroy", 11020}, {"cuGetProcAddress", 11030},
+      {"cuDeviceGraphMemTrim", 11040}, {"cuLaunchKernelEx", 11060},
+  };
+  for (const auto& i : kIntroduced) {
+    if (std::strcmp(base, i.name) == 0) return i.since;
+  }
+  return 0;
+}
+
+bool Internal() {
+  static const bool internal = [] {
+    const char* v = getenv("FAKE_CUDA_PROC_ADDRESS");
+    return v != nullptr && std::strcmp(v, "internal") == 0;
+  }();
+  return internal;
 }
 
 // The cudaVersion from which `base` resolves to its _v2 variant.
@@ -74,25 +119,41 @@ int V2Since(const char* base) {
   return 3020;
 }
 
-CUresult Lookup(const char* symbol, void** pfn, int version, cuuint64_t flags,
-                CUdriverProcAddressQueryResult* status) {
-  if (symbol == nullptr || pfn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+// The variant for the request in *found (nullptr when none); the driver's
+// result and symbolStatus.
+CUresult Pick(const char* symbol, int version, cuuint64_t flags, const Entry** found,
+              CUdriverProcAddressQueryResult* status) {
+  *found = nullptr;
   if (version > fake::S().driver_version) {
-    if (status != nullptr) *status = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
+    *status = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
     return CUDA_ERROR_INVALID_VALUE;
   }
   const std::string base(symbol);
-  void* fn = nullptr;
+  const Entry* e = nullptr;
   if (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) {
-    fn = Find(base + "_ptsz");
-    if (fn == nullptr) fn = Find(base + "_ptds");
+    e = Find(base + "_ptsz");
+    if (e == nullptr) e = Find(base + "_ptds");
   }
-  if (fn == nullptr && version >= V2Since(symbol)) fn = Find(base + "_v2");
-  if (fn == nullptr) fn = Find(base);
-  *pfn = fn;
-  if (status != nullptr) {
-    *status = fn != nullptr ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  if (e == nullptr && version >= V2Since(symbol)) e = Find(base + "_v2");
+  if (e == nullptr) e = Find(base);
+  if (e != nullptr && version < Introduced(symbol)) {
+    *status = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
+    return CUDA_SUCCESS;
   }
+  *found = e;
+  *status = e != nullptr ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  return CUDA_SUCCESS;
+}
+
+CUresult Lookup(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                CUdriverProcAddressQueryResult* status) {
+  if (symbol == nullptr || pfn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const Entry* e = nullptr;
+  CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  const CUresult r = Pick(symbol, version, flags, &e, &st);
+  if (status != nullptr) *status = st;
+  if (r != CUDA_SUCCESS) return r;
+  *pfn = e == nullptr ? nullptr : Internal() ? e->internal : e->fn;
   return CUDA_SUCCESS;
 }
 
@@ -106,6 +167,15 @@ CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint
 }
 CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, cuuint64_t flags) {
   return Lookup(symbol, pfn, version, flags, nullptr);
+}
+
+CUresult tessera_fake_cuda_proc_address_abi(const char* symbol, int version, cuuint64_t flags,
+                                            const char** abi) {
+  const Entry* e = nullptr;
+  CUdriverProcAddressQueryResult st;
+  const CUresult r = Pick(symbol, version, flags, &e, &st);
+  *abi = e != nullptr ? e->name : nullptr;
+  return r;
 }
 
 }  // extern "C"

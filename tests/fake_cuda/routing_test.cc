@@ -1,6 +1,9 @@
 // Symbol routing, the memory views, fork and clone, and long random
 // sequences; with libtessera-cuda.so preloaded over the fake driver and the
-// limits TESSERA_GPU_MEM_LIMIT_MIB_0=64, _1=32 (see CMakeLists.txt).
+// limits TESSERA_GPU_MEM_LIMIT_MIB_0=64, _1=32 (see CMakeLists.txt). Run
+// twice: once over a driver whose cuGetProcAddress hands out its exported
+// symbols, once over one that hands out internal entry points
+// (FAKE_CUDA_PROC_ADDRESS=internal), as a real driver may.
 #define NVML_NO_UNVERSIONED_FUNC_DEFS 1
 #include <dlfcn.h>
 #include <nvml.h>
@@ -8,7 +11,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -23,6 +28,43 @@ using fake_test::kMiB;
 using fake_test::Used0;
 
 class RoutingTest : public fake_test::DeviceTest {};
+
+bool InternalEntryPoints() {
+  const char* mode = std::getenv("FAKE_CUDA_PROC_ADDRESS");
+  return mode != nullptr && std::string(mode) == "internal";
+}
+
+// Every hooked driver entry point by the base name cuGetProcAddress takes:
+// hook_list.inc's exported names less their ABI suffix (_v2, _ptsz, ...).
+std::set<std::string> HookedBaseNames() {
+  std::set<std::string> bases;
+  for (std::string n : {
+#define TESSERA_CU_HOOK(name, params, args) #name,
+#define TESSERA_NVML_HOOK(name, params, args)
+#define TESSERA_CU_CALL(name)
+#define TESSERA_NVML_CALL(name)
+#include "cuda/hook_list.inc"
+#undef TESSERA_CU_HOOK
+#undef TESSERA_NVML_HOOK
+#undef TESSERA_CU_CALL
+#undef TESSERA_NVML_CALL
+       }) {
+    for (const std::string stream : {"_ptsz", "_ptds"}) {
+      if (n.size() > stream.size() && n.ends_with(stream)) n.resize(n.size() - stream.size());
+    }
+    const size_t v = n.rfind("_v");
+    if (v != std::string::npos && v + 2 < n.size() &&
+        n.find_first_not_of("0123456789", v + 2) == std::string::npos) {
+      n.resize(v);
+    }
+    bases.insert(n);
+  }
+  return bases;
+}
+
+std::string Request(const std::string& base, int version, cuuint64_t flags) {
+  return base + " at " + std::to_string(version) + ", flags " + std::to_string(flags);
+}
 
 void* Hook(const char* name) {
   // Our exported symbol: the preloaded library is first in the global scope.
@@ -69,6 +111,125 @@ TEST_F(RoutingTest, ProcAddressReturnsTheHookWithTheDriversAbi) {
   EXPECT_EQ(p, nullptr);
   EXPECT_EQ(st, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
   EXPECT_EQ(cuGetProcAddress_v2("cuMemAlloc", &p, 99000, 0, nullptr), CUDA_ERROR_INVALID_VALUE);
+}
+
+// Whatever address the driver hands out, cuGetProcAddress(_v2) gives our
+// hook of the ABI the driver chose (the fake says which), for every hooked
+// name, cudaVersion and stream flag.
+TEST_F(RoutingTest, EveryHookedNameResolvesToTheHookOfTheDriversAbi) {
+  const std::set<std::string> bases = HookedBaseNames();
+  ASSERT_GT(bases.size(), 20u);
+  int routed = 0;
+  for (const std::string& base : bases) {
+    for (int version : {3000, 11030, 12000, 12090, 13000}) {
+      for (cuuint64_t flags : {cuuint64_t{CU_GET_PROC_ADDRESS_DEFAULT},
+                               cuuint64_t{CU_GET_PROC_ADDRESS_LEGACY_STREAM},
+                               cuuint64_t{CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM}}) {
+        const char* abi = nullptr;
+        const CUresult want =
+            tessera_fake_cuda_proc_address_abi(base.c_str(), version, flags, &abi);
+        for (bool v2 : {false, true}) {
+          SCOPED_TRACE(Request(base, version, flags) + (v2 ? " through _v2" : ""));
+          void* p = nullptr;
+          CUdriverProcAddressQueryResult st{};
+          const CUresult r = v2 ? cuGetProcAddress_v2(base.c_str(), &p, version, flags, &st)
+                                : cuGetProcAddress(base.c_str(), &p, version, flags);
+          ASSERT_EQ(r, want);
+          if (r != CUDA_SUCCESS) continue;
+          if (abi == nullptr) {
+            EXPECT_EQ(p, nullptr);
+            continue;
+          }
+          Dl_info info{};
+          ASSERT_TRUE(dladdr(p, &info));
+          EXPECT_STREQ(info.dli_sname, abi);
+          EXPECT_NE(std::string(info.dli_fname).find("libtessera-cuda"), std::string::npos);
+          ++routed;
+        }
+      }
+    }
+  }
+  EXPECT_GT(routed, 300);
+}
+
+// Callers ask by base name; one that asks by an exported name where the
+// driver answers gets our hook of that very ABI.
+TEST_F(RoutingTest, AnExportedNameIsItsOwnAbi) {
+  for (const char* name : {"cuMemAlloc_v2", "cuMemAllocAsync_ptsz", "cuGetProcAddress_v2"}) {
+    void* p = nullptr;
+    ASSERT_EQ(cuGetProcAddress_v2(name, &p, 12000, 0, nullptr), CUDA_SUCCESS) << name;
+    Dl_info info{};
+    ASSERT_TRUE(dladdr(p, &info)) << name;
+    EXPECT_STREQ(info.dli_sname, name);
+    EXPECT_NE(std::string(info.dli_fname).find("libtessera-cuda"), std::string::npos) << name;
+  }
+}
+
+// The mode is on where the suite says so: the driver's pointer for a name we
+// do not hook is then not its exported symbol, and still works.
+TEST_F(RoutingTest, TheDriverHandsOutInternalEntryPointsInThatMode) {
+  void* libcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(libcuda, nullptr);
+  void* p = nullptr;
+  ASSERT_EQ(cuGetProcAddress_v2("cuDriverGetVersion", &p, 12000, 0, nullptr), CUDA_SUCCESS);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p != dlsym(libcuda, "cuDriverGetVersion"), InternalEntryPoints());
+  int version = 0;
+  ASSERT_EQ(reinterpret_cast<decltype(&cuDriverGetVersion)>(p)(&version), CUDA_SUCCESS);
+  EXPECT_EQ(version, 13000);
+}
+
+// cuGetProcAddress(name) as a function of type F (nullptr on failure).
+template <typename F>
+F ProcAddress(const char* name, int version, cuuint64_t flags) {
+  void* p = nullptr;
+  EXPECT_EQ(cuGetProcAddress(name, &p, version, flags), CUDA_SUCCESS) << name;
+  return reinterpret_cast<F>(p);
+}
+
+// The runtime's paths (cudaMalloc, cudaMallocAsync, cudaMemGetInfo) and
+// PyTorch's expandable segments (cuMemCreate), through the pointers
+// cuGetProcAddress gives, at every cudaVersion and stream flag.
+TEST_F(RoutingTest, AllocationsThroughProcAddressAreRefusedAtTheLimit) {
+  CUmemoryPool pool;
+  ASSERT_EQ(cuDeviceGetMemPool(&pool, 0), CUDA_SUCCESS);
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+  for (int v : {11030, 12000, 12090, 13000}) {
+    for (cuuint64_t f : {cuuint64_t{CU_GET_PROC_ADDRESS_DEFAULT},
+                         cuuint64_t{CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM}}) {
+      SCOPED_TRACE(Request("", v, f));
+      auto alloc = ProcAddress<decltype(&cuMemAlloc_v2)>("cuMemAlloc", v, f);
+      auto free_mem = ProcAddress<decltype(&cuMemFree_v2)>("cuMemFree", v, f);
+      auto info = ProcAddress<decltype(&cuMemGetInfo_v2)>("cuMemGetInfo", v, f);
+      auto alloc_async = ProcAddress<decltype(&cuMemAllocAsync)>("cuMemAllocAsync", v, f);
+      auto free_async = ProcAddress<decltype(&cuMemFreeAsync)>("cuMemFreeAsync", v, f);
+      auto create = ProcAddress<decltype(&cuMemCreate)>("cuMemCreate", v, f);
+      auto release = ProcAddress<decltype(&cuMemRelease)>("cuMemRelease", v, f);
+      ASSERT_TRUE(alloc && free_mem && info && alloc_async && free_async && create && release);
+
+      CUdeviceptr a = 0, b = 0;
+      ASSERT_EQ(alloc(&a, 64 * kMiB), CUDA_SUCCESS);
+      EXPECT_EQ(alloc(&b, 1), CUDA_ERROR_OUT_OF_MEMORY);
+      size_t free_b = 1, total = 0;
+      ASSERT_EQ(info(&free_b, &total), CUDA_SUCCESS);
+      EXPECT_EQ(total, 64 * kMiB);
+      EXPECT_EQ(free_b, 0u);
+      ASSERT_EQ(free_mem(a), CUDA_SUCCESS);
+
+      ASSERT_EQ(alloc_async(&a, 64 * kMiB, nullptr), CUDA_SUCCESS);
+      EXPECT_EQ(alloc_async(&b, 1, nullptr), CUDA_ERROR_OUT_OF_MEMORY);
+      ASSERT_EQ(free_async(a, nullptr), CUDA_SUCCESS);
+      ASSERT_EQ(cuMemPoolTrimTo(pool, 0), CUDA_SUCCESS);
+
+      CUmemGenericAllocationHandle h = 0, h2 = 0;
+      ASSERT_EQ(create(&h, 64 * kMiB, &prop, 0), CUDA_SUCCESS);
+      EXPECT_EQ(create(&h2, 2 * kMiB, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+      ASSERT_EQ(release(h), CUDA_SUCCESS);
+      ASSERT_EQ(Used0(), 0u);
+    }
+  }
 }
 
 TEST_F(RoutingTest, CallsThroughProcAddressAreLimited) {
