@@ -57,6 +57,9 @@ const Entry kTable[] = {
     E(cuStreamEndCapture), E(cuStreamIsCapturing), E(cuStreamGetCaptureInfo),
     E(cuStreamGetCaptureInfo_ptsz), E(cuStreamGetCaptureInfo_v2), E(cuStreamGetCaptureInfo_v3),
     E(cuThreadExchangeStreamCaptureMode), E(cuDeviceGetUuid), E(cuDeviceGetUuid_v2),
+    E(cuDevicePrimaryCtxRelease), E(cuDevicePrimaryCtxRelease_v2), E(cuDevicePrimaryCtxReset),
+    E(cuDevicePrimaryCtxReset_v2), E(cuCtxCreate), E(cuCtxCreate_v2), E(cuCtxCreate_v3),
+    E(cuCtxCreate_v4), E(cuCtxDestroy), E(cuCtxDestroy_v2),
 };
 #undef E
 
