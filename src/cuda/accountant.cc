@@ -24,9 +24,13 @@ bool Accountant::Track(Space space, uint64_t key, int gpu, uint64_t bytes, uint6
     auto [it, inserted] = table_.try_emplace(Key{space, key}, Record{gpu, bytes, pool, 1});
     if (!inserted) {
       // The driver handed out a key we still hold: we missed its free (for
-      // example a free through a path we do not hook). Replace the record.
+      // example a free through a path we do not hook). Replace the record,
+      // and forget where the old one was mapped.
       Unreserve(it->second.gpu, it->second.bytes);
       it->second = Record{gpu, bytes, pool, 1};
+      if (space == Space::kVmmHandle) {
+        std::erase_if(mappings_, [key](const auto& m) { return m.second.handle == key; });
+      }
     }
   } catch (const std::bad_alloc&) {
     return false;
@@ -38,12 +42,59 @@ bool Accountant::Release(Space space, uint64_t key) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = table_.find(Key{space, key});
   if (it == table_.end()) return false;
-  if (--it->second.refs == 0) {
-    Unreserve(it->second.gpu, it->second.bytes);
-    table_.erase(it);
-  }
+  if (it->second.refs > 0) --it->second.refs;
+  DropIfUnusedLocked(it);
   return true;
 }
+
+void Accountant::DropIfUnusedLocked(std::unordered_map<Key, Record, KeyHash>::iterator it) {
+  if (it->second.refs > 0 || it->second.maps > 0) return;
+  Unreserve(it->second.gpu, it->second.bytes);
+  table_.erase(it);
+}
+
+bool Accountant::Map(uint64_t addr, uint64_t bytes, uint64_t handle) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = table_.find(Key{Space::kVmmHandle, handle});
+  if (it == table_.end()) return false;
+  try {
+    auto [m, inserted] = mappings_.try_emplace(addr, Mapping{bytes, handle});
+    if (!inserted) {
+      // A mapping we missed the unmap of (the driver maps only free ranges).
+      if (auto old = table_.find(Key{Space::kVmmHandle, m->second.handle});
+          old != table_.end() && old->second.maps > 0) {
+        --old->second.maps;
+        if (old != it) DropIfUnusedLocked(old);
+      }
+      m->second = Mapping{bytes, handle};
+    }
+  } catch (const std::bad_alloc&) {
+    return false;
+  }
+  ++it->second.maps;
+  return true;
+}
+
+int Accountant::Unmap(uint64_t addr, uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t end = bytes > ~addr ? ~0ull : addr + bytes;
+  auto first = mappings_.lower_bound(addr), last = mappings_.lower_bound(end);
+  int n = 0;
+  for (auto m = first; m != last; ++m, ++n) {
+    auto it = table_.find(Key{Space::kVmmHandle, m->second.handle});
+    if (it == table_.end() || it->second.maps == 0) continue;
+    --it->second.maps;
+    DropIfUnusedLocked(it);
+  }
+  mappings_.erase(first, last);
+  return n;
+}
+
+size_t Accountant::Mappings() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return mappings_.size();
+}
+
 
 bool Accountant::Retain(Space space, uint64_t key) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -152,6 +203,7 @@ void Accountant::ResetForNewProcess(int slot) {
   // the parent's other threads (atfork prepare holds it across fork).
   std::lock_guard<std::mutex> lock(mu_);
   table_.clear();
+  mappings_.clear();
   for (uint64_t& g : graph_reserved_) g = 0;
   slot_.store(slot, std::memory_order_relaxed);
 }

@@ -1,5 +1,6 @@
 // Memory accounting of one process against its container's share: what it
-// holds (by pointer, array, handle or pool) and the charges in the region.
+// holds (by pointer, array, handle or pool), where its VMM handles are
+// mapped, and the charges in the region.
 // No driver calls: the hooks call the driver and tell the accountant what
 // happened, so this logic is unit-tested without a C ABI or a GPU.
 //
@@ -14,6 +15,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -23,7 +25,9 @@
 namespace tessera::cuda {
 
 // Key spaces: values in different spaces may be numerically equal.
-enum class Space : uint8_t { kDevicePtr, kAsyncPtr, kArray, kMipmap, kVmmHandle, kPool, kHostPool };
+enum class Space : uint8_t {
+  kDevicePtr, kAsyncPtr, kArray, kMipmap, kVmmHandle, kPool, kHostPool
+};
 
 class Accountant {
  public:
@@ -40,12 +44,28 @@ class Accountant {
   // async pointer to its pool. False when the table cannot grow (the caller
   // frees the allocation and reports out of memory).
   bool Track(Space space, uint64_t key, int gpu, uint64_t bytes, uint64_t pool = 0);
-  // Drops one reference to `key` and gives its bytes back at the last one.
+  // Drops one reference to `key` and gives its bytes back at the last one;
+  // a VMM handle's bytes only once it is also mapped nowhere (see Map).
   // False when the key is unknown (memory not allocated through us, e.g.
   // IPC-opened or allocated before a fork).
   bool Release(Space space, uint64_t key);
   // One more reference (cuMemRetainAllocationHandle). False when unknown.
   bool Retain(Space space, uint64_t key);
+  // VMM mappings. The driver frees a physical handle's memory when the
+  // handle is released (every reference) and its last mapping is unmapped,
+  // whichever comes last, so its charge stays until then.
+  //
+  // After cuMemMap succeeded: `handle` is mapped at [addr, addr + bytes).
+  // False when the handle is not tracked (not charged: nothing to keep) or
+  // the table cannot grow (then its bytes go back at its release, early).
+  bool Map(uint64_t addr, uint64_t bytes, uint64_t handle);
+  // After cuMemUnmap(addr, bytes) succeeded: every mapping that begins in
+  // [addr, addr + bytes) is gone; a released handle whose last mapping
+  // this was gives its bytes back. Returns how many mappings went.
+  int Unmap(uint64_t addr, uint64_t bytes);
+  // Where tracked handles are mapped now (tests).
+  size_t Mappings() const;
+
   // Whether `key` is tracked.
   bool Contains(Space space, uint64_t key) const;
   // The pool an async pointer came from, or 0.
@@ -96,13 +116,22 @@ class Accountant {
     uint64_t bytes;
     uint64_t pool;  // kAsyncPtr: its pool
     uint32_t refs;
+    uint32_t maps = 0;  // kVmmHandle: mappings in mappings_
   };
+  struct Mapping {
+    uint64_t bytes;
+    uint64_t handle;
+  };
+
+  // Gives a record's bytes back and erases it once nothing holds it.
+  void DropIfUnusedLocked(std::unordered_map<Key, Record, KeyHash>::iterator it);
 
   region::Layout* const layout_;
   std::atomic<int> slot_;  // changes only in a fresh child
   mutable std::mutex mu_;
   std::unordered_map<Key, Record, KeyHash> table_;  // guarded by mu_
   uint64_t graph_reserved_[region::kMaxGpus] = {};  // guarded by mu_
+  std::map<uint64_t, Mapping> mappings_;            // address -> mapping; guarded by mu_
 };
 
 }  // namespace tessera::cuda

@@ -56,6 +56,61 @@ TEST_F(AccountantTest, VmmHandleFreedAtLastReference) {
   EXPECT_EQ(acct_->Used(0), 0u);
 }
 
+TEST_F(AccountantTest, ReleasedVmmHandleStaysChargedUntilItsLastMappingGoes) {
+  ASSERT_TRUE(acct_->Reserve(0, 4 * kMiB));
+  ASSERT_TRUE(acct_->Track(Space::kVmmHandle, 7, 0, 4 * kMiB));
+  EXPECT_TRUE(acct_->Map(0x1000000, 4 * kMiB, 7));
+  EXPECT_TRUE(acct_->Map(0x2000000, 4 * kMiB, 7));  // the same handle twice
+  EXPECT_FALSE(acct_->Map(0x3000000, 4 * kMiB, 8));  // not ours: not tracked
+  EXPECT_TRUE(acct_->Release(Space::kVmmHandle, 7));
+  EXPECT_EQ(acct_->Used(0), 4 * kMiB);
+  EXPECT_EQ(acct_->Unmap(0x1000000, 4 * kMiB), 1);
+  EXPECT_EQ(acct_->Used(0), 4 * kMiB);
+  EXPECT_EQ(acct_->Unmap(0x2000000, 4 * kMiB), 1);
+  EXPECT_EQ(acct_->Used(0), 0u);
+  EXPECT_FALSE(acct_->Contains(Space::kVmmHandle, 7));
+  EXPECT_EQ(acct_->Mappings(), 0u);
+}
+
+TEST_F(AccountantTest, UnmappedVmmHandleGoesAtItsRelease) {
+  ASSERT_TRUE(acct_->Reserve(0, 2 * kMiB));
+  ASSERT_TRUE(acct_->Track(Space::kVmmHandle, 7, 0, 2 * kMiB));
+  EXPECT_TRUE(acct_->Map(0x1000000, 2 * kMiB, 7));
+  EXPECT_TRUE(acct_->Retain(Space::kVmmHandle, 7));
+  EXPECT_EQ(acct_->Unmap(0x1000000, 2 * kMiB), 1);
+  EXPECT_TRUE(acct_->Release(Space::kVmmHandle, 7));
+  EXPECT_EQ(acct_->Used(0), 2 * kMiB);  // one reference left
+  EXPECT_TRUE(acct_->Release(Space::kVmmHandle, 7));
+  EXPECT_EQ(acct_->Used(0), 0u);
+}
+
+TEST_F(AccountantTest, UnmapTakesEveryMappingThatBeginsInTheRange) {
+  for (uint64_t h : {1, 2, 3}) {
+    ASSERT_TRUE(acct_->Reserve(0, 2 * kMiB));
+    ASSERT_TRUE(acct_->Track(Space::kVmmHandle, h, 0, 2 * kMiB));
+    ASSERT_TRUE(acct_->Map(h * 2 * kMiB, 2 * kMiB, h));
+    ASSERT_TRUE(acct_->Release(Space::kVmmHandle, h));
+  }
+  EXPECT_EQ(acct_->Used(0), 6 * kMiB);
+  EXPECT_EQ(acct_->Unmap(2 * kMiB, 4 * kMiB), 2);  // handles 1 and 2, not 3
+  EXPECT_EQ(acct_->Used(0), 2 * kMiB);
+  EXPECT_EQ(acct_->Unmap(0, 2 * kMiB), 0);  // nothing mapped there
+  EXPECT_EQ(acct_->Unmap(6 * kMiB, ~0ull), 1);  // to the end of the address space
+  EXPECT_EQ(acct_->Used(0), 0u);
+}
+
+TEST_F(AccountantTest, AReusedHandleForgetsTheOldOnesMappings) {
+  ASSERT_TRUE(acct_->Reserve(0, 2 * kMiB));
+  ASSERT_TRUE(acct_->Track(Space::kVmmHandle, 7, 0, 2 * kMiB));
+  ASSERT_TRUE(acct_->Map(0x1000000, 2 * kMiB, 7));
+  // We missed its release and unmap; the driver hands the value out again.
+  ASSERT_TRUE(acct_->Reserve(0, 4 * kMiB));
+  ASSERT_TRUE(acct_->Track(Space::kVmmHandle, 7, 0, 4 * kMiB));
+  EXPECT_EQ(acct_->Mappings(), 0u);
+  EXPECT_TRUE(acct_->Release(Space::kVmmHandle, 7));
+  EXPECT_EQ(acct_->Used(0), 0u);
+}
+
 TEST_F(AccountantTest, PoolsAreChargedByReserve) {
   EXPECT_TRUE(acct_->SetPoolReserved(0xabc, 0, 32 * kMiB, false));
   EXPECT_EQ(acct_->Used(0), 32 * kMiB);
