@@ -95,6 +95,72 @@ size_t Accountant::Mappings() const {
   return mappings_.size();
 }
 
+bool Accountant::OpenContext(int gpu, uint64_t bytes, region::Refusal refusal) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (context_refs_[gpu] == 0) {
+    if (bytes != 0 && !Reserve(gpu, bytes, refusal)) return false;
+    context_charge_[gpu] = bytes;
+  }
+  ++context_refs_[gpu];
+  return true;
+}
+
+void Accountant::CloseContext(int gpu) {
+  std::lock_guard<std::mutex> lock(mu_);
+  CloseContextLocked(gpu);
+}
+
+void Accountant::CloseContextLocked(int gpu) {
+  if (context_refs_[gpu] == 0) return;
+  if (--context_refs_[gpu] == 0) {
+    Unreserve(gpu, context_charge_[gpu]);
+    context_charge_[gpu] = 0;
+  }
+}
+
+void Accountant::PrimaryRetained(int gpu) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++primary_refs_[gpu];
+}
+
+bool Accountant::ContextCreated(uint64_t ctx, int gpu) {
+  std::lock_guard<std::mutex> lock(mu_);
+  try {
+    auto [it, inserted] = table_.try_emplace(Key{Space::kContext, ctx}, Record{gpu, 0, 0, 1});
+    if (!inserted) {
+      // A handle we still hold: we missed its destruction. The new context
+      // takes over the old one's reference.
+      CloseContextLocked(it->second.gpu);
+      it->second = Record{gpu, 0, 0, 1};
+    }
+  } catch (const std::bad_alloc&) {
+    return false;
+  }
+  return true;
+}
+
+bool Accountant::PrimaryReleased(int gpu) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (primary_refs_[gpu] == 0) return false;
+  --primary_refs_[gpu];
+  CloseContextLocked(gpu);
+  return true;
+}
+
+bool Accountant::ContextDestroyed(uint64_t ctx) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = table_.find(Key{Space::kContext, ctx});
+  if (it == table_.end()) return false;
+  const int gpu = it->second.gpu;
+  table_.erase(it);
+  CloseContextLocked(gpu);
+  return true;
+}
+
+uint32_t Accountant::Contexts(int gpu) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return context_refs_[gpu];
+}
 
 bool Accountant::Retain(Space space, uint64_t key) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -205,6 +271,10 @@ void Accountant::ResetForNewProcess(int slot) {
   table_.clear();
   mappings_.clear();
   for (uint64_t& g : graph_reserved_) g = 0;
+  for (int g = 0; g < region::kMaxGpus; ++g) {
+    context_refs_[g] = primary_refs_[g] = 0;
+    context_charge_[g] = 0;
+  }
   slot_.store(slot, std::memory_order_relaxed);
 }
 

@@ -1,6 +1,6 @@
 // Memory accounting of one process against its container's share: what it
 // holds (by pointer, array, handle or pool), where its VMM handles are
-// mapped, and the charges in the region.
+// mapped, its contexts per GPU, and the charges in the region.
 // No driver calls: the hooks call the driver and tell the accountant what
 // happened, so this logic is unit-tested without a C ABI or a GPU.
 //
@@ -26,7 +26,7 @@ namespace tessera::cuda {
 
 // Key spaces: values in different spaces may be numerically equal.
 enum class Space : uint8_t {
-  kDevicePtr, kAsyncPtr, kArray, kMipmap, kVmmHandle, kPool, kHostPool
+  kDevicePtr, kAsyncPtr, kArray, kMipmap, kVmmHandle, kPool, kHostPool, kContext
 };
 
 class Accountant {
@@ -65,6 +65,33 @@ class Accountant {
   int Unmap(uint64_t addr, uint64_t bytes);
   // Where tracked handles are mapped now (tests).
   size_t Mappings() const;
+
+  // Contexts. The driver reports no size for a context, so a process's
+  // contexts on a GPU are charged a configured size together, once: from
+  // its first context there to its last (the primary context counts while
+  // retained, a created one until destroyed). A context reference is
+  // opened before the driver call that makes it, so two threads cannot both
+  // miss the charge.
+  //
+  // One more context reference on `gpu`. The first charges `bytes` if the
+  // share holds them: false when it does not (nothing changed; the caller
+  // refuses the context).
+  bool OpenContext(int gpu, uint64_t bytes, region::Refusal refusal = region::Refusal::kCounted);
+  // Undoes OpenContext (the driver call failed): the last reference gives
+  // the charge back. Nothing when none is open.
+  void CloseContext(int gpu);
+  // The open reference became a primary-context retain / created context
+  // `ctx`. ContextCreated: false when the table cannot grow (the caller
+  // destroys the context and closes the reference).
+  void PrimaryRetained(int gpu);
+  bool ContextCreated(uint64_t ctx, int gpu);
+  // After a successful primary release / cuCtxDestroy: closes that
+  // reference. False when it was not counted (retained before a fork, or a
+  // context we never saw created).
+  bool PrimaryReleased(int gpu);
+  bool ContextDestroyed(uint64_t ctx);
+  // Context references this process holds on `gpu` (tests).
+  uint32_t Contexts(int gpu) const;
 
   // Whether `key` is tracked.
   bool Contains(Space space, uint64_t key) const;
@@ -125,6 +152,7 @@ class Accountant {
 
   // Gives a record's bytes back and erases it once nothing holds it.
   void DropIfUnusedLocked(std::unordered_map<Key, Record, KeyHash>::iterator it);
+  void CloseContextLocked(int gpu);
 
   region::Layout* const layout_;
   std::atomic<int> slot_;  // changes only in a fresh child
@@ -132,6 +160,9 @@ class Accountant {
   std::unordered_map<Key, Record, KeyHash> table_;  // guarded by mu_
   uint64_t graph_reserved_[region::kMaxGpus] = {};  // guarded by mu_
   std::map<uint64_t, Mapping> mappings_;            // address -> mapping; guarded by mu_
+  uint32_t context_refs_[region::kMaxGpus] = {};    // guarded by mu_
+  uint32_t primary_refs_[region::kMaxGpus] = {};    // guarded by mu_
+  uint64_t context_charge_[region::kMaxGpus] = {};  // guarded by mu_
 };
 
 }  // namespace tessera::cuda
