@@ -24,9 +24,13 @@ bool Accountant::Track(Space space, uint64_t key, int gpu, uint64_t bytes, uint6
     auto [it, inserted] = table_.try_emplace(Key{space, key}, Record{gpu, bytes, pool, 1});
     if (!inserted) {
       // The driver handed out a key we still hold: we missed its free (for
-      // example a free through a path we do not hook). Replace the record.
+      // example a free through a path we do not hook). Replace the record,
+      // and forget where the old one was mapped.
       Unreserve(it->second.gpu, it->second.bytes);
       it->second = Record{gpu, bytes, pool, 1};
+      if (space == Space::kVmmHandle) {
+        std::erase_if(mappings_, [key](const auto& m) { return m.second.handle == key; });
+      }
     }
   } catch (const std::bad_alloc&) {
     return false;
@@ -38,11 +42,124 @@ bool Accountant::Release(Space space, uint64_t key) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = table_.find(Key{space, key});
   if (it == table_.end()) return false;
-  if (--it->second.refs == 0) {
-    Unreserve(it->second.gpu, it->second.bytes);
-    table_.erase(it);
+  if (it->second.refs > 0) --it->second.refs;
+  DropIfUnusedLocked(it);
+  return true;
+}
+
+void Accountant::DropIfUnusedLocked(std::unordered_map<Key, Record, KeyHash>::iterator it) {
+  if (it->second.refs > 0 || it->second.maps > 0) return;
+  Unreserve(it->second.gpu, it->second.bytes);
+  table_.erase(it);
+}
+
+bool Accountant::Map(uint64_t addr, uint64_t bytes, uint64_t handle) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = table_.find(Key{Space::kVmmHandle, handle});
+  if (it == table_.end()) return false;
+  try {
+    auto [m, inserted] = mappings_.try_emplace(addr, Mapping{bytes, handle});
+    if (!inserted) {
+      // A mapping we missed the unmap of (the driver maps only free ranges).
+      if (auto old = table_.find(Key{Space::kVmmHandle, m->second.handle});
+          old != table_.end() && old->second.maps > 0) {
+        --old->second.maps;
+        if (old != it) DropIfUnusedLocked(old);
+      }
+      m->second = Mapping{bytes, handle};
+    }
+  } catch (const std::bad_alloc&) {
+    return false;
+  }
+  ++it->second.maps;
+  return true;
+}
+
+int Accountant::Unmap(uint64_t addr, uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t end = bytes > ~addr ? ~0ull : addr + bytes;
+  auto first = mappings_.lower_bound(addr), last = mappings_.lower_bound(end);
+  int n = 0;
+  for (auto m = first; m != last; ++m, ++n) {
+    auto it = table_.find(Key{Space::kVmmHandle, m->second.handle});
+    if (it == table_.end() || it->second.maps == 0) continue;
+    --it->second.maps;
+    DropIfUnusedLocked(it);
+  }
+  mappings_.erase(first, last);
+  return n;
+}
+
+size_t Accountant::Mappings() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return mappings_.size();
+}
+
+bool Accountant::OpenContext(int gpu, uint64_t bytes, region::Refusal refusal) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (context_refs_[gpu] == 0) {
+    if (bytes != 0 && !Reserve(gpu, bytes, refusal)) return false;
+    context_charge_[gpu] = bytes;
+  }
+  ++context_refs_[gpu];
+  return true;
+}
+
+void Accountant::CloseContext(int gpu) {
+  std::lock_guard<std::mutex> lock(mu_);
+  CloseContextLocked(gpu);
+}
+
+void Accountant::CloseContextLocked(int gpu) {
+  if (context_refs_[gpu] == 0) return;
+  if (--context_refs_[gpu] == 0) {
+    Unreserve(gpu, context_charge_[gpu]);
+    context_charge_[gpu] = 0;
+  }
+}
+
+void Accountant::PrimaryRetained(int gpu) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++primary_refs_[gpu];
+}
+
+bool Accountant::ContextCreated(uint64_t ctx, int gpu) {
+  std::lock_guard<std::mutex> lock(mu_);
+  try {
+    auto [it, inserted] = table_.try_emplace(Key{Space::kContext, ctx}, Record{gpu, 0, 0, 1});
+    if (!inserted) {
+      // A handle we still hold: we missed its destruction. The new context
+      // takes over the old one's reference.
+      CloseContextLocked(it->second.gpu);
+      it->second = Record{gpu, 0, 0, 1};
+    }
+  } catch (const std::bad_alloc&) {
+    return false;
   }
   return true;
+}
+
+bool Accountant::PrimaryReleased(int gpu) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (primary_refs_[gpu] == 0) return false;
+  --primary_refs_[gpu];
+  CloseContextLocked(gpu);
+  return true;
+}
+
+bool Accountant::ContextDestroyed(uint64_t ctx) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = table_.find(Key{Space::kContext, ctx});
+  if (it == table_.end()) return false;
+  const int gpu = it->second.gpu;
+  table_.erase(it);
+  CloseContextLocked(gpu);
+  return true;
+}
+
+uint32_t Accountant::Contexts(int gpu) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return context_refs_[gpu];
 }
 
 bool Accountant::Retain(Space space, uint64_t key) {
@@ -158,7 +275,12 @@ void Accountant::ResetForNewProcess(int slot) {
   // another thread held the lock would inherit it held (documented limit).
   std::lock_guard<std::mutex> lock(mu_);
   table_.clear();
+  mappings_.clear();
   for (uint64_t& g : graph_reserved_) g = 0;
+  for (int g = 0; g < region::kMaxGpus; ++g) {
+    context_refs_[g] = primary_refs_[g] = 0;
+    context_charge_[g] = 0;
+  }
   slot_.store(slot, std::memory_order_relaxed);
 }
 

@@ -1,5 +1,6 @@
 // Memory accounting of one process against its container's share: what it
-// holds (by pointer, array, handle or pool) and the charges in the region.
+// holds (by pointer, array, handle or pool), where its VMM handles are
+// mapped, its contexts per GPU, and the charges in the region.
 // No driver calls: the hooks call the driver and tell the accountant what
 // happened, so this logic is unit-tested without a C ABI or a GPU.
 //
@@ -14,6 +15,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -23,7 +25,9 @@
 namespace tessera::cuda {
 
 // Key spaces: values in different spaces may be numerically equal.
-enum class Space : uint8_t { kDevicePtr, kAsyncPtr, kArray, kMipmap, kVmmHandle, kPool, kHostPool };
+enum class Space : uint8_t {
+  kDevicePtr, kAsyncPtr, kArray, kMipmap, kVmmHandle, kPool, kHostPool, kContext
+};
 
 class Accountant {
  public:
@@ -40,12 +44,55 @@ class Accountant {
   // async pointer to its pool. False when the table cannot grow (the caller
   // frees the allocation and reports out of memory).
   bool Track(Space space, uint64_t key, int gpu, uint64_t bytes, uint64_t pool = 0);
-  // Drops one reference to `key` and gives its bytes back at the last one.
+  // Drops one reference to `key` and gives its bytes back at the last one;
+  // a VMM handle's bytes only once it is also mapped nowhere (see Map).
   // False when the key is unknown (memory not allocated through us, e.g.
   // IPC-opened or allocated before a fork).
   bool Release(Space space, uint64_t key);
   // One more reference (cuMemRetainAllocationHandle). False when unknown.
   bool Retain(Space space, uint64_t key);
+  // VMM mappings. The driver frees a physical handle's memory when the
+  // handle is released (every reference) and its last mapping is unmapped,
+  // whichever comes last, so its charge stays until then.
+  //
+  // After cuMemMap succeeded: `handle` is mapped at [addr, addr + bytes).
+  // False when the handle is not tracked (not charged: nothing to keep) or
+  // the table cannot grow (then its bytes go back at its release, early).
+  bool Map(uint64_t addr, uint64_t bytes, uint64_t handle);
+  // After cuMemUnmap(addr, bytes) succeeded: every mapping that begins in
+  // [addr, addr + bytes) is gone; a released handle whose last mapping
+  // this was gives its bytes back. Returns how many mappings went.
+  int Unmap(uint64_t addr, uint64_t bytes);
+  // Where tracked handles are mapped now (tests).
+  size_t Mappings() const;
+
+  // Contexts. The driver reports no size for a context, so a process's
+  // contexts on a GPU are charged a configured size together, once: from
+  // its first context there to its last (the primary context counts while
+  // retained, a created one until destroyed). A context reference is
+  // opened before the driver call that makes it, so two threads cannot both
+  // miss the charge.
+  //
+  // One more context reference on `gpu`. The first charges `bytes` if the
+  // share holds them: false when it does not (nothing changed; the caller
+  // refuses the context).
+  bool OpenContext(int gpu, uint64_t bytes, region::Refusal refusal = region::Refusal::kCounted);
+  // Undoes OpenContext (the driver call failed): the last reference gives
+  // the charge back. Nothing when none is open.
+  void CloseContext(int gpu);
+  // The open reference became a primary-context retain / created context
+  // `ctx`. ContextCreated: false when the table cannot grow (the caller
+  // destroys the context and closes the reference).
+  void PrimaryRetained(int gpu);
+  bool ContextCreated(uint64_t ctx, int gpu);
+  // After a successful primary release / cuCtxDestroy: closes that
+  // reference. False when it was not counted (retained before a fork, or a
+  // context we never saw created).
+  bool PrimaryReleased(int gpu);
+  bool ContextDestroyed(uint64_t ctx);
+  // Context references this process holds on `gpu` (tests).
+  uint32_t Contexts(int gpu) const;
+
   // Whether `key` is tracked.
   bool Contains(Space space, uint64_t key) const;
   // The pool an async pointer came from, or 0.
@@ -101,13 +148,26 @@ class Accountant {
     uint64_t bytes;
     uint64_t pool;  // kAsyncPtr: its pool
     uint32_t refs;
+    uint32_t maps = 0;  // kVmmHandle: mappings in mappings_
   };
+  struct Mapping {
+    uint64_t bytes;
+    uint64_t handle;
+  };
+
+  // Gives a record's bytes back and erases it once nothing holds it.
+  void DropIfUnusedLocked(std::unordered_map<Key, Record, KeyHash>::iterator it);
+  void CloseContextLocked(int gpu);
 
   region::Layout* const layout_;
   std::atomic<int> slot_;  // changes only in a fresh child
   mutable std::mutex mu_;
   std::unordered_map<Key, Record, KeyHash> table_;  // guarded by mu_
   uint64_t graph_reserved_[region::kMaxGpus] = {};  // guarded by mu_
+  std::map<uint64_t, Mapping> mappings_;            // address -> mapping; guarded by mu_
+  uint32_t context_refs_[region::kMaxGpus] = {};    // guarded by mu_
+  uint32_t primary_refs_[region::kMaxGpus] = {};    // guarded by mu_
+  uint64_t context_charge_[region::kMaxGpus] = {};  // guarded by mu_
 };
 
 }  // namespace tessera::cuda

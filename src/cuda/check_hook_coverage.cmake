@@ -1,5 +1,6 @@
-# Fails when cuda.h exports an allocating or freeing entry point that
-# hook_list.inc neither hooks nor lists below as deliberately not counted.
+# Fails when cuda.h exports an allocating or freeing entry point, or one that
+# makes or ends a context or loads a module, that hook_list.inc neither hooks
+# nor lists below as deliberately not counted.
 #   cmake -DLIST=hook_list.inc "-DHEADERS=a/cuda.h;b/cuda.h" -P check_hook_coverage.cmake
 # Exported names are the header's declarations plus its version macros
 # (cuMemAlloc -> cuMemAlloc_v2) and per-thread-stream variants (_ptsz, _ptds).
@@ -17,10 +18,8 @@ set(NOT_COUNTED
   cuMemHostUnregister "registers existing host memory"
   cuMemAddressReserve "address space only"
   cuMemAddressFree "address space only"
-  cuMemMap "maps a counted handle"
-  cuMemUnmap "maps a counted handle"
-  cuMemMapArrayAsync "maps a counted handle into a sparse array"
-  cuMemMapArrayAsync_ptsz "maps a counted handle into a sparse array"
+  cuMemMapArrayAsync "maps a counted handle into a sparse array (such mappings are not tracked)"
+  cuMemMapArrayAsync_ptsz "maps a counted handle into a sparse array (such mappings are not tracked)"
   cuMemImportFromShareableHandle "imported: the exporter owns the memory"
   cuMemExportToShareableHandle "shares a counted handle"
   cuMemPoolImportFromShareableHandle "imported pool: the exporter owns it"
@@ -58,6 +57,19 @@ set(NOT_COUNTED
   cuIpcGetMemHandle "exports counted memory"
   cuIpcGetEventHandle "events, not memory"
   cuIpcOpenEventHandle "events, not memory"
+  cuDevicePrimaryCtxReset "a reset primary context stays retained: charged until its last release"
+  cuDevicePrimaryCtxReset_v2 "a reset primary context stays retained: charged until its last release"
+  cuGreenCtxCreate "green contexts: not charged (docs/interception.md)"
+  cuGreenCtxDestroy "green contexts: not charged (docs/interception.md)"
+  cuCtxFromGreenCtx "green contexts: not charged (docs/interception.md)"
+  cuModuleLoad "module memory: not charged (docs/interception.md)"
+  cuModuleLoadData "module memory: not charged (docs/interception.md)"
+  cuModuleLoadDataEx "module memory: not charged (docs/interception.md)"
+  cuModuleLoadFatBinary "module memory: not charged (docs/interception.md)"
+  cuModuleUnload "module memory: not charged (docs/interception.md)"
+  cuLibraryLoadData "module memory: not charged (docs/interception.md)"
+  cuLibraryLoadFromFile "module memory: not charged (docs/interception.md)"
+  cuLibraryUnload "module memory: not charged (docs/interception.md)"
 )
 
 function(exported_names header out)
@@ -100,6 +112,9 @@ endforeach()
 # Allocating or freeing, by name: memory, arrays, pools, VMM, IPC, graphs' memory.
 set(pattern "^cu(Mem|Array|Array3D|MipmappedArray|Ipc|ImportExternalMemory|DestroyExternalMemory|ExternalMemory|Graph[A-Za-z]*(Mem|Instantiate|Upload|ExecDestroy)|DeviceGraphMem|DeviceGetGraphMem|DeviceSetGraphMem)")
 set(verbs "(Alloc|Free|Create|Destroy|Release|Retain|Trim|Import|Export|Register|Map|Reserve|Instantiate|Upload|Launch|GraphMem|Attribute|Granularity|Properties|Handle|Open|Close|External)")
+# Making or ending contexts (each charged, see context_hooks.cc) and loading
+# modules, by name.
+set(context_pattern "^cu(Ctx(Create|Destroy)|DevicePrimaryCtx(Retain|Release|Reset)|GreenCtx(Create|Destroy)|CtxFromGreenCtx|Module(Load|Unload)|Library(Load|Unload))")
 set(failures "")
 set(checked 0)
 foreach(header IN LISTS HEADERS)
@@ -108,6 +123,13 @@ foreach(header IN LISTS HEADERS)
   endif()
   exported_names("${header}" names)
   foreach(n IN LISTS names)
+    if(n MATCHES "${context_pattern}")
+      math(EXPR checked "${checked} + 1")
+      if(NOT n IN_LIST hooked AND NOT n IN_LIST exempt)
+        list(APPEND failures "${n} (${header})")
+      endif()
+      continue()
+    endif()
     if(NOT n MATCHES "${pattern}" OR NOT n MATCHES "${verbs}")
       continue()
     endif()
@@ -126,6 +148,6 @@ if(checked EQUAL 0)
 endif()
 if(failures)
   list(JOIN failures "\n  " msg)
-  message(FATAL_ERROR "allocating/freeing entry points neither hooked nor listed as not counted:\n  ${msg}")
+  message(FATAL_ERROR "allocating/freeing or context/module entry points neither hooked nor listed as not counted:\n  ${msg}")
 endif()
-message(STATUS "hook coverage: ${checked} allocating/freeing entry points checked, all hooked or exempt")
+message(STATUS "hook coverage: ${checked} allocating/freeing and context/module entry points checked, all hooked or exempt")

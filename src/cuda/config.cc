@@ -113,6 +113,13 @@ Config ParseConfig(const std::function<const char*(const char*)>& env,
     ReadLimit(env, "TESSERA_GPU_MEM_LIMIT_MIB_" + std::to_string(i), &b, problems);
     c.limit_bytes[i] = b;
   }
+  uint64_t all_context = kDefaultContextMiB * kMiB;
+  ReadLimit(env, "TESSERA_GPU_CONTEXT_MIB", &all_context, problems);
+  for (int i = 0; i < region::kMaxGpus; ++i) {
+    uint64_t b = all_context;
+    ReadLimit(env, "TESSERA_GPU_CONTEXT_MIB_" + std::to_string(i), &b, problems);
+    c.context_bytes[i] = b;
+  }
   if (const char* v = env("TESSERA_GPU_MEM_VIEW")) {
     if (std::strcmp(v, "device") == 0) {
       c.device_total = true;

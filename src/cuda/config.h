@@ -15,6 +15,13 @@
 
 namespace tessera::cuda {
 
+// The default context charge: 256 MiB, the low end of what a CUDA 12/13
+// context (lazy module loading, the default since 12.2) is reported to take
+// on the data-center GPUs Tessera shares, so that a process is not charged
+// more than its context costs there while most of it is counted. The node
+// agent, which knows the GPU model, may set the measured figure.
+inline constexpr uint64_t kDefaultContextMiB = 256;
+
 struct Config {
   // TESSERA_CUDA_DISABLE=1: pass every call through, whatever else is set.
   bool disabled = false;
@@ -31,6 +38,11 @@ struct Config {
   // TESSERA_GPU_MEM_LIMIT_MIB_<i> (the container's GPU i, see `uuid`), else
   // TESSERA_GPU_MEM_LIMIT_MIB for every device. 0 = no limit.
   uint64_t limit_bytes[region::kMaxGpus] = {};
+  // TESSERA_GPU_CONTEXT_MIB_<i>, else TESSERA_GPU_CONTEXT_MIB, else
+  // kDefaultContextMiB: what each process's contexts on the container's GPU
+  // i are charged to its share, together, while it has one there (the
+  // driver reports no size for a context). 0: contexts are not charged.
+  uint64_t context_bytes[region::kMaxGpus] = {};
   // TESSERA_MANAGED_MEMORY=count (default) | ignore: whether
   // cuMemAllocManaged counts against the limit.
   bool count_managed = true;

@@ -67,6 +67,20 @@ TEST(ConfigTest, BadValuesAreReportedAndIgnored) {
   EXPECT_EQ(c.log_level, 1);
 }
 
+TEST(ConfigTest, ContextChargeDefaultsTo256MiBPerGpu) {
+  std::vector<std::string> problems;
+  Config c = Parse({}, &problems);
+  EXPECT_EQ(c.context_bytes[0], 256ull << 20);
+  EXPECT_EQ(c.context_bytes[15], 256ull << 20);
+  c = Parse({{"TESSERA_GPU_CONTEXT_MIB", "300"}, {"TESSERA_GPU_CONTEXT_MIB_2", "0"}}, &problems);
+  EXPECT_EQ(c.context_bytes[0], 300ull << 20);
+  EXPECT_EQ(c.context_bytes[2], 0u);  // not charged on GPU 2
+  c = Parse({{"TESSERA_GPU_CONTEXT_MIB", "lots"}}, &problems);
+  EXPECT_EQ(c.context_bytes[0], 256ull << 20);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("TESSERA_GPU_CONTEXT_MIB"), std::string::npos);
+}
+
 TEST(ConfigTest, ComputeSharesPolicyAndWindow) {
   std::vector<std::string> problems;
   Config c = Parse({}, &problems);

@@ -1,5 +1,6 @@
-// Hooks of linear, pitched and managed memory, VMM physical handles and
-// arrays: admit against the share, call the driver, track what it returned.
+// Hooks of linear, pitched and managed memory, VMM physical handles (and
+// where they are mapped) and arrays: admit against the share, call the
+// driver, track what it returned.
 #include <cstdint>
 
 #include "cuda/array_size.h"
@@ -146,6 +147,26 @@ template <typename Desc, typename Real>
       [](uint64_t key) { TESSERA_REAL(cuArrayDestroy)(reinterpret_cast<CUarray>(key)); });
 }
 
+// The driver first; then where the handle is mapped (accountant.h: a
+// released handle stays charged while mapped).
+[[gnu::cold, gnu::noinline]] CUresult MapHandle(CUdeviceptr ptr, size_t size, size_t offset,
+                                                CUmemGenericAllocationHandle handle,
+                                                unsigned long long flags) {
+  EnsureInit();
+  const CUresult r = TESSERA_REAL(cuMemMap)(ptr, size, offset, handle, flags);
+  if (Accountant* acct = CurrentAccountant(); acct != nullptr && r == CUDA_SUCCESS)
+    acct->Map(ptr, size, handle);
+  return r;
+}
+
+[[gnu::cold, gnu::noinline]] CUresult UnmapRange(CUdeviceptr ptr, size_t size) {
+  EnsureInit();
+  const CUresult r = TESSERA_REAL(cuMemUnmap)(ptr, size);
+  if (Accountant* acct = CurrentAccountant(); acct != nullptr && r == CUDA_SUCCESS)
+    acct->Unmap(ptr, size);
+  return r;
+}
+
 }  // namespace
 
 namespace hooks {
@@ -246,6 +267,17 @@ CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void*
   if (Accountant* acct = CurrentAccountant(); acct != nullptr && r == CUDA_SUCCESS)
     acct->Retain(Space::kVmmHandle, *handle);
   return r;
+}
+
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                  unsigned long long flags) noexcept {
+  if (PassThrough()) [[likely]] return TESSERA_REAL(cuMemMap)(ptr, size, offset, handle, flags);
+  return MapHandle(ptr, size, offset, handle, flags);
+}
+
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) noexcept {
+  if (PassThrough()) [[likely]] return TESSERA_REAL(cuMemUnmap)(ptr, size);
+  return UnmapRange(ptr, size);
 }
 
 CUresult cuArrayCreate(CUarray* array, const CUDA_ARRAY_DESCRIPTOR_v1* desc) noexcept {

@@ -267,11 +267,34 @@ void RefreshGraph(Accountant& acct, Gpu gpu) {
   }
 }
 
+namespace {
+
+// Before a refusal stands: hands back what dead processes of the container
+// held and re-reads pool reserves (the driver may have released memory).
+void Reclaim(Accountant& acct, Gpu gpu) {
+  region::ReapDeadProcesses(*g_layout);
+  RefreshReserves(acct, gpu);
+}
+
+}  // namespace
+
+CUresult AdmitContext(Accountant& acct, Gpu gpu, uint64_t bytes, const char* api) {
+  if (acct.OpenContext(gpu.index, bytes, region::Refusal::kUncounted)) return CUDA_SUCCESS;
+  Reclaim(acct, gpu);
+  if (acct.OpenContext(gpu.index, bytes)) return CUDA_SUCCESS;
+  TESSERA_LOG(kLogWarn,
+              "%s: no context on GPU %d (CUDA device %d): its %llu MiB (TESSERA_GPU_CONTEXT_MIB) do "
+              "not fit the share (used %llu of %llu bytes)",
+              api, gpu.index, gpu.ordinal, static_cast<unsigned long long>(bytes >> 20),
+              static_cast<unsigned long long>(acct.Used(gpu.index)),
+              static_cast<unsigned long long>(acct.Limit(gpu.index)));
+  return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
 CUresult Admit(Accountant& acct, Gpu gpu, uint64_t bytes, const char* api) {
   // The first refusal is not counted: the retry below decides.
   if (acct.Reserve(gpu.index, bytes, region::Refusal::kUncounted)) return CUDA_SUCCESS;
-  region::ReapDeadProcesses(*g_layout);
-  RefreshReserves(acct, gpu);
+  Reclaim(acct, gpu);
   if (acct.Reserve(gpu.index, bytes)) return CUDA_SUCCESS;
   TESSERA_LOG(kLogInfo, "%s: %llu bytes refused on GPU %d (CUDA device %d; used %llu of %llu)", api,
               static_cast<unsigned long long>(bytes), gpu.index, gpu.ordinal,

@@ -69,6 +69,11 @@ inline bool ValidGpu(int index) { return index >= 0 && index < region::kMaxGpus;
 // released memory), then tries again. CUDA_SUCCESS (charged) or
 // CUDA_ERROR_OUT_OF_MEMORY.
 CUresult Admit(Accountant& acct, Gpu gpu, uint64_t bytes, const char* api);
+// A context reference on `gpu` (Accountant::OpenContext), charging `bytes`
+// if it is this process's first context there, with the same retry as
+// Admit. CUDA_SUCCESS (open) or CUDA_ERROR_OUT_OF_MEMORY (nothing changed;
+// logged as a warning, since the process then has no context there).
+CUresult AdmitContext(Accountant& acct, Gpu gpu, uint64_t bytes, const char* api);
 // Re-reads a pool's reserved bytes and sets its charge to them.
 void RefreshPool(Accountant& acct, uint64_t pool);
 // Re-reads the graph pool reserve of `gpu` (by its ordinal) and sets the

@@ -8,6 +8,11 @@
 //                           exit normally (the library gives the memory back)
 //   client info             print "free total" of device 0 in bytes
 //   client lock-and-die DIR take the region lock of DIR, then SIGKILL itself
+//   client ctx hold         create device 0's context, print "ready", hold it
+//                           until stdin closes
+// Every command but lock-and-die first retains device 0's primary context:
+// exit 10 when that is refused with CUDA_ERROR_OUT_OF_MEMORY, 11 on another
+// error.
 //   client spin             launch kernels (FAKE_CUDA_KERNEL_US long) on a
 //                           stream of its own until SIGTERM (checked between
 //                           launches), then exit normally
@@ -34,11 +39,11 @@ void WaitForStdinClose() {
   }
 }
 
-void Context() {
-  CUcontext ctx;
-  cuInit(0);
-  cuDevicePrimaryCtxRetain(&ctx, 0);
-  cuCtxSetCurrent(ctx);
+CUresult Context() {
+  CUcontext ctx = nullptr;
+  if (CUresult r = cuInit(0); r != CUDA_SUCCESS) return r;
+  if (CUresult r = cuDevicePrimaryCtxRetain(&ctx, 0); r != CUDA_SUCCESS) return r;
+  return cuCtxSetCurrent(ctx);
 }
 
 }  // namespace
@@ -60,7 +65,13 @@ int main(int argc, char** argv) {
   if (cmd == "spin" || (cmd == "alloc" && argc == 4 && std::strcmp(argv[3], "term") == 0)) {
     sigprocmask(SIG_BLOCK, &term, nullptr);  // taken by sigwait below, not by the default action
   }
-  Context();
+  if (CUresult r = Context(); r != CUDA_SUCCESS) return r == CUDA_ERROR_OUT_OF_MEMORY ? 10 : 11;
+  if (cmd == "ctx" && argc == 3 && std::strcmp(argv[2], "hold") == 0) {
+    std::printf("ready\n");
+    std::fflush(stdout);
+    WaitForStdinClose();
+    return 0;
+  }
   if (cmd == "info") {
     size_t free_b = 0, total = 0;
     if (cuMemGetInfo_v2(&free_b, &total) != CUDA_SUCCESS) return 5;

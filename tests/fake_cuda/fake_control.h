@@ -38,6 +38,9 @@ uint64_t tessera_fake_cuda_busy_us(int dev, uint64_t from_us, uint64_t to_us);
 // kernels only; the grid (x*y*z blocks) of the last cooperative one.
 uint64_t tessera_fake_cuda_launches(int dev);
 uint64_t tessera_fake_cuda_cooperative_launches(int dev, uint64_t* last_grid_blocks);
+// Device memory the fake driver has handed out on `dev` in this process
+// (allocations, pools, VMM handles, contexts): what the card would show.
+uint64_t tessera_fake_cuda_used_bytes(int dev);
 // Events recorded (cuEventRecord) in this process, on any stream.
 uint64_t tessera_fake_cuda_events_recorded();
 // What the fake's cuGetProcAddress(symbol, version, flags) answers: its

@@ -4,7 +4,9 @@
 // cuGetProcAddress and _v2) and enough of the API for the library and its
 // tests. Per process: each process sees its own devices.
 //   FAKE_CUDA_DEVICES (default 2), FAKE_CUDA_MEM_MIB (default 1024 per
-//   device), FAKE_CUDA_DRIVER_VERSION (default 12090).
+//   device), FAKE_CUDA_DRIVER_VERSION (default 12090), FAKE_CUDA_CONTEXT_MIB
+//   (device memory each context takes while it exists, default 0 so suites
+//   that do not ask for it see every byte of the card).
 // Device order, as the real driver's (read once):
 //   FAKE_CUDA_DEVICE_ORDER  comma list of physical (PCI-order) indexes: the
 //                           order the driver enumerates devices in by default
@@ -116,12 +118,14 @@ State::State() {
   for (int d = 0; d < devices; ++d) physical[d] = visible[d];
   mem_bytes = EnvU("FAKE_CUDA_MEM_MIB", 1024) << 20;
   driver_version = static_cast<int>(EnvU("FAKE_CUDA_DRIVER_VERSION", 12090));
+  context_bytes = EnvU("FAKE_CUDA_CONTEXT_MIB", 0) << 20;
   // A fork while another thread is inside the fake must not leave the
   // child's copy of the lock held (the suites fork busy processes).
   pthread_atfork([] { S().mu.lock(); }, [] { S().mu.unlock(); }, [] { S().mu.unlock(); });
 }
 
 thread_local int t_device = 0;
+thread_local CUcontext t_ctx = nullptr;
 
 CUresult Take(int dev, uint64_t bytes) {
   State& s = S();
@@ -132,6 +136,15 @@ CUresult Take(int dev, uint64_t bytes) {
 }
 
 void Give(int dev, uint64_t bytes) { S().used[dev] -= bytes; }
+
+}  // namespace fake
+
+extern "C" uint64_t tessera_fake_cuda_used_bytes(int dev) {
+  std::lock_guard<std::mutex> l(fake::S().mu);
+  return dev >= 0 && dev < fake::kMaxDevices ? fake::S().used[dev] : 0;
+}
+
+namespace fake {
 
 uint64_t NewAddress(uint64_t bytes) {
   State& s = S();
@@ -161,13 +174,88 @@ CUresult cuDeviceGet(CUdevice* d, int ordinal) {
   *d = ordinal;
   return CUDA_SUCCESS;
 }
+// Contexts. The primary context of device d is the handle d + 1; created
+// ones come from next_context. Each context costs context_bytes of its
+// device while it exists (its first retain to its last release, or creation
+// to destruction); a reset frees the primary context's memory, and the next
+// retain takes it again (the real driver re-creates it at its next use).
 CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
+  std::lock_guard<std::mutex> l(S().mu);
   if (dev < 0 || dev >= S().devices) return CUDA_ERROR_INVALID_DEVICE;
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!S().primary_live[dev]) {
+    if (CUresult r = Take(dev, S().context_bytes); r != CUDA_SUCCESS) return r;
+    S().primary_live[dev] = true;
+  }
+  ++S().primary_refs[dev];
   *ctx = reinterpret_cast<CUcontext>(static_cast<uintptr_t>(dev + 1));
   return CUDA_SUCCESS;
 }
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+  std::lock_guard<std::mutex> l(S().mu);
+  if (dev < 0 || dev >= S().devices) return CUDA_ERROR_INVALID_DEVICE;
+  if (S().primary_refs[dev] == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  if (--S().primary_refs[dev] == 0 && S().primary_live[dev]) {
+    Give(dev, S().context_bytes);
+    S().primary_live[dev] = false;
+  }
+  return CUDA_SUCCESS;
+}
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev) { return cuDevicePrimaryCtxRelease_v2(dev); }
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+  std::lock_guard<std::mutex> l(S().mu);
+  if (dev < 0 || dev >= S().devices) return CUDA_ERROR_INVALID_DEVICE;
+  if (S().primary_live[dev]) {
+    Give(dev, S().context_bytes);
+    S().primary_live[dev] = false;
+  }
+  return CUDA_SUCCESS;
+}
+CUresult cuDevicePrimaryCtxReset(CUdevice dev) { return cuDevicePrimaryCtxReset_v2(dev); }
+CUresult cuCtxCreate_v2(CUcontext* ctx, unsigned int, CUdevice dev) {
+  std::lock_guard<std::mutex> l(S().mu);
+  if (dev < 0 || dev >= S().devices) return CUDA_ERROR_INVALID_DEVICE;
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = Take(dev, S().context_bytes); r != CUDA_SUCCESS) return r;
+  *ctx = reinterpret_cast<CUcontext>(S().next_context++);
+  S().contexts[reinterpret_cast<uint64_t>(*ctx)] = dev;
+  t_device = dev;  // a created context is made current
+  t_ctx = *ctx;
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxCreate(CUcontext* ctx, unsigned int flags, CUdevice dev) {
+  return cuCtxCreate_v2(ctx, flags, dev);
+}
+CUresult cuCtxCreate_v3(CUcontext* ctx, CUexecAffinityParam*, int, unsigned int flags,
+                        CUdevice dev) {
+  return cuCtxCreate_v2(ctx, flags, dev);
+}
+CUresult cuCtxCreate_v4(CUcontext* ctx, CUctxCreateParams*, unsigned int flags, CUdevice dev) {
+  return cuCtxCreate_v2(ctx, flags, dev);
+}
+CUresult cuCtxDestroy_v2(CUcontext ctx) {
+  std::lock_guard<std::mutex> l(S().mu);
+  auto it = S().contexts.find(reinterpret_cast<uint64_t>(ctx));
+  if (it == S().contexts.end()) return CUDA_ERROR_INVALID_CONTEXT;
+  Give(it->second, S().context_bytes);
+  S().contexts.erase(it);
+  if (t_ctx == ctx) {
+    t_ctx = nullptr;
+    t_device = -1;
+  }
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxDestroy(CUcontext ctx) { return cuCtxDestroy_v2(ctx); }
 CUresult cuCtxSetCurrent(CUcontext ctx) {
-  t_device = static_cast<int>(reinterpret_cast<uintptr_t>(ctx)) - 1;
+  std::lock_guard<std::mutex> l(S().mu);
+  auto it = S().contexts.find(reinterpret_cast<uint64_t>(ctx));
+  if (it != S().contexts.end()) {
+    t_device = it->second;
+    t_ctx = ctx;
+  } else {
+    t_device = static_cast<int>(reinterpret_cast<uintptr_t>(ctx)) - 1;
+    t_ctx = nullptr;
+  }
   return CUDA_SUCCESS;
 }
 CUresult cuCtxGetDevice(CUdevice* d) {

@@ -316,6 +316,10 @@ uint64_t tessera_fake_cuda_events_recorded() {
 
 CUresult cuCtxGetCurrent(CUcontext* ctx) {
   if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (t_ctx != nullptr) {
+    *ctx = t_ctx;
+    return CUDA_SUCCESS;
+  }
   *ctx = t_device < 0 ? nullptr : reinterpret_cast<CUcontext>(static_cast<uintptr_t>(t_device + 1));
   return CUDA_SUCCESS;
 }

@@ -73,6 +73,9 @@ const Entry kTable[] = {
     E(cuStreamEndCapture), E(cuStreamIsCapturing), E(cuStreamGetCaptureInfo),
     E(cuStreamGetCaptureInfo_ptsz), E(cuStreamGetCaptureInfo_v2), E(cuStreamGetCaptureInfo_v3),
     E(cuThreadExchangeStreamCaptureMode), E(cuDeviceGetUuid), E(cuDeviceGetUuid_v2),
+    E(cuDevicePrimaryCtxRelease), E(cuDevicePrimaryCtxRelease_v2), E(cuDevicePrimaryCtxReset),
+    E(cuDevicePrimaryCtxReset_v2), E(cuCtxCreate), E(cuCtxCreate_v2), E(cuCtxCreate_v3),
+    E(cuCtxCreate_v4), E(cuCtxDestroy), E(cuCtxDestroy_v2),
 };
 #undef E
 
@@ -97,6 +100,8 @@ int Introduced(const char* base) {
       {"cuMemAllocFromPoolAsync", 11020}, {"cuMemFreeAsync", 11020}, {"cuMemPoolCreate", 11020},
       {"cuMemPoolTrimTo", 11020}, {"cuMemPoolDestroy", 11020}, {"cuGetProcAddress", 11030},
       {"cuDeviceGraphMemTrim", 11040}, {"cuLaunchKernelEx", 11060},
+      {"cuDevicePrimaryCtxRetain", 7000}, {"cuDevicePrimaryCtxRelease", 7000},
+      {"cuMemMap", 10020}, {"cuMemUnmap", 10020},
   };
   for (const auto& i : kIntroduced) {
     if (std::strcmp(base, i.name) == 0) return i.since;
@@ -116,8 +121,19 @@ bool Internal() {
 int V2Since(const char* base) {
   if (std::strcmp(base, "cuGetProcAddress") == 0) return 12000;
   if (std::strcmp(base, "cuDeviceGetUuid") == 0) return 11040;
+  if (std::strcmp(base, "cuDevicePrimaryCtxRelease") == 0) return 11000;
+  if (std::strcmp(base, "cuDevicePrimaryCtxReset") == 0) return 11000;
+  if (std::strcmp(base, "cuCtxDestroy") == 0) return 4000;
   return 3020;
 }
+
+// Variants past _v2, newest first, as cudaTypedefs.h dates them.
+struct Later {
+  const char* base;
+  const char* suffix;
+  int since;
+};
+constexpr Later kLater[] = {{"cuCtxCreate", "_v4", 12050}, {"cuCtxCreate", "_v3", 11040}};
 
 // The variant for the request in *found (nullptr when none); the driver's
 // result and symbolStatus.
@@ -133,6 +149,9 @@ CUresult Pick(const char* symbol, int version, cuuint64_t flags, const Entry** f
   if (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) {
     e = Find(base + "_ptsz");
     if (e == nullptr) e = Find(base + "_ptds");
+  }
+  for (const Later& l : kLater) {
+    if (e == nullptr && base == l.base && version >= l.since) e = Find(base + l.suffix);
   }
   if (e == nullptr && version >= V2Since(symbol)) e = Find(base + "_v2");
   if (e == nullptr) e = Find(base);

@@ -32,7 +32,13 @@ struct Pool {
 struct Handle {
   int dev;  // -1: host-located
   uint64_t bytes;
-  int refs;
+  int refs;      // references not yet released (cuMemRelease)
+  int maps = 0;  // address ranges it is mapped at (cuMemMap)
+};
+// A VMM mapping (cuMemMap): `bytes` at its address, backed by `handle`.
+struct Mapping {
+  uint64_t handle;
+  uint64_t bytes;
 };
 struct AsyncBlock {
   Pool* pool;
@@ -60,13 +66,27 @@ struct State {
   Pool* default_pool[kMaxDevices] = {};
   std::map<uint64_t, Handle> handles;
   uint64_t next_handle = 1;
-  std::map<uint64_t, uint64_t> mappings;  // address -> handle
+  // The physical memory of a handle is freed when it is released and its
+  // last mapping is gone, as the real driver does.
+  std::map<uint64_t, Mapping> mappings;  // address -> mapping
   std::map<uint64_t, Block> arrays;       // CUarray / CUmipmappedArray -> size
   uint64_t graph_reserved[kMaxDevices] = {};
+  // Contexts: each costs `context_bytes` of its device (FAKE_CUDA_CONTEXT_MIB,
+  // default 0) while it exists. The primary context of a device exists from
+  // its first retain to its last release (or a reset); created contexts
+  // (cuCtxCreate) from creation to cuCtxDestroy.
+  uint64_t context_bytes;
+  int primary_refs[kMaxDevices] = {};
+  bool primary_live[kMaxDevices] = {};
+  std::map<uint64_t, int> contexts;  // created CUcontext -> device
+  uint64_t next_context = 0x100000;
 };
 
 State& S();
+// The calling thread's current device (-1: none) and, when it is a created
+// context, that context (nullptr: the device's primary context).
 extern thread_local int t_device;
+extern thread_local CUcontext t_ctx;
 // Device memory bookkeeping; callers hold S().mu.
 CUresult Take(int dev, uint64_t bytes);
 void Give(int dev, uint64_t bytes);

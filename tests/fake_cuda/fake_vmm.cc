@@ -1,4 +1,7 @@
 // Fake VMM handles, arrays and graphs (memory nodes; a simulated duration).
+// A VMM handle's physical memory is freed as CUDA frees it: when the handle
+// is released (every reference, cuMemRetainAllocationHandle included) and
+// its last mapping is unmapped, whichever comes last.
 #include "fake_cuda/fake_state.h"
 
 using namespace fake;
@@ -37,6 +40,13 @@ CUresult DropArray(uint64_t key) {
   Give(it->second.dev, it->second.bytes);
   S().arrays.erase(it);
   return CUDA_SUCCESS;
+}
+
+// The physical memory of a handle goes when it is released and unmapped.
+void FreeIfUnusedLocked(std::map<uint64_t, Handle>::iterator it) {
+  if (it->second.refs > 0 || it->second.maps > 0) return;
+  if (it->second.dev >= 0) Give(it->second.dev, it->second.bytes);
+  S().handles.erase(it);
 }
 
 CUresult LaunchGraph(CUgraphExec exec, CUstream s, bool ptsz) {
@@ -78,17 +88,15 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
     if (CUresult r = Take(dev, size); r != CUDA_SUCCESS) return r;
   }
   *handle = S().next_handle++;
-  S().handles[*handle] = {dev, size, 1};
+  S().handles[*handle] = {dev, size, 1, 0};
   return CUDA_SUCCESS;
 }
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   std::lock_guard<std::mutex> l(S().mu);
   auto it = S().handles.find(handle);
-  if (it == S().handles.end()) return CUDA_ERROR_INVALID_VALUE;
-  if (--it->second.refs == 0) {
-    if (it->second.dev >= 0) Give(it->second.dev, it->second.bytes);
-    S().handles.erase(it);
-  }
+  if (it == S().handles.end() || it->second.refs == 0) return CUDA_ERROR_INVALID_VALUE;
+  --it->second.refs;
+  FreeIfUnusedLocked(it);
   return CUDA_SUCCESS;
 }
 CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t, CUdeviceptr,
@@ -98,23 +106,44 @@ CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t, CUdeviceptr,
   return CUDA_SUCCESS;
 }
 CUresult cuMemAddressFree(CUdeviceptr, size_t) { return CUDA_SUCCESS; }
-CUresult cuMemMap(CUdeviceptr ptr, size_t, size_t, CUmemGenericAllocationHandle handle,
+// Maps `size` bytes of a handle not yet released at `ptr` (offset 0 only).
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                   unsigned long long) {
   std::lock_guard<std::mutex> l(S().mu);
-  S().mappings[ptr] = handle;
+  auto it = S().handles.find(handle);
+  if (it == S().handles.end() || it->second.refs == 0 || offset != 0 || size == 0 ||
+      size > it->second.bytes || S().mappings.count(ptr) != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  S().mappings[ptr] = {handle, size};
+  ++it->second.maps;
   return CUDA_SUCCESS;
 }
-CUresult cuMemUnmap(CUdeviceptr ptr, size_t) {
+// Unmaps every mapping that begins in [ptr, ptr + size); a released handle
+// whose last mapping this was is freed. A range holding no mapping fails.
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   std::lock_guard<std::mutex> l(S().mu);
-  S().mappings.erase(ptr);
+  auto& maps = S().mappings;
+  auto first = maps.lower_bound(ptr), last = maps.lower_bound(ptr + size);
+  if (first == last) return CUDA_ERROR_INVALID_VALUE;
+  for (auto m = first; m != last; ++m) {
+    auto h = S().handles.find(m->second.handle);
+    if (h == S().handles.end()) continue;
+    --h->second.maps;
+    FreeIfUnusedLocked(h);
+  }
+  maps.erase(first, last);
   return CUDA_SUCCESS;
 }
+// Any address inside a mapping gives its handle, one reference more.
 CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void* addr) {
   std::lock_guard<std::mutex> l(S().mu);
-  auto it = S().mappings.find(reinterpret_cast<uint64_t>(addr));
-  if (it == S().mappings.end()) return CUDA_ERROR_INVALID_VALUE;
-  *handle = it->second;
-  S().handles[it->second].refs++;
+  const uint64_t a = reinterpret_cast<uint64_t>(addr);
+  auto it = S().mappings.upper_bound(a);
+  if (it == S().mappings.begin()) return CUDA_ERROR_INVALID_VALUE;
+  --it;
+  if (a >= it->first + it->second.bytes) return CUDA_ERROR_INVALID_VALUE;
+  *handle = it->second.handle;
+  S().handles[it->second.handle].refs++;
   return CUDA_SUCCESS;
 }
 

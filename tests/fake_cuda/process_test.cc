@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -34,12 +35,14 @@ class Child {
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, in[0], STDIN_FILENO);
     posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
-    std::vector<std::string> env;
+    // getenv takes the first of repeated names: extra_env comes first, so it
+    // overrides the defaults after it. Contexts are free unless a test asks.
+    std::vector<std::string> env(extra_env.begin(), extra_env.end());
     for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
     env.push_back(std::string("LD_PRELOAD=") + std::getenv("TESSERA_TEST_PRELOAD"));
     env.push_back("TESSERA_REGION_DIR=" + region_dir);
     env.push_back("TESSERA_GPU_MEM_LIMIT_MIB_0=64");
-    env.insert(env.end(), extra_env.begin(), extra_env.end());
+    env.push_back("TESSERA_GPU_CONTEXT_MIB=0");
     args.insert(args.begin(), std::getenv("TESSERA_TEST_CLIENT"));
     std::vector<char*> argv, envp;
     for (auto& a : args) argv.push_back(a.data());
@@ -92,14 +95,61 @@ class ProcessTest : public ::testing::Test {
   }
   void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
   // Free bytes of GPU 0 that a fresh process of the container sees.
-  uint64_t FreeSeen() {
-    Child c(dir_, {"info"});
+  uint64_t FreeSeen(const std::vector<std::string>& env = {}) {
+    Child c(dir_, {"info"}, env);
     std::string line = c.ReadLine();
     EXPECT_EQ(c.Wait(), 0);
     return std::strtoull(line.c_str(), nullptr, 10);
   }
+  // What the container's processes have charged on GPU 0, read from the region.
+  uint64_t RegionUsed() {
+    auto r = tessera::region::Region::OpenDir(dir_);
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? r->layout()->gpus[0].used_bytes.load() : 0;
+  }
   std::string dir_;
 };
+
+// Contexts (issue 5): each process's context on a GPU is charged to the
+// share, here 16 MiB, what the fake driver's contexts take.
+const std::vector<std::string> kContexts16 = {"TESSERA_GPU_CONTEXT_MIB=16", "FAKE_CUDA_CONTEXT_MIB=16"};
+
+TEST_F(ProcessTest, EachProcesssContextIsChargedToTheShare) {
+  Child a(dir_, {"alloc", "10", "hold"}, kContexts16);
+  ASSERT_EQ(a.ReadLine(), "ready");
+  EXPECT_EQ(RegionUsed(), 26 * kMiB);  // its context and its 10 MiB
+  Child b(dir_, {"ctx", "hold"}, kContexts16);
+  ASSERT_EQ(b.ReadLine(), "ready");
+  EXPECT_EQ(RegionUsed(), 42 * kMiB);
+  // A third process sees both, and its own context: 64 - 42 - 16.
+  EXPECT_EQ(FreeSeen(kContexts16), 6 * kMiB);
+  b.CloseStdin();
+  EXPECT_EQ(b.Wait(), 0);
+  EXPECT_EQ(RegionUsed(), 26 * kMiB);  // its exit gave its context back
+  a.Kill();
+  EXPECT_EQ(a.Wait(), 128 + SIGKILL);
+  // A killed process's context goes back with the rest of its slot.
+  EXPECT_EQ(FreeSeen(kContexts16), 48 * kMiB);
+  EXPECT_EQ(RegionUsed(), 0u);
+}
+
+TEST_F(ProcessTest, RacingProcessesCannotTakeContextsBeyondTheShare) {
+  // The 64 MiB share holds four 16 MiB contexts. Of six processes starting
+  // together, four get theirs; the others are refused with
+  // CUDA_ERROR_OUT_OF_MEMORY (exit 10) and nothing is killed.
+  std::vector<std::unique_ptr<Child>> kids;
+  for (int i = 0; i < 6; ++i) kids.push_back(std::make_unique<Child>(dir_, std::vector<std::string>{"ctx", "hold"}, kContexts16));
+  std::vector<Child*> ready, refused;
+  for (auto& k : kids) (k->ReadLine() == "ready" ? ready : refused).push_back(k.get());
+  EXPECT_EQ(ready.size(), 4u);
+  EXPECT_EQ(RegionUsed(), 64 * kMiB);
+  for (Child* k : refused) EXPECT_EQ(k->Wait(), 10);
+  for (Child* k : ready) {
+    k->CloseStdin();
+    EXPECT_EQ(k->Wait(), 0);
+  }
+  EXPECT_EQ(RegionUsed(), 0u);
+}
 
 // TESSERA_GPU_MEM_VIEW=device (what gpushare-style containers get): the
 // card's total, the share's free, so CONTAINER / DEV of the total is the share.
