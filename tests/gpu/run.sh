@@ -241,7 +241,8 @@ build() {
   inc="$cuda_home/include"
   if [ ! -f "$inc/nvml.h" ]; then
     local other
-    for other in "$cuda_home"/targets/*/include "$ROOT/third_party/cuda/12.9/include"; do
+    for other in "$cuda_home"/targets/*/include "$ROOT/third_party/cuda/12.9/include" \
+                 $(find /usr /opt -name nvml.h -path '*include*' 2>/dev/null | head -1 | xargs -r dirname); do
       if [ -f "$other/nvml.h" ]; then
         mkdir -p "$BUILD/cuda-include"
         ln -sf "$inc"/* "$BUILD/cuda-include/"
