@@ -28,6 +28,10 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 BUDGET_S=${TESSERA_GPU_RUN_BUDGET_S:-470}
 ARBITER_REASON="needs tessera-node's arbiter (full tree)"
+# nvidia-smi where driver containers put it, when it is not on PATH.
+for d in /usr/local/nvidia/bin /usr/lib/wsl/lib; do
+  if ! command -v nvidia-smi >/dev/null && [ -x "$d/nvidia-smi" ]; then PATH="$PATH:$d"; fi
+done
 
 # The tests, in the order they run: name, timeout in seconds, environment
 # (KEY=VALUE words), command. In environment and command: @LIB@ the
@@ -67,32 +71,32 @@ ptds_runtime_async|30|$MEM|@BIN@/gpu_alloc_paths_ptds runtime_async
 ptds_meminfo|30|$MEM|@BIN@/gpu_alloc_paths_ptds meminfo
 routing_probe|60|$MEM|@BIN@/gpu_routing_probe @ROOT@/src/cuda/hook_list.inc
 nvidia_smi|30||builtin:nvidia_smi
-capture_global_nolib|45||@BIN@/gpu_capture_share global
-capture_global|45|$SHARE|@BIN@/gpu_capture_share global
-capture_threadlocal|45|$SHARE|@BIN@/gpu_capture_share threadlocal
-capture_relaxed|45|$SHARE|@BIN@/gpu_capture_share relaxed
+capture_global_nolib|30||@BIN@/gpu_capture_share global
+capture_global|30|$SHARE|@BIN@/gpu_capture_share global
+capture_threadlocal|30|$SHARE|@BIN@/gpu_capture_share threadlocal
+capture_relaxed|30|$SHARE|@BIN@/gpu_capture_share relaxed
 fork_after_init|60|$SHARE TESSERA_GPU_MEM_LIMIT_MIB_0=1024|@BIN@/gpu_processes fork
 two_processes|60|$MEM TESSERA_REGION_DIR=@TMP@|@BIN@/gpu_processes two
-torch_meminfo_default|90|$MEM TESSERA_REGION_DIR=@TMP@|@PY@ @SRC@/torch_limits.py meminfo
-torch_meminfo_expandable|90|$MEM TESSERA_REGION_DIR=@TMP@|@PY@ @SRC@/torch_limits.py meminfo expandable_segments:True
-torch_meminfo_async|90|$MEM TESSERA_REGION_DIR=@TMP@|@PY@ @SRC@/torch_limits.py meminfo backend:cudaMallocAsync
-torch_oom_default|90|$MEM TESSERA_REGION_DIR=@TMP@|@PY@ @SRC@/torch_limits.py oom
-torch_oom_expandable|90|$MEM TESSERA_REGION_DIR=@TMP@|@PY@ @SRC@/torch_limits.py oom expandable_segments:True
-torch_oom_async|90|$MEM TESSERA_REGION_DIR=@TMP@|@PY@ @SRC@/torch_limits.py oom backend:cudaMallocAsync
-torch_two_default|90|$MEM TESSERA_REGION_DIR=@TMP@|@PY@ @SRC@/torch_limits.py two
-torch_two_expandable|90|$MEM TESSERA_REGION_DIR=@TMP@|@PY@ @SRC@/torch_limits.py two expandable_segments:True
-torch_two_async|90|$MEM TESSERA_REGION_DIR=@TMP@|@PY@ @SRC@/torch_limits.py two backend:cudaMallocAsync
-torch_deviceview|90|$MEM TESSERA_REGION_DIR=@TMP@ TESSERA_GPU_MEM_VIEW=device|@PY@ @SRC@/torch_limits.py deviceview
-torch_model_memlimit|150|LD_PRELOAD=@LIB@ TESSERA_GPU_MEM_LIMIT_MIB_0=2048|@PY@ @SRC@/torch_model.py train
-torch_model_share|150|$SHARE TESSERA_GPU_MEM_LIMIT_MIB_0=2048|@PY@ @SRC@/torch_model.py train
-torch_graph_nolib|120||@PY@ @SRC@/torch_model.py graph
-torch_graph_share|120|$SHARE|@PY@ @SRC@/torch_model.py graph
-compute_caps_kernel|90|TESSERA_CUDA_LIB=@LIB@|@BIN@/gpu_compute_share kernel 4
-compute_caps_graph|90|TESSERA_CUDA_LIB=@LIB@|@BIN@/gpu_compute_share graph 3
-compute_caps_cooperative|90|TESSERA_CUDA_LIB=@LIB@|@BIN@/gpu_compute_share cooperative 3
-compute_ratios|90|TESSERA_CUDA_LIB=@LIB@|@BIN@/gpu_compute_share ratio 3
-launch_overhead|90|TESSERA_CUDA_LIB=@LIB@|@BIN@/gpu_launch_overhead
-torch_step_overhead|150|TESSERA_CUDA_LIB=@LIB@|@PY@ @SRC@/torch_model.py overhead
+torch_meminfo_default|60|$MEM TESSERA_REGION_DIR=@TMP@|@PY@ @SRC@/torch_limits.py meminfo
+torch_meminfo_expandable|60|$MEM TESSERA_REGION_DIR=@TMP@|@PY@ @SRC@/torch_limits.py meminfo expandable_segments:True
+torch_meminfo_async|60|$MEM TESSERA_REGION_DIR=@TMP@|@PY@ @SRC@/torch_limits.py meminfo backend:cudaMallocAsync
+torch_oom_default|60|$MEM TESSERA_REGION_DIR=@TMP@|@PY@ @SRC@/torch_limits.py oom
+torch_oom_expandable|60|$MEM TESSERA_REGION_DIR=@TMP@|@PY@ @SRC@/torch_limits.py oom expandable_segments:True
+torch_oom_async|60|$MEM TESSERA_REGION_DIR=@TMP@|@PY@ @SRC@/torch_limits.py oom backend:cudaMallocAsync
+torch_two_default|60|$MEM TESSERA_REGION_DIR=@TMP@|@PY@ @SRC@/torch_limits.py two
+torch_two_expandable|60|$MEM TESSERA_REGION_DIR=@TMP@|@PY@ @SRC@/torch_limits.py two expandable_segments:True
+torch_two_async|60|$MEM TESSERA_REGION_DIR=@TMP@|@PY@ @SRC@/torch_limits.py two backend:cudaMallocAsync
+torch_deviceview|60|$MEM TESSERA_REGION_DIR=@TMP@ TESSERA_GPU_MEM_VIEW=device|@PY@ @SRC@/torch_limits.py deviceview
+torch_model_memlimit|90|LD_PRELOAD=@LIB@ TESSERA_GPU_MEM_LIMIT_MIB_0=2048|@PY@ @SRC@/torch_model.py train
+torch_model_share|90|$SHARE TESSERA_GPU_MEM_LIMIT_MIB_0=2048|@PY@ @SRC@/torch_model.py train
+torch_graph_nolib|90||@PY@ @SRC@/torch_model.py graph
+torch_graph_share|90|$SHARE|@PY@ @SRC@/torch_model.py graph
+compute_caps_kernel|60|TESSERA_CUDA_LIB=@LIB@|@BIN@/gpu_compute_share kernel 4
+compute_caps_graph|50|TESSERA_CUDA_LIB=@LIB@|@BIN@/gpu_compute_share graph 3
+compute_caps_cooperative|50|TESSERA_CUDA_LIB=@LIB@|@BIN@/gpu_compute_share cooperative 3
+compute_ratios|50|TESSERA_CUDA_LIB=@LIB@|@BIN@/gpu_compute_share ratio 3
+launch_overhead|50|TESSERA_CUDA_LIB=@LIB@|@BIN@/gpu_launch_overhead
+torch_step_overhead|120|TESSERA_CUDA_LIB=@LIB@|@PY@ @SRC@/torch_model.py overhead
 priority_hold|0||skip:$ARBITER_REASON
 burst_lend_reclaim|0||skip:$ARBITER_REASON
 mps|0||skip:$ARBITER_REASON and an MPS server
@@ -235,6 +239,7 @@ check() {
 build() {
   local nvcc cuda_home inc arch gen=() jobs
   nvcc=$(find_nvcc) || { echo "no nvcc found (PATH, CUDA_HOME, /usr/local/cuda*)"; return 1; }
+  nvcc=$(readlink -f "$nvcc")
   cuda_home=$(cd "$(dirname "$nvcc")/.." && pwd)
   export PATH="$cuda_home/bin:$PATH" CUDACXX="$nvcc"
   # The toolkit's headers; nvml.h beside cuda.h, else from the pinned copy.
@@ -384,7 +389,8 @@ with open(os.path.join(outdir, "summary.txt"), "w") as f:
     for t in tests:
         nums = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                          for k, v in t["numbers"].items())
-        f.write(f"{t['name']:<30} {t['status']:<6} {t['seconds']:>6.1f}  {t['reason'] or nums}\n")
+        text = "; ".join(x for x in (t["reason"], nums) if x)
+        f.write(f"{t['name']:<30} {t['status']:<6} {t['seconds']:>6.1f}  {text}\n")
     skips = [t for t in tests if t["status"] == "skip"]
     if skips:
         f.write("\nSkipped, and why:\n")
