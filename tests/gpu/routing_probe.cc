@@ -36,7 +36,7 @@ struct Tally {
   int in_library = 0;
   int elsewhere = 0;
   int not_found = 0;
-  std::set<std::string> unknown;  // "name@version" the driver did not know
+  std::set<std::string> unknown;  // "how name@version" that found nothing
 };
 
 std::string Where(void* p) {
@@ -73,7 +73,7 @@ void Record(Tally& t, const char* how, const std::string& name, int version, uns
             bool found, void* p) {
   if (!found || p == nullptr) {
     ++t.not_found;
-    t.unknown.insert(name + "@" + std::to_string(version));
+    t.unknown.insert(std::string(how) + " " + name + (version != 0 ? "@" + std::to_string(version) : ""));
     return;
   }
   if (InLibrary(p)) {
@@ -170,7 +170,7 @@ int main(int argc, char** argv) {
   }
 
   for (const Tally* t : {&drv, &rt, &sym}) {
-    for (const std::string& u : t->unknown) std::printf("not known to the driver: %s\n", u.c_str());
+    for (const std::string& u : t->unknown) std::printf("not found: %s\n", u.c_str());
   }
   std::printf("driver %d; %zu hooked names (%zu base names)\n", driver, hooked.size(), bases.size());
   std::printf("cuGetProcAddress: %d in library, %d elsewhere, %d not found\n", drv.in_library,
