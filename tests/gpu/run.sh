@@ -192,6 +192,14 @@ check() {
     esac
   done <<<"$lines"
   [ -f "$ROOT/src/cuda/hook_list.inc" ] || { echo "FAIL: no src/cuda/hook_list.inc"; failures=$((failures + 1)); }
+  bash -n "$HERE/run.sh" || { echo "FAIL: bash -n run.sh"; failures=$((failures + 1)); }
+  if command -v shellcheck >/dev/null; then
+    if shellcheck "$HERE/run.sh"; then
+      echo "shellcheck: clean"
+    else
+      echo "FAIL: shellcheck run.sh"; failures=$((failures + 1))
+    fi
+  fi
   echo "test list: $(echo "$lines" | wc -l) tests, $(echo "$lines" | grep -c '|skip:') recorded as skips"
 
   local py
@@ -314,7 +322,7 @@ run_one() {
     if [[ $cmd != builtin:* ]] && [[ $prog == /* ]] && [ ! -x "$prog" ]; then
       status=fail; reason="not built (see build.txt)"; rc=-1
     elif [[ $cmd == builtin:* ]]; then
-      # shellcheck disable=SC2086
+      # shellcheck disable=SC2086,SC2163  # each word of $envs is a KEY=VALUE to export
       (export CUDA_DEVICE_ORDER=PCI_BUS_ID $envs; timeout -k 5 "$timeout" bash -c \
         "$(declare -f "builtin_${cmd#builtin:}"); LIB='$LIB' builtin_${cmd#builtin:}") >"$out" 2>&1
       rc=$?
