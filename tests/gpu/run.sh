@@ -22,6 +22,10 @@
 #
 # Programs print their numbers as one line `RESULT {json}` (result_line.h);
 # a skip is exit status 77 with a line `SKIP: reason`.
+#
+# Knobs: TESSERA_GPU_BUILD_DIR (build there and keep it; default a temporary
+# folder), TESSERA_GPU_RUN_BUDGET_S, and for --check TESSERA_GPU_CHECK_NVCC=0
+# (do not build with an nvcc found on PATH) and TESSERA_CHECK_JOBS (2).
 set -u -o pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -473,6 +477,6 @@ main_run() {
 
 case "${1:-}" in
   --check) check ;;
-  ""|-h|--help) sed -n '2,27p' "$0"; exit 2 ;;
+  ""|-h|--help) sed -n '2,31p' "$0"; exit 2 ;;
   *) main_run "$1" ;;
 esac
