@@ -477,6 +477,6 @@ main_run() {
 
 case "${1:-}" in
   --check) check ;;
-  ""|-h|--help) sed -n '2,31p' "$0"; exit 2 ;;
+  ""|-h|--help) sed -n '2,28p' "$0"; exit 2 ;;
   *) main_run "$1" ;;
 esac
