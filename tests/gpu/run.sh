@@ -364,54 +364,12 @@ run_one() {
 
 # results.json and summary.txt from MANIFEST.
 report() {
-  if command -v python3 >/dev/null; then
-    GPU=$GPU DRIVER=$DRIVER CUDA=$CUDA TORCH=$TORCH GLIBC=$GLIBC TOTAL_S=$(elapsed "$RUN_START") \
-    python3 - "$MANIFEST" "$OUTDIR" <<'PY'
-import json, os, sys, time
-manifest, outdir = sys.argv[1], sys.argv[2]
-tests = []
-for line in open(manifest):
-    name, status, reason, seconds, out = line.rstrip("\n").split("|", 4)
-    numbers = {}
-    try:
-        for l in open(out, errors="replace"):
-            if l.startswith("RESULT "):
-                try:
-                    numbers.update(json.loads(l[7:]))
-                except ValueError:
-                    numbers.setdefault("unparsed", []).append(l[7:].strip())
-    except OSError:
-        pass
-    tests.append({"name": name, "status": status, "reason": reason,
-                  "seconds": float(seconds), "numbers": numbers})
-doc = {k.lower(): os.environ.get(k, "") for k in ("GPU", "DRIVER", "CUDA", "TORCH", "GLIBC")}
-doc["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-doc["total_seconds"] = float(os.environ.get("TOTAL_S", "0"))
-doc["tests"] = tests
-with open(os.path.join(outdir, "results.json"), "w") as f:
-    json.dump(doc, f, indent=1)
-count = {s: sum(t["status"] == s for t in tests) for s in ("pass", "fail", "skip")}
-with open(os.path.join(outdir, "summary.txt"), "w") as f:
-    f.write(f"Tessera GPU run, {doc['date']}\n")
-    f.write(f"GPU {doc['gpu']}, driver {doc['driver']}, CUDA {doc['cuda']}, "
-            f"PyTorch {doc['torch']}, {doc['glibc']}\n")
-    f.write(f"{count['pass']} passed, {count['fail']} failed, {count['skip']} skipped "
-            f"in {doc['total_seconds']:.0f} s\n\n")
-    f.write(f"{'test':<30} {'status':<6} {'s':>6}  numbers / reason\n")
-    for t in tests:
-        nums = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                         for k, v in t["numbers"].items())
-        text = "; ".join(x for x in (t["reason"], nums) if x)
-        f.write(f"{t['name']:<30} {t['status']:<6} {t['seconds']:>6.1f}  {text}\n")
-    skips = [t for t in tests if t["status"] == "skip"]
-    if skips:
-        f.write("\nSkipped, and why:\n")
-        for t in skips:
-            f.write(f"  {t['name']}: {t['reason']}\n")
-PY
+  if command -v python3 >/dev/null &&
+     GPU=$GPU DRIVER=$DRIVER CUDA=$CUDA TORCH=$TORCH GLIBC=$GLIBC TOTAL_S=$(elapsed "$RUN_START") \
+       python3 "$HERE/report.py" "$MANIFEST" "$OUTDIR" && [ -s "$OUTDIR/results.json" ]; then
     return
   fi
-  # No python: plain JSON, each test's last RESULT object as its numbers.
+  # No python (or it failed): plain JSON, each test's last RESULT object as its numbers.
   local name status reason seconds out nums first=1 pass=0 fail=0 skip=0
   {
     printf '{"gpu": "%s", "driver": "%s", "cuda": "%s", "torch": "%s", "glibc": "%s", "date": "%s", "tests": [\n' \
