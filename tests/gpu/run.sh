@@ -215,6 +215,18 @@ check() {
     fi
   done
 
+  # The report from a one-test manifest parses back.
+  mkdir -p "$tmp/report"
+  printf 'RESULT {"x": 1.5}\nRESULT {"y": 2}\n' >"$tmp/report/out"
+  printf 'probe|pass||0.1|%s\n' "$tmp/report/out" >"$tmp/report/manifest"
+  if PYTHONPYCACHEPREFIX="$tmp/pycache" python3 "$HERE/report.py" "$tmp/report/manifest" "$tmp/report" &&
+     python3 -c 'import json, sys; t = json.load(open(sys.argv[1]))["tests"][0]; sys.exit(t["numbers"] != {"x": 1.5, "y": 2})' \
+       "$tmp/report/results.json" && grep -q '^probe  *pass' "$tmp/report/summary.txt"; then
+    echo "report.py writes results.json and summary.txt"
+  else
+    echo "FAIL: report.py"; failures=$((failures + 1))
+  fi
+
   local gen=()
   command -v ninja >/dev/null && gen=(-G Ninja)
   if cmake -S "$ROOT/src/cuda" -B "$tmp/build" "${gen[@]}" >"$tmp/configure.log" 2>&1; then
