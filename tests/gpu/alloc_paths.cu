@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "result_line.h"
+
 namespace {
 
 constexpr size_t kMiB = 1 << 20;
@@ -65,6 +67,13 @@ void FillAndRecover(const char* path, size_t block, const std::function<CUresult
   release(h);
   std::printf("%s: %zu blocks of %zu MiB before refusal; limit %zu MiB\n", path, held.size(),
               block / kMiB, limit / kMiB);
+  ResultLine line;
+  line.Add("blocks", static_cast<double>(held.size()));
+  line.Add("block_mib", static_cast<double>(block / kMiB));
+  line.Add("limit_mib", static_cast<double>(limit / kMiB));
+  line.Add("base_mib", static_cast<double>(base / kMiB));
+  line.Add("refusal_code", static_cast<double>(r));
+  line.Print();
 }
 
 CUdeviceptr P(void* p) { return reinterpret_cast<CUdeviceptr>(p); }
@@ -172,6 +181,13 @@ int main(int argc, char** argv) {
     CHECK(prop.totalGlobalMem == LimitBytes(), "totalGlobalMem %zu", prop.totalGlobalMem);
     cuDeviceTotalMem(&dev_total, 0);
     CHECK(dev_total == LimitBytes(), "cuDeviceTotalMem %zu", dev_total);
+    ResultLine line;
+    line.Add("limit_mib", static_cast<double>(LimitBytes() / kMiB));
+    line.Add("meminfo_total_mib", static_cast<double>(t / kMiB));
+    line.Add("meminfo_free_mib", static_cast<double>(f / kMiB));
+    line.Add("total_global_mem_mib", static_cast<double>(prop.totalGlobalMem / kMiB));
+    line.Add("device_total_mem_mib", static_cast<double>(dev_total / kMiB));
+    line.Print();
   } else {
     std::fprintf(stderr, "unknown path %s\n", path.c_str());
     return 2;

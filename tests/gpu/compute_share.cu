@@ -1,9 +1,12 @@
 // Real-GPU check of libtessera-cuda.so's launch gate: a saturating loop of
-// ~1 ms spin kernels, run alone, first without the library (the baseline),
-// then preloaded with compute caps of 10, 25, 50 and 75 %. Prints each run's
-// throughput against the baseline; fails when one is off its cap by more
-// than 5 percentage points.
-//   gpu_compute_share MODE [SECONDS]     MODE: kernel | graph | cooperative
+// ~1 ms spin kernels, first without the library (the baseline), then
+// preloaded with hard compute caps.
+//   gpu_compute_share MODE [SECONDS]   MODE: kernel | graph | cooperative | ratio
+// kernel, graph, cooperative: alone on GPU 0 with caps of 10, 25, 50 and
+// 75 %; each run's throughput against the baseline must be within 3
+// percentage points of its cap. ratio: two saturating processes at once,
+// capped 10 / 90 and then 30 / 70; the ratio of their throughputs must be
+// within 10 % of the asked ratio. Prints a RESULT line with every number.
 // The parent re-runs itself once per configuration (the library reads its
 // configuration once per process); TESSERA_CUDA_LIB names the library.
 #include <cuda_runtime.h>
@@ -15,6 +18,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
+#include <utility>
+
+#include "result_line.h"
 
 namespace {
 
@@ -67,10 +74,18 @@ double Child(const std::string& mode, double seconds) {
       CUDA_OK(cudaGetLastError());
     }
   };
-  // Warm up, then run back to back, synchronizing every 20 launches.
+  // Warm up, then run back to back, synchronizing every 20 launches. Two
+  // processes measured together start at the same moment (TESSERA_GPU_START_AT,
+  // seconds on CLOCK_REALTIME).
   for (int i = 0; i < 20; ++i) launch();
   CUDA_OK(cudaStreamSynchronize(s));
   CUDA_OK(cudaMemset(done, 0, sizeof(*done)));
+  if (const char* at = std::getenv("TESSERA_GPU_START_AT")) {
+    const auto start = std::chrono::system_clock::time_point(
+        std::chrono::duration_cast<std::chrono::system_clock::duration>(
+            std::chrono::duration<double>(std::atof(at))));
+    std::this_thread::sleep_until(start);
+  }
   const auto t0 = std::chrono::steady_clock::now();
   double elapsed = 0;
   while (elapsed < seconds) {
@@ -83,20 +98,57 @@ double Child(const std::string& mode, double seconds) {
   return static_cast<double>(n) / elapsed;
 }
 
-double RunChild(const std::string& env, const std::string& mode, const char* seconds) {
+FILE* StartChild(const std::string& env, const std::string& mode, const char* seconds) {
   char self[4096];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
   self[n < 0 ? 0 : n] = '\0';
   const std::string cmd = "env TESSERA_GPU_CHILD=1 " + env + " " + self + " " + mode + " " +
                           seconds;
-  FILE* p = popen(cmd.c_str(), "r");
+  return popen(cmd.c_str(), "r");
+}
+
+// The rate a child printed, or -1 when it failed.
+double FinishChild(FILE* p) {
   std::array<char, 256> buf{};
   double rate = -1;
   while (p != nullptr && fgets(buf.data(), buf.size(), p) != nullptr) {
     if (std::strncmp(buf.data(), "rate ", 5) == 0) rate = std::atof(buf.data() + 5);
   }
-  if (p != nullptr && pclose(p) != 0) return -1;
+  if (p == nullptr || pclose(p) != 0) return -1;
   return rate;
+}
+
+double RunChild(const std::string& env, const std::string& mode, const char* seconds) {
+  return FinishChild(StartChild(env, mode, seconds));
+}
+
+std::string Capped(const char* lib, int cap) {
+  return std::string("LD_PRELOAD=") + lib +
+         " TESSERA_GPU_CORE_POLICY=hard TESSERA_GPU_CORE_PERCENT_0=" + std::to_string(cap);
+}
+
+// Two saturating processes at once, capped a and b.
+int Ratios(const char* lib, double base, const char* seconds, ResultLine& r) {
+  int failures = 0;
+  for (auto [a, b] : {std::pair{10, 90}, std::pair{30, 70}}) {
+    const double at = std::chrono::duration<double>(
+                          std::chrono::system_clock::now().time_since_epoch()).count() + 3.0;
+    const std::string start = " TESSERA_GPU_START_AT=" + std::to_string(at);
+    FILE* pa = StartChild(Capped(lib, a) + start, "kernel", seconds);
+    FILE* pb = StartChild(Capped(lib, b) + start, "kernel", seconds);
+    const double ra = FinishChild(pa), rb = FinishChild(pb);
+    const double asked = static_cast<double>(a) / b;
+    const double got = rb > 0 ? ra / rb : -1;
+    const bool ok = ra > 0 && rb > 0 && got > asked * 0.9 && got < asked * 1.1;
+    std::printf("ratio %d/%d: %.3f and %.3f of unlimited, ratio %.3f (asked %.3f)  %s\n", a, b,
+                ra / base, rb / base, got, asked, ok ? "ok" : "OFF");
+    const std::string tag = std::to_string(a) + "_" + std::to_string(b);
+    r.Add("share_a_" + tag, ra / base);
+    r.Add("share_b_" + tag, rb / base);
+    r.Add("ratio_" + tag, got);
+    failures += ok ? 0 : 1;
+  }
+  return failures;
 }
 
 }  // namespace
@@ -104,8 +156,8 @@ double RunChild(const std::string& env, const std::string& mode, const char* sec
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "kernel";
   const char* seconds = argc > 2 ? argv[2] : "4";
-  if (mode != "kernel" && mode != "graph" && mode != "cooperative") {
-    std::fprintf(stderr, "usage: %s kernel|graph|cooperative [SECONDS]\n", argv[0]);
+  if (mode != "kernel" && mode != "graph" && mode != "cooperative" && mode != "ratio") {
+    std::fprintf(stderr, "usage: %s kernel|graph|cooperative|ratio [SECONDS]\n", argv[0]);
     return 2;
   }
   if (std::getenv("TESSERA_GPU_CHILD") != nullptr) {
@@ -117,23 +169,29 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "TESSERA_CUDA_LIB must name libtessera-cuda.so\n");
     return 2;
   }
-  const double base = RunChild("LD_PRELOAD=", mode, seconds);
+  const std::string launch_mode = mode == "ratio" ? "kernel" : mode;
+  const double base = RunChild("LD_PRELOAD=", launch_mode, seconds);
   if (base <= 0) {
     std::fprintf(stderr, "baseline run failed\n");
     return 1;
   }
-  std::printf("%s: unlimited %.1f kernels/s\n", mode.c_str(), base);
+  std::printf("%s: unlimited %.1f kernels/s\n", launch_mode.c_str(), base);
+  ResultLine r;
+  r.Add("unlimited_kernels_per_s", base);
   int failures = 0;
-  for (int cap : {10, 25, 50, 75}) {
-    const double rate = RunChild(std::string("LD_PRELOAD=") + lib +
-                                     " TESSERA_GPU_CORE_POLICY=hard TESSERA_GPU_CORE_PERCENT_0=" +
-                                     std::to_string(cap),
-                                 mode, seconds);
-    const double ratio = rate / base;
-    const bool ok = rate > 0 && ratio > cap / 100.0 - 0.05 && ratio < cap / 100.0 + 0.05;
-    std::printf("%s: cap %2d%%  %.1f kernels/s  throughput / unlimited = %.3f  %s\n",
-                mode.c_str(), cap, rate, ratio, ok ? "ok" : "OFF");
-    failures += ok ? 0 : 1;
+  if (mode == "ratio") {
+    failures = Ratios(lib, base, seconds, r);
+  } else {
+    for (int cap : {10, 25, 50, 75}) {
+      const double rate = RunChild(Capped(lib, cap), mode, seconds);
+      const double ratio = rate / base;
+      const bool ok = rate > 0 && ratio > cap / 100.0 - 0.03 && ratio < cap / 100.0 + 0.03;
+      std::printf("%s: cap %2d%%  %.1f kernels/s  throughput / unlimited = %.3f  %s\n",
+                  mode.c_str(), cap, rate, ratio, ok ? "ok" : "OFF");
+      r.Add("cap" + std::to_string(cap) + "_ratio", ratio);
+      failures += ok ? 0 : 1;
+    }
   }
+  r.Print();
   return failures == 0 ? 0 : 1;
 }

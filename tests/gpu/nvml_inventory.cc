@@ -133,5 +133,10 @@ int main() {
     mismatches += close ? 0 : 1;
   }
   std::cout << (mismatches == 0 ? "OK" : "FAILED") << ": " << mismatches << " mismatch(es)\n";
+  if (!gpus->empty()) {  // for run.sh's results.json
+    const auto& g = gpus->front();
+    std::cout << "RESULT {\"gpus\": " << gpus->size() << ", \"mismatches\": " << mismatches
+              << ", \"memory_mib_0\": " << g.memory_mib << ", \"sm_count_0\": " << g.sm_count << "}\n";
+  }
   return mismatches == 0 ? 0 : 1;
 }

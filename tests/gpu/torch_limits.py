@@ -10,8 +10,10 @@ CMakeLists.txt). Usage: torch_limits.py CHECK [ALLOC_CONF]
               the limit together
 ALLOC_CONF, e.g. "expandable_segments:True" or "backend:cudaMallocAsync", is
 set as PYTORCH_CUDA_ALLOC_CONF before torch is imported.
-Exit 0 pass, 1 fail, 77 skipped (no torch or no GPU).
+Prints its numbers as one line RESULT {json}.
+Exit 0 pass, 1 fail, 77 skipped (no torch or no GPU; a line SKIP: says why).
 """
+import json
 import os
 import subprocess
 import sys
@@ -33,6 +35,10 @@ def fill(torch, block):
     return held
 
 
+def result(**numbers):
+    print("RESULT " + json.dumps(numbers), flush=True)
+
+
 def main():
     check = sys.argv[1]
     if len(sys.argv) > 2 and sys.argv[2]:
@@ -40,28 +46,32 @@ def main():
     try:
         import torch
     except ImportError:
-        print("torch not installed: skipped")
+        print("SKIP: torch not installed")
         return 77
     if not torch.cuda.is_available():
-        print("no GPU: skipped")
+        print("SKIP: torch sees no GPU")
         return 77
     limit = limit_bytes()
     if check == "meminfo":
         free, total = torch.cuda.mem_get_info(0)
         props = torch.cuda.get_device_properties(0)
         print(f"mem_get_info free={free} total={total}; totalGlobalMem={props.total_memory}")
+        result(limit_mib=limit // MIB, total_mib=total / MIB, free_mib=free / MIB,
+               total_memory_mib=props.total_memory / MIB)
         return 0 if total == limit and props.total_memory == limit and free <= total else 1
     if check == "deviceview":
         # TESSERA_GPU_MEM_VIEW=device (gpushare-style containers): the card's
         # total, the share's free; the limit still holds.
         free, total = torch.cuda.mem_get_info(0)
         print(f"mem_get_info free={free} total={total} (limit {limit})")
+        result(limit_mib=limit // MIB, total_mib=total / MIB, free_mib=free / MIB)
         if total <= limit or free > limit:
             return 1
         block = 64 * MIB
         held = fill(torch, block)
         got = len(held) * block
         print(f"held {got // MIB} MiB of {limit // MIB} MiB before OutOfMemoryError")
+        result(held_mib=got // MIB)
         return 0 if limit - 4 * block <= got <= limit else 1
     if check == "oom":
         block = 64 * MIB
@@ -74,6 +84,7 @@ def main():
         torch.cuda.empty_cache()
         again = fill(torch, block)
         print(f"after empty_cache: {len(again) * block // MIB} MiB")
+        result(limit_mib=limit // MIB, held_mib=got // MIB, again_mib=len(again) * block // MIB)
         return 0 if len(again) * block >= got - block else 1
     if check == "two":
         env = dict(os.environ)
@@ -90,6 +101,7 @@ def main():
         for p in procs:
             p.communicate("")
         print(f"two processes held {mib} MiB; limit {limit // MIB} MiB")
+        result(limit_mib=limit // MIB, a_mib=mib[0], b_mib=mib[1])
         return 0 if sum(mib) * MIB <= limit else 1
     print(f"unknown check {check}")
     return 2

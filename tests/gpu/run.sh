@@ -1,0 +1,452 @@
+#!/usr/bin/env bash
+# tests/gpu/run.sh OUTDIR    build libtessera-cuda.so and every GPU test
+#                            standalone, run them one after another, write
+#                            the results to OUTDIR
+# tests/gpu/run.sh --check   without a GPU: the test list parses, every
+#                            program and script it names exists, the library
+#                            configures standalone, the Python compiles (and,
+#                            when nvcc is on PATH, the GPU programs build)
+#
+# Needs a CUDA toolkit (nvcc, found on PATH, in CUDA_HOME or under
+# /usr/local/cuda*), CMake, a C++ compiler and ninja or make; Python 3 with
+# PyTorch for the torch tests (they are skipped, with the reason, without
+# it). No network. Each test runs under `timeout`; the whole run stops
+# starting tests once TESSERA_GPU_RUN_BUDGET_S (default 470 s, build
+# included) is spent, and every test not run then counts as failed.
+#
+# OUTDIR gets four files: summary.txt (a table to read, and why each skip
+# was skipped), results.json (per test: pass / fail / skip, reason, seconds
+# and every number it printed; GPU, driver, CUDA, PyTorch and glibc
+# versions), logs.txt (every test's output) and build.txt (configure and
+# build). Exit status 0 when nothing failed, 1 otherwise, 2 on bad usage.
+#
+# Programs print their numbers as one line `RESULT {json}` (result_line.h);
+# a skip is exit status 77 with a line `SKIP: reason`.
+#
+# Knobs: TESSERA_GPU_BUILD_DIR (build there and keep it; default a temporary
+# folder), TESSERA_GPU_RUN_BUDGET_S, and for --check TESSERA_GPU_CHECK_NVCC=0
+# (do not build with an nvcc found on PATH) and TESSERA_CHECK_JOBS (2).
+set -u -o pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+BUDGET_S=${TESSERA_GPU_RUN_BUDGET_S:-470}
+ARBITER_REASON="needs tessera-node's arbiter (full tree)"
+# nvidia-smi where driver containers put it, when it is not on PATH.
+for d in /usr/local/nvidia/bin /usr/lib/wsl/lib; do
+  if ! command -v nvidia-smi >/dev/null && [ -x "$d/nvidia-smi" ]; then PATH="$PATH:$d"; fi
+done
+
+# The tests, in the order they run: name, timeout in seconds, environment
+# (KEY=VALUE words), command. In environment and command: @LIB@ the
+# library, @BIN@ the built test programs, @SRC@ this folder, @ROOT@ the
+# tree, @PY@ python3, @TMP@ an empty folder of the test's own. Commands
+# starting with `builtin:` are functions below; `skip:` is a test that this
+# tree cannot run, with the reason. Every test also gets
+# CUDA_DEVICE_ORDER=PCI_BUS_ID.
+MEM="LD_PRELOAD=@LIB@ TESSERA_GPU_MEM_LIMIT_MIB_0=1024"
+SHARE="LD_PRELOAD=@LIB@ TESSERA_GPU_CORE_PERCENT_0=50 TESSERA_GPU_CORE_POLICY=hard"
+TESTS=$(cat <<EOF
+nvml_inventory|30||@BIN@/gpu_nvml_inventory
+alloc_linear|30|$MEM|@BIN@/gpu_alloc_paths linear
+alloc_pitch|30|$MEM|@BIN@/gpu_alloc_paths pitch
+alloc_managed|30|$MEM|@BIN@/gpu_alloc_paths managed
+alloc_async|30|$MEM|@BIN@/gpu_alloc_paths async
+alloc_pool|30|$MEM|@BIN@/gpu_alloc_paths pool
+alloc_vmm|30|$MEM|@BIN@/gpu_alloc_paths vmm
+alloc_array|30|$MEM|@BIN@/gpu_alloc_paths array
+alloc_mipmap|30|$MEM|@BIN@/gpu_alloc_paths mipmap
+alloc_graph|30|$MEM|@BIN@/gpu_alloc_paths graph
+alloc_runtime|30|$MEM|@BIN@/gpu_alloc_paths runtime
+alloc_runtime_async|30|$MEM|@BIN@/gpu_alloc_paths runtime_async
+alloc_meminfo|30|$MEM|@BIN@/gpu_alloc_paths meminfo
+static_cudart_linear|30|$MEM|@BIN@/gpu_alloc_paths_static linear
+static_cudart_async|30|$MEM|@BIN@/gpu_alloc_paths_static async
+static_cudart_graph|30|$MEM|@BIN@/gpu_alloc_paths_static graph
+static_cudart_runtime|30|$MEM|@BIN@/gpu_alloc_paths_static runtime
+static_cudart_runtime_async|30|$MEM|@BIN@/gpu_alloc_paths_static runtime_async
+static_cudart_meminfo|30|$MEM|@BIN@/gpu_alloc_paths_static meminfo
+ptds_linear|30|$MEM|@BIN@/gpu_alloc_paths_ptds linear
+ptds_async|30|$MEM|@BIN@/gpu_alloc_paths_ptds async
+ptds_pool|30|$MEM|@BIN@/gpu_alloc_paths_ptds pool
+ptds_graph|30|$MEM|@BIN@/gpu_alloc_paths_ptds graph
+ptds_runtime|30|$MEM|@BIN@/gpu_alloc_paths_ptds runtime
+ptds_runtime_async|30|$MEM|@BIN@/gpu_alloc_paths_ptds runtime_async
+ptds_meminfo|30|$MEM|@BIN@/gpu_alloc_paths_ptds meminfo
+routing_probe|60|$MEM|@BIN@/gpu_routing_probe @ROOT@/src/cuda/hook_list.inc
+nvidia_smi|30||builtin:nvidia_smi
+capture_global_nolib|30||@BIN@/gpu_capture_share global
+capture_global|30|$SHARE|@BIN@/gpu_capture_share global
+capture_threadlocal|30|$SHARE|@BIN@/gpu_capture_share threadlocal
+capture_relaxed|30|$SHARE|@BIN@/gpu_capture_share relaxed
+fork_after_init|60|$SHARE TESSERA_GPU_MEM_LIMIT_MIB_0=1024|@BIN@/gpu_processes fork
+two_processes|60|$MEM TESSERA_REGION_DIR=@TMP@|@BIN@/gpu_processes two
+torch_meminfo_default|60|$MEM TESSERA_REGION_DIR=@TMP@|@PY@ @SRC@/torch_limits.py meminfo
+torch_meminfo_expandable|60|$MEM TESSERA_REGION_DIR=@TMP@|@PY@ @SRC@/torch_limits.py meminfo expandable_segments:True
+torch_meminfo_async|60|$MEM TESSERA_REGION_DIR=@TMP@|@PY@ @SRC@/torch_limits.py meminfo backend:cudaMallocAsync
+torch_oom_default|60|$MEM TESSERA_REGION_DIR=@TMP@|@PY@ @SRC@/torch_limits.py oom
+torch_oom_expandable|60|$MEM TESSERA_REGION_DIR=@TMP@|@PY@ @SRC@/torch_limits.py oom expandable_segments:True
+torch_oom_async|60|$MEM TESSERA_REGION_DIR=@TMP@|@PY@ @SRC@/torch_limits.py oom backend:cudaMallocAsync
+torch_two_default|60|$MEM TESSERA_REGION_DIR=@TMP@|@PY@ @SRC@/torch_limits.py two
+torch_two_expandable|60|$MEM TESSERA_REGION_DIR=@TMP@|@PY@ @SRC@/torch_limits.py two expandable_segments:True
+torch_two_async|60|$MEM TESSERA_REGION_DIR=@TMP@|@PY@ @SRC@/torch_limits.py two backend:cudaMallocAsync
+torch_deviceview|60|$MEM TESSERA_REGION_DIR=@TMP@ TESSERA_GPU_MEM_VIEW=device|@PY@ @SRC@/torch_limits.py deviceview
+torch_model_memlimit|90|LD_PRELOAD=@LIB@ TESSERA_GPU_MEM_LIMIT_MIB_0=2048|@PY@ @SRC@/torch_model.py train
+torch_model_share|90|$SHARE TESSERA_GPU_MEM_LIMIT_MIB_0=2048|@PY@ @SRC@/torch_model.py train
+torch_graph_nolib|90||@PY@ @SRC@/torch_model.py graph
+torch_graph_share|90|$SHARE|@PY@ @SRC@/torch_model.py graph
+compute_caps_kernel|60|TESSERA_CUDA_LIB=@LIB@|@BIN@/gpu_compute_share kernel 4
+compute_caps_graph|50|TESSERA_CUDA_LIB=@LIB@|@BIN@/gpu_compute_share graph 3
+compute_caps_cooperative|50|TESSERA_CUDA_LIB=@LIB@|@BIN@/gpu_compute_share cooperative 3
+compute_ratios|50|TESSERA_CUDA_LIB=@LIB@|@BIN@/gpu_compute_share ratio 3
+launch_overhead|50|TESSERA_CUDA_LIB=@LIB@|@BIN@/gpu_launch_overhead
+torch_step_overhead|120|TESSERA_CUDA_LIB=@LIB@|@PY@ @SRC@/torch_model.py overhead
+priority_hold|0||skip:$ARBITER_REASON
+burst_lend_reclaim|0||skip:$ARBITER_REASON
+mps|0||skip:$ARBITER_REASON and an MPS server
+node_arbiter_ratio|0||skip:$ARBITER_REASON
+EOF
+)
+
+die() { echo "run.sh: $*" >&2; exit 2; }
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+# Builtin: nvidia-smi under the preload must show the limit as the total.
+builtin_nvidia_smi() {
+  local uuid limit=4096 line total used
+  uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 0) || return 1
+  line=$(env "LD_PRELOAD=$LIB" "TESSERA_GPU_MEM_LIMIT_MIB_0=$limit" "TESSERA_GPU_UUID_0=$uuid" \
+    nvidia-smi --query-gpu=memory.total,memory.used --format=csv,noheader,nounits -i 0) || return 1
+  total=$(echo "$line" | cut -d, -f1 | tr -d ' ')
+  used=$(echo "$line" | cut -d, -f2 | tr -d ' ')
+  echo "nvidia-smi under the preload (limit $limit MiB, $uuid): total $total MiB, used $used MiB"
+  echo "RESULT {\"limit_mib\": $limit, \"total_mib\": ${total:-null}, \"used_mib\": ${used:-null}}"
+  if [ "$total" != "$limit" ]; then
+    echo "FAIL: nvidia-smi shows memory.total $total MiB, not the limit $limit MiB"
+    return 1
+  fi
+}
+
+# Prints "NAME|TIMEOUT|ENV|COMMAND" lines, checking each has four fields.
+test_lines() {
+  local line n=0
+  while IFS= read -r line; do
+    [ -z "$line" ] && continue
+    n=$((n + 1))
+    [ "$(echo "$line" | awk -F'|' '{ print NF }')" = 4 ] || die "test list line $n: not 4 fields: $line"
+    echo "$line"
+  done <<<"$TESTS"
+}
+
+# Where nvcc is: PATH, CUDA_HOME, /usr/local/cuda*, /opt/cuda.
+find_nvcc() {
+  local c
+  for c in "$(command -v nvcc 2>/dev/null)" "${CUDA_HOME:-/nonexistent}/bin/nvcc" \
+           /usr/local/cuda/bin/nvcc /usr/local/cuda-*/bin/nvcc /opt/cuda/bin/nvcc; do
+    [ -n "$c" ] && [ -x "$c" ] && { echo "$c"; return 0; }
+  done
+  return 1
+}
+
+# ---------------------------------------------------------------- --check
+check() {
+  local failures=0 tmp name timeout envs cmd prog src first
+  tmp=$(mktemp -d) || die "mktemp failed"
+  CHECK_TMP=$tmp
+  trap 'rm -rf "$CHECK_TMP"' EXIT
+  local lines names
+  lines=$(test_lines) || exit 2
+  names=$(echo "$lines" | cut -d'|' -f1 | sort)
+  if [ -n "$(echo "$names" | uniq -d)" ]; then
+    echo "FAIL: duplicate test names: $(echo "$names" | uniq -d | tr '\n' ' ')"
+    failures=$((failures + 1))
+  fi
+  while IFS='|' read -r name timeout envs cmd; do
+    case "$timeout" in ''|*[!0-9]*) echo "FAIL: $name: timeout '$timeout'"; failures=$((failures + 1)) ;; esac
+    # shellcheck disable=SC2086
+    set -- $cmd
+    prog=$1
+    first=${2:-}
+    case "$prog" in
+      builtin:*)
+        declare -F "builtin_${prog#builtin:}" >/dev/null || { echo "FAIL: $name: no function builtin_${prog#builtin:}"; failures=$((failures + 1)); }
+        continue ;;
+      skip:*)
+        [ -n "${prog#skip:}" ] || { echo "FAIL: $name: a skip without a reason"; failures=$((failures + 1)); }
+        continue ;;
+      @BIN@/*)
+        prog=${prog#@BIN@/}
+        # The program is a target of tests/gpu/CMakeLists.txt with its sources here.
+        src=$(sed -n "s/^add_executable(${prog} \([^ )]*\).*/\1/p" "$HERE/CMakeLists.txt")
+        if [ -z "$src" ] || [ ! -f "$HERE/$src" ]; then
+          echo "FAIL: $name: no add_executable($prog ...) with a source in tests/gpu"
+          failures=$((failures + 1)); continue
+        fi ;;
+      @PY@)
+        src=${2#@SRC@/}
+        first=${3:-}
+        [ -f "$HERE/$src" ] || { echo "FAIL: $name: no tests/gpu/$src"; failures=$((failures + 1)); continue; } ;;
+      *) echo "FAIL: $name: unknown command $cmd"; failures=$((failures + 1)); continue ;;
+    esac
+    # The mode it is given is one the program knows (a quoted string in it).
+    case "$first" in
+      ''|@*|*[!a-z_]*) ;;
+      *) grep -q "\"$first\"" "$HERE/$src" || { echo "FAIL: $name: $src knows no mode \"$first\""; failures=$((failures + 1)); } ;;
+    esac
+  done <<<"$lines"
+  [ -f "$ROOT/src/cuda/hook_list.inc" ] || { echo "FAIL: no src/cuda/hook_list.inc"; failures=$((failures + 1)); }
+  bash -n "$HERE/run.sh" || { echo "FAIL: bash -n run.sh"; failures=$((failures + 1)); }
+  if command -v shellcheck >/dev/null; then
+    if shellcheck "$HERE/run.sh"; then
+      echo "shellcheck: clean"
+    else
+      echo "FAIL: shellcheck run.sh"; failures=$((failures + 1))
+    fi
+  fi
+  echo "test list: $(echo "$lines" | wc -l) tests, $(echo "$lines" | grep -c '|skip:') recorded as skips"
+
+  local py
+  for py in "$HERE"/*.py; do
+    if PYTHONPYCACHEPREFIX="$tmp/pycache" python3 -m py_compile "$py"; then
+      echo "python compiles: ${py#"$ROOT"/}"
+    else
+      echo "FAIL: $py does not compile"; failures=$((failures + 1))
+    fi
+  done
+
+  # The report from a one-test manifest parses back.
+  mkdir -p "$tmp/report"
+  printf 'RESULT {"x": 1.5}\nRESULT {"y": 2}\n' >"$tmp/report/out"
+  printf 'probe|pass||0.1|%s\n' "$tmp/report/out" >"$tmp/report/manifest"
+  if PYTHONPYCACHEPREFIX="$tmp/pycache" python3 "$HERE/report.py" "$tmp/report/manifest" "$tmp/report" &&
+     python3 -c 'import json, sys; t = json.load(open(sys.argv[1]))["tests"][0]; sys.exit(t["numbers"] != {"x": 1.5, "y": 2})' \
+       "$tmp/report/results.json" && grep -q '^probe  *pass' "$tmp/report/summary.txt"; then
+    echo "report.py writes results.json and summary.txt"
+  else
+    echo "FAIL: report.py"; failures=$((failures + 1))
+  fi
+
+  local gen=()
+  command -v ninja >/dev/null && gen=(-G Ninja)
+  if cmake -S "$ROOT/src/cuda" -B "$tmp/build" "${gen[@]}" >"$tmp/configure.log" 2>&1; then
+    echo "library configures standalone: cmake -S src/cuda"
+  else
+    echo "FAIL: cmake -S src/cuda does not configure:"; tail -20 "$tmp/configure.log"
+    failures=$((failures + 1))
+  fi
+
+  local nvcc
+  if nvcc=$(find_nvcc) && [ "${TESSERA_GPU_CHECK_NVCC:-1}" = 1 ]; then
+    if cmake -S "$ROOT/src/cuda" -B "$tmp/build-gpu" "${gen[@]}" -DTESSERA_GPU_TESTS=ON \
+         -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES=90 >"$tmp/gpu.log" 2>&1 &&
+       cmake --build "$tmp/build-gpu" -j "${TESSERA_CHECK_JOBS:-2}" >>"$tmp/gpu.log" 2>&1; then
+      echo "GPU programs build with $nvcc"
+    else
+      echo "FAIL: the GPU programs do not build with $nvcc:"; tail -30 "$tmp/gpu.log"
+      failures=$((failures + 1))
+    fi
+  else
+    echo "no nvcc: GPU programs not compiled"
+  fi
+  if [ "$failures" -eq 0 ]; then
+    echo "run.sh --check: ok"
+    return 0
+  fi
+  echo "run.sh --check: $failures problem(s)"
+  return 1
+}
+
+# ---------------------------------------------------------------- the run
+# Fills BUILD, LIB, BIN; writes build.txt. Returns non-zero when the library
+# did not build (test programs that failed to build fail one by one).
+build() {
+  local nvcc cuda_home inc arch gen=() jobs
+  nvcc=$(find_nvcc) || { echo "no nvcc found (PATH, CUDA_HOME, /usr/local/cuda*)"; return 1; }
+  nvcc=$(readlink -f "$nvcc")
+  cuda_home=$(cd "$(dirname "$nvcc")/.." && pwd)
+  export PATH="$cuda_home/bin:$PATH" CUDACXX="$nvcc"
+  # The toolkit's headers; nvml.h beside cuda.h, else from the pinned copy.
+  inc="$cuda_home/include"
+  if [ ! -f "$inc/nvml.h" ]; then
+    local other
+    for other in "$cuda_home"/targets/*/include "$ROOT/third_party/cuda/12.9/include" \
+                 $(find /usr /opt -name nvml.h -path '*include*' 2>/dev/null | head -1 | xargs -r dirname); do
+      if [ -f "$other/nvml.h" ]; then
+        mkdir -p "$BUILD/cuda-include"
+        ln -sf "$inc"/* "$BUILD/cuda-include/"
+        ln -sf "$other/nvml.h" "$BUILD/cuda-include/nvml.h"
+        inc="$BUILD/cuda-include"
+        echo "nvml.h taken from $other"
+        break
+      fi
+    done
+  fi
+  arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader -i 0 2>/dev/null | tr -d ' .\r')
+  case "$arch" in ''|*[!0-9]*) arch=native ;; esac
+  command -v ninja >/dev/null && gen=(-G Ninja)
+  jobs=$(nproc 2>/dev/null || echo 4)
+  echo "nvcc $nvcc, headers $inc, CUDA architecture $arch"
+  # nvcc refuses host compilers newer than it knows unless told.
+  export CUDAFLAGS="${CUDAFLAGS:-} -allow-unsupported-compiler"
+  if ! cmake -S "$ROOT/src/cuda" -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+       -DTESSERA_GPU_TESTS=ON -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+       -DCUDAToolkit_ROOT="$cuda_home" -DTESSERA_CUDA_INCLUDE_DIR="$inc"; then
+    if [ "$arch" != native ]; then return 1; fi
+    echo "configure with architecture native failed; again with 90"
+    cmake -S "$ROOT/src/cuda" -B "$BUILD" -DCMAKE_CUDA_ARCHITECTURES=90 || return 1
+  fi
+  # Keep going past a test program that does not compile: its tests fail alone.
+  local keep=(-k 0)
+  [ ${#gen[@]} -eq 0 ] && keep=(-k)
+  cmake --build "$BUILD" -j "$jobs" -- "${keep[@]}"
+  LIB=$(find "$BUILD" -maxdepth 2 -name libtessera-cuda.so | head -1)
+  BIN="$BUILD/gpu"
+  [ -n "$LIB" ]
+}
+
+versions() {
+  GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 2>/dev/null || echo unknown)
+  DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader -i 0 2>/dev/null || echo unknown)
+  CUDA=$( (nvcc --version 2>/dev/null | sed -n 's/.*release \([^,]*\),.*/\1/p') || true)
+  TORCH=$(timeout 60 python3 -c 'import torch; print(torch.__version__)' 2>/dev/null || echo "not installed")
+  GLIBC=$(getconf GNU_LIBC_VERSION 2>/dev/null || ldd --version 2>/dev/null | head -1)
+}
+
+# Runs one test; appends "name|status|reason|seconds|output file" to MANIFEST.
+run_one() {
+  local name=$1 timeout=$2 envs=$3 cmd=$4
+  local out="$WORK/out.$name" dir="$WORK/tmp.$name" start rc status reason seconds left
+  mkdir -p "$dir"
+  : >"$out"
+  subst() { local s=$1; s=${s//@LIB@/$LIB}; s=${s//@BIN@/$BIN}; s=${s//@SRC@/$HERE}
+            s=${s//@ROOT@/$ROOT}; s=${s//@PY@/python3}; s=${s//@TMP@/$dir}; echo "$s"; }
+  envs=$(subst "$envs")
+  cmd=$(subst "$cmd")
+  start=$(now)
+  left=$(awk -v s="$RUN_START" -v n="$(now)" -v b="$BUDGET_S" 'BEGIN { printf "%d", b - (n - s) }')
+  if [[ $cmd == skip:* ]]; then
+    status=skip; reason=${cmd#skip:}; rc=77
+    echo "SKIP: $reason" >"$out"
+  elif [ "$left" -lt 5 ]; then
+    status=fail; reason="not run: the run's ${BUDGET_S} s budget was spent"; rc=-1
+  elif [ "$timeout" -gt "$left" ]; then
+    timeout=$left
+  fi
+  if [ -z "${status:-}" ]; then
+    local prog=${cmd%% *}
+    if [[ $cmd != builtin:* ]] && [[ $prog == /* ]] && [ ! -x "$prog" ]; then
+      status=fail; reason="not built (see build.txt)"; rc=-1
+    elif [[ $cmd == builtin:* ]]; then
+      # shellcheck disable=SC2086,SC2163  # each word of $envs is a KEY=VALUE to export
+      (export CUDA_DEVICE_ORDER=PCI_BUS_ID $envs; timeout -k 5 "$timeout" bash -c \
+        "$(declare -f "builtin_${cmd#builtin:}"); LIB='$LIB' builtin_${cmd#builtin:}") >"$out" 2>&1
+      rc=$?
+    else
+      # shellcheck disable=SC2086
+      (cd "$dir" && timeout -k 5 "$timeout" \
+        env CUDA_DEVICE_ORDER=PCI_BUS_ID PYTHONUNBUFFERED=1 $envs $cmd) >"$out" 2>&1 </dev/null
+      rc=$?
+    fi
+  fi
+  seconds=$(elapsed "$start")
+  if [ -z "${status:-}" ]; then
+    case $rc in
+      0) status=pass; reason="" ;;
+      77) status=skip; reason=$(sed -n 's/^SKIP: //p' "$out" | head -1)
+          [ -n "$reason" ] || { status=fail; reason="skipped without saying why"; } ;;
+      124|137) status=fail; reason="timed out after ${timeout} s" ;;
+      *) status=fail
+         reason=$(grep -m1 -E '^(FAIL|HANG|NOT ROUTED)' "$out" || true)
+         [ -n "$reason" ] || reason=$(grep -v '^RESULT ' "$out" | tail -1)
+         reason="exit $rc: ${reason:0:200}" ;;
+    esac
+  fi
+  reason=${reason//|/\/}
+  printf '%s|%s|%s|%s|%s\n' "$name" "$status" "$reason" "$seconds" "$out" >>"$MANIFEST"
+  {
+    echo "===== $name: $status (${seconds} s) ${reason}"
+    echo "env: $envs"
+    echo "cmd: $cmd"
+    cat "$out"
+  } >>"$OUTDIR/logs.txt"
+  printf '%-30s %-5s %7s s  %s\n' "$name" "$status" "$seconds" "$reason"
+  unset status
+}
+
+# results.json and summary.txt from MANIFEST.
+report() {
+  if command -v python3 >/dev/null &&
+     GPU=$GPU DRIVER=$DRIVER CUDA=$CUDA TORCH=$TORCH GLIBC=$GLIBC TOTAL_S=$(elapsed "$RUN_START") \
+       python3 "$HERE/report.py" "$MANIFEST" "$OUTDIR" && [ -s "$OUTDIR/results.json" ]; then
+    return
+  fi
+  # No python (or it failed): plain JSON, each test's last RESULT object as its numbers.
+  local name status reason seconds out nums first=1 pass=0 fail=0 skip=0
+  {
+    printf '{"gpu": "%s", "driver": "%s", "cuda": "%s", "torch": "%s", "glibc": "%s", "date": "%s", "tests": [\n' \
+      "$GPU" "$DRIVER" "$CUDA" "$TORCH" "$GLIBC" "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    while IFS='|' read -r name status reason seconds out; do
+      nums=$(sed -n 's/^RESULT //p' "$out" 2>/dev/null | tail -1)
+      [ $first = 1 ] || printf ',\n'
+      first=0
+      printf '{"name": "%s", "status": "%s", "reason": "%s", "seconds": %s, "numbers": %s}' \
+        "$name" "$status" "${reason//\"/\'}" "$seconds" "${nums:-{\}}"
+    done <"$MANIFEST"
+    printf '\n]}\n'
+  } >"$OUTDIR/results.json"
+  {
+    echo "Tessera GPU run, $(date -u), GPU $GPU, driver $DRIVER, CUDA $CUDA, PyTorch $TORCH, $GLIBC"
+    while IFS='|' read -r name status reason seconds out; do
+      printf '%-30s %-6s %6s  %s\n' "$name" "$status" "$seconds" "$reason"
+      case $status in pass) pass=$((pass + 1)) ;; fail) fail=$((fail + 1)) ;; skip) skip=$((skip + 1)) ;; esac
+    done <"$MANIFEST"
+    echo "$pass passed, $fail failed, $skip skipped (each skip's reason is in its line)"
+  } >"$OUTDIR/summary.txt"
+}
+
+main_run() {
+  OUTDIR=$1
+  mkdir -p "$OUTDIR" || die "cannot create $OUTDIR"
+  OUTDIR=$(cd "$OUTDIR" && pwd)
+  rm -f "$OUTDIR/summary.txt" "$OUTDIR/results.json" "$OUTDIR/logs.txt" "$OUTDIR/build.txt"
+  RUN_START=$(now)
+  WORK=$(mktemp -d) || die "mktemp failed"
+  BUILD=${TESSERA_GPU_BUILD_DIR:-$WORK/build}
+  MANIFEST=$WORK/manifest
+  : >"$MANIFEST"
+  local lines
+  lines=$(test_lines) || exit 2
+  LIB="" BIN=""
+  echo "building into $BUILD (log: $OUTDIR/build.txt)"
+  local built=1
+  if ! build >"$OUTDIR/build.txt" 2>&1; then
+    built=0
+    echo "the library did not build; every test fails (tail of build.txt):"
+    tail -20 "$OUTDIR/build.txt"
+  fi
+  echo "built in $(elapsed "$RUN_START") s"
+  versions
+  echo "GPU $GPU, driver $DRIVER, CUDA $CUDA, PyTorch $TORCH, $GLIBC"
+  nvidia-smi >>"$OUTDIR/logs.txt" 2>&1
+  local name timeout envs cmd
+  while IFS='|' read -r name timeout envs cmd; do
+    if [ "$built" = 0 ] && [[ $cmd != skip:* ]]; then
+      printf '%s|fail|the library did not build (see build.txt)|0|/dev/null\n' "$name" >>"$MANIFEST"
+      continue
+    fi
+    run_one "$name" "$timeout" "$envs" "$cmd"
+  done <<<"$lines"
+  report
+  cat "$OUTDIR/summary.txt"
+  local rc=0
+  if grep -q '|fail|' "$MANIFEST" || [ "$built" = 0 ]; then rc=1; fi
+  [ -n "${TESSERA_GPU_BUILD_DIR:-}" ] || rm -rf "$WORK"
+  return $rc
+}
+
+case "${1:-}" in
+  --check) check ;;
+  ""|-h|--help) sed -n '2,28p' "$0"; exit 2 ;;
+  *) main_run "$1" ;;
+esac
