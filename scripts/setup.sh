@@ -116,6 +116,16 @@ for whl in glob.glob(os.path.join(tmp, "*.whl")):
 PY
   # nvcc.profile looks for headers under targets/<arch>-linux.
   mkdir -p "$dest.partial/targets" && ln -s .. "$dest.partial/targets/$(uname -m)-linux"
+  # What a toolkit has beside: the runtime's link name, and a link stub of
+  # the driver (lib/stubs/libcuda.so): every cu* function cuda.h declares,
+  # as plain and per-thread-stream builds name them, doing nothing.
+  ln -s libcudart.so.13 "$dest.partial/lib/libcudart.so"
+  mkdir -p "$dest.partial/lib/stubs"
+  { for flag in -DTESSERA_PLAIN -DCUDA_API_PER_THREAD_DEFAULT_STREAM; do
+      cc -E -P "$flag" -I"$dest.partial/include" "$dest.partial/include/cuda.h"
+    done; } | grep -oE '\bcu[A-Z][A-Za-z0-9_]*[[:space:]]*\(' | tr -d ' (' | sort -u |
+    sed 's/.*/void &(void) {}/' >"$tmp/libcuda_stub.c"
+  cc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$dest.partial/lib/stubs/libcuda.so" "$tmp/libcuda_stub.c"
   rm -rf "$tmp" "$dest"
   mv "$dest.partial" "$dest"
   echo "setup: nvcc 13.0 in $dest"

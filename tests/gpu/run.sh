@@ -75,6 +75,7 @@ ptds_runtime_async|30|$MEM|@BIN@/gpu_alloc_paths_ptds runtime_async
 ptds_meminfo|30|$MEM|@BIN@/gpu_alloc_paths_ptds meminfo
 routing_probe|60|$MEM|@BIN@/gpu_routing_probe @ROOT@/src/cuda/hook_list.inc
 nvidia_smi|30||builtin:nvidia_smi
+context_footprint|30||builtin:context_footprint
 capture_global_nolib|30||@BIN@/gpu_capture_share global
 capture_global|30|$SHARE|@BIN@/gpu_capture_share global
 capture_threadlocal|30|$SHARE|@BIN@/gpu_capture_share threadlocal
@@ -128,6 +129,31 @@ builtin_nvidia_smi() {
   fi
 }
 
+# What one process's CUDA context really takes on the card (nvidia-smi's
+# per-process used memory, while gpu_alloc_paths holds only its context)
+# against what the library charges the share for it (TESSERA_GPU_CONTEXT_MIB,
+# default 256): fails when the charge is more than the context takes.
+builtin_context_footprint() {
+  local out pid real charged i
+  out=$(mktemp)
+  env "LD_PRELOAD=$LIB" "TESSERA_GPU_MEM_LIMIT_MIB_0=4096" "$BIN/gpu_alloc_paths" context >"$out" 2>&1 &
+  pid=$!
+  for i in $(seq 1 50); do grep -q READY "$out" && break; sleep 0.1; done
+  real=$(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits |
+         awk -F', *' -v p="$pid" '$1 == p { print $2 }')
+  wait "$pid"
+  cat "$out"
+  charged=$(sed -n 's/^context charged to the share: \([0-9]*\) MiB$/\1/p' "$out")
+  rm -f "$out"
+  echo "context: the driver took ${real:-?} MiB (nvidia-smi), the share was charged ${charged:-?} MiB"
+  echo "RESULT {\"context_real_mib\": ${real:-null}, \"context_charged_mib\": ${charged:-null}}"
+  [ -n "$real" ] && [ -n "$charged" ] || { echo "FAIL: no reading"; return 1; }
+  if [ "$charged" -gt "$real" ]; then
+    echo "FAIL: the share is charged more than the context takes: lower TESSERA_GPU_CONTEXT_MIB's default"
+    return 1
+  fi
+}
+
 # Prints "NAME|TIMEOUT|ENV|COMMAND" lines, checking each has four fields.
 test_lines() {
   local line n=0
@@ -139,11 +165,14 @@ test_lines() {
   done <<<"$TESTS"
 }
 
-# Where nvcc is: PATH, CUDA_HOME, /usr/local/cuda*, /opt/cuda.
+# Where nvcc is: PATH, CUDA_HOME, /usr/local/cuda*, /opt/cuda, else the
+# wheel-built one scripts/setup.sh unpacks into third_party (compiles and
+# links the GPU programs for --check; nothing built with it runs there).
 find_nvcc() {
   local c
   for c in "$(command -v nvcc 2>/dev/null)" "${CUDA_HOME:-/nonexistent}/bin/nvcc" \
-           /usr/local/cuda/bin/nvcc /usr/local/cuda-*/bin/nvcc /opt/cuda/bin/nvcc; do
+           /usr/local/cuda/bin/nvcc /usr/local/cuda-*/bin/nvcc /opt/cuda/bin/nvcc \
+           "$ROOT/third_party/cuda/nvcc-13.0/bin/nvcc"; do
     [ -n "$c" ] && [ -x "$c" ] && { echo "$c"; return 0; }
   done
   return 1
@@ -340,7 +369,7 @@ run_one() {
     elif [[ $cmd == builtin:* ]]; then
       # shellcheck disable=SC2086,SC2163  # each word of $envs is a KEY=VALUE to export
       (export CUDA_DEVICE_ORDER=PCI_BUS_ID $envs; timeout -k 5 "$timeout" bash -c \
-        "$(declare -f "builtin_${cmd#builtin:}"); LIB='$LIB' builtin_${cmd#builtin:}") >"$out" 2>&1
+        "$(declare -f "builtin_${cmd#builtin:}"); LIB='$LIB' BIN='$BIN' builtin_${cmd#builtin:}") >"$out" 2>&1
       rc=$?
     else
       # shellcheck disable=SC2086
