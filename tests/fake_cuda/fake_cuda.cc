@@ -84,7 +84,8 @@ int PhysicalByUuid(const std::string& entry, int physical_devices) {
 }  // namespace
 
 State::State() {
-  physical_devices = std::min(static_cast<int>(EnvU("FAKE_CUDA_DEVICES", 2)), kMaxDevices);
+  const int listed = VisibleUuidCount();  // a container's GPUs (fake_uuid.h)
+  physical_devices = std::min(static_cast<int>(EnvU("FAKE_CUDA_DEVICES", listed > 0 ? listed : 2)), kMaxDevices);
   // The default enumeration: FAKE_CUDA_DEVICE_ORDER, unless PCI order is asked.
   std::vector<int> order;
   const char* fastest = getenv("FAKE_CUDA_DEVICE_ORDER");

@@ -35,7 +35,10 @@ uint64_t EnvU(const char* name, uint64_t def) {
   const char* v = getenv(name);
   return v != nullptr ? strtoull(v, nullptr, 10) : def;
 }
-unsigned Devices() { return static_cast<unsigned>(EnvU("FAKE_CUDA_DEVICES", 2)); }
+unsigned Devices() {
+  const int listed = fake::VisibleUuidCount();  // a container's GPUs (fake_uuid.h)
+  return static_cast<unsigned>(EnvU("FAKE_CUDA_DEVICES", listed > 0 ? listed : 2));
+}
 uint64_t Total() { return EnvU("FAKE_CUDA_MEM_MIB", 1024) << 20; }
 // Device handles are index + 1.
 unsigned IndexOf(nvmlDevice_t d) { return static_cast<unsigned>(reinterpret_cast<uintptr_t>(d)) - 1; }

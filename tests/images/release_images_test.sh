@@ -27,9 +27,10 @@ for b in tessera-scheduler tessera-node kubectl-tessera; do
   done < "$stage/packages/$b.txt"
   echo "$b: runs; runtime packages: $(tr '\n' ' ' < "$stage/packages/$b.txt")"
 done
-# The library is loaded into arbitrary workload images: libc alone.
+# The library is loaded into arbitrary workload images: glibc alone (libdl
+# and libpthread are glibc's own, stubs since 2.34; src/cuda/glibc_compat.cc).
 needed="$(readelf -d "$stage/lib/tessera/libtessera-cuda.so" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort | tr '\n' ' ')"
-[[ "$needed" == "ld-linux-x86-64.so.2 libc.so.6 " || "$needed" == "libc.so.6 " ]] || fail "libtessera-cuda.so needs $needed"
+[[ "$needed" == "ld-linux-x86-64.so.2 libc.so.6 libdl.so.2 libpthread.so.0 " ]] || fail "libtessera-cuda.so needs $needed"
 echo "libtessera-cuda.so needs only: $needed"
 nm -D --defined-only "$stage/lib/tessera/libtessera-cuda.so" | grep -qw cuMemAlloc_v2 || fail "libtessera-cuda.so exports no cuMemAlloc_v2"
 # ld.so.preload names the library where Allocate mounts it in containers.
