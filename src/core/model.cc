@@ -43,14 +43,14 @@ Status ValidateRequest(const PodRequest& pod) {
     if (c.core_milli_per_gpu > kCoreMilliPerGpu)
       return InvalidArgument(where + ": GPU core share " +
                              std::to_string(c.core_milli_per_gpu / 10) +
-                             " % is over 100 %; ask for more GPUs instead");
+                             " percent is over 100 percent; ask for more GPUs instead");
     if (c.gpu_count == 0 && (c.mem_mib_per_gpu > 0 || c.core_milli_per_gpu > 0))
       return InvalidArgument(where + ": asks for GPU memory or core but for 0 GPUs");
     if (c.gpu_count > 0 && c.mem_mib_per_gpu == 0 && c.core_milli_per_gpu == 0)
       return InvalidArgument(where + ": asks for GPUs but for neither memory nor core");
     if (c.gpu_count > 1 && c.core_milli_per_gpu != 0 && c.core_milli_per_gpu < kCoreMilliPerGpu)
       return InvalidArgument(where + ": a container spanning several GPUs must take whole "
-                             "GPUs (core 100 %); a fraction is only allowed on one GPU");
+                             "GPUs (core 100 percent); a fraction is only allowed on one GPU");
     if (pod.isolation == Isolation::kMps && c.gpu_count > 1)
       return InvalidArgument(where + ": tessera.io/isolation: mps gives a container one GPU (one MPS daemon "
                              "per GPU); ask for 1 GPU per container or use the default isolation");

@@ -32,7 +32,7 @@ TEST(ValidateRequest, AcceptsSensibleShares) {
 TEST(ValidateRequest, RejectsWithActionableMessages) {
   auto over = ValidateRequest(OneGpu(0, 1500));
   EXPECT_EQ(over.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(over.message().find("over 100 %"), std::string::npos) << over.message();
+  EXPECT_NE(over.message().find("over 100 percent"), std::string::npos) << over.message();
   EXPECT_FALSE(ValidateRequest(OneGpu(-1, 100)).ok());
   EXPECT_FALSE(ValidateRequest(OneGpu(0, 500, 2)).ok());
   EXPECT_FALSE(ValidateRequest(OneGpu(0, 0, 1)).ok());

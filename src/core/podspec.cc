@@ -283,7 +283,7 @@ Result<int64_t> ParseCoreLimit(const Json& annotations, const PodRequest& req) {
     if (milli < c.core_milli_per_gpu)
       return InvalidArgument(where + " is below container \"" + c.name + "\"'s gpu-core request of " +
                              std::to_string(c.core_milli_per_gpu / (kCoreMilliPerGpu / kMaxCorePercent)) +
-                             " %; the ceiling must be at least the request");
+                             " percent; the ceiling must be at least the request");
   }
   if (!any) return InvalidArgument(where + ": the pod asks for no GPU");
   return milli;
@@ -359,7 +359,7 @@ Status CheckHamiMemPercent(const Json& value, const std::string& where, const Ha
                          "0 asks for no memory; write 100 for the whole memory, or " + names.mem + " in MiB");
   if (p != 100)
     return ResourceError(where, names.mem_percent,
-                         std::to_string(p) + " % is not supported (Tessera sizes memory shares in MiB, so a percent "
+                         std::to_string(p) + " percent is not supported (Tessera sizes memory shares in MiB, so a percent "
                          "would depend on the GPU chosen); write " + names.mem + " in MiB instead, or 100 for the "
                          "whole memory");
   return Status::Ok();
@@ -442,6 +442,12 @@ Result<ContainerRequest> TesseraGpus(const ContainerSpec& c, const std::string& 
                            ReadCountMemCore(c, where, names.gpu, names.mem, names.core, "whole GPUs"));
   out.mem_mib_per_gpu = set.mem_mib;
   out.core_milli_per_gpu = set.core_milli;
+  // 0 % of a GPU's compute is no share of it: a pod asking it would run
+  // unlimited on a GPU whose compute may be fully booked. A share of memory
+  // alone leaves gpu-core out.
+  if (set.core != nullptr && set.core_milli == 0)
+    return ResourceError(where, names.core, "0 is not a share of compute: ask for 1 to 100 (percent of one GPU), "
+                                            "or leave " + names.core + " out for a share of memory alone");
   if (set.count != nullptr) {
     out.gpu_count = set.gpu_count;
   } else if (set.mem != nullptr || set.core != nullptr) {

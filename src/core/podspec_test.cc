@@ -83,7 +83,7 @@ TEST(PodSpecTest, CorePolicyAndBurstCeiling) {
               std::string::npos)
         << bad;
   }
-  EXPECT_NE(Error(Pod({c}, {{"tessera.io/gpu-core-limit", "10"}})).find("below container \"worker\"'s gpu-core request of 20 %"),
+  EXPECT_NE(Error(Pod({c}, {{"tessera.io/gpu-core-limit", "10"}})).find("below container \"worker\"'s gpu-core request of 20 percent"),
             std::string::npos);
   EXPECT_NE(Error(Pod({c}, {{"tessera.io/gpu-core-limit", "60"}, {"tessera.io/gpu-core-policy", "hard"}}))
                 .find("needs tessera.io/gpu-core-policy: share"),
@@ -196,6 +196,10 @@ TEST(PodSpecTest, MistakesNameTheContainerAndTheFix) {
       {{{"tessera.io/gpu", "2"}, {"tessera.io/gpu-core", "30"}}, {"container \"worker\"", "whole"}},
       {{{"tessera.io/gpu", "0"}, {"tessera.io/gpu-mem", "100"}}, {"container \"worker\"", "0 GPUs"}},
       {{{"tessera.io/gpu-mem", "0"}}, {"container \"worker\"", "neither memory nor core"}},
+      {{{"tessera.io/gpu-mem", "1024"}, {"tessera.io/gpu-core", "0"}},
+       {"container \"worker\": tessera.io/gpu-core: 0 is not a share of compute: ask for 1 to 100 (percent of one "
+        "GPU), or leave tessera.io/gpu-core out for a share of memory alone"}},
+      {{{"tessera.io/gpu-core", "0"}}, {"tessera.io/gpu-core: 0 is not a share of compute"}},
   };
   for (const Case& c : cases) {
     const std::string msg = Error(Pod({{"worker", c.limits}}));
@@ -327,7 +331,7 @@ TEST(FrontEndTest, MistakesNameTheContainerAndResources) {
       {{{"nvidia.com/gpumem", "3Gi"}}, {"nvidia.com/gpumem", "plain number of MiB", "\"3072\""}},
       {{{"nvidia.com/gpucores", "150"}}, {"nvidia.com/gpucores: 150 is over 100"}},
       {{{"nvidia.com/gpumem-percentage", "120"}}, {"nvidia.com/gpumem-percentage: 120 is over 100"}},
-      {{{"nvidia.com/gpumem-percentage", "50"}}, {"nvidia.com/gpumem-percentage: 50 % is not supported",
+      {{{"nvidia.com/gpumem-percentage", "50"}}, {"nvidia.com/gpumem-percentage: 50 percent is not supported",
                                                    "nvidia.com/gpumem in MiB"}},
       {{{"nvidia.com/gpumem-percentage", "100"}, {"nvidia.com/gpucores", "30"}}, {"whole memory"}},
       {{{"nvidia.com/gpumem-percentage", "0"}}, {"nvidia.com/gpumem-percentage: 0 asks for no memory"}},

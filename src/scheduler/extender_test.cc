@@ -93,10 +93,10 @@ TEST_F(ExtenderTest, FilterKeepsFittingNodesAndExplainsTheRest) {
   r = Filter(FilterBody(PodJson("ns", "p", {{"main", 1, 10240, 30}}), all_));
   EXPECT_EQ(r["NodeNames"], json({"n1"}));
   EXPECT_EQ(r["FailedNodes"]["n2"],
-            "node n2: no GPU with 10240 MiB and 30% free; largest free share is 9216 MiB / 40% on GPU 0 (T4)");
+            "node n2: no GPU with 10240 MiB and 30 percent free; largest free share is 9216 MiB and 40 percent on GPU 0 (T4)");
   r = Filter(FilterBody(PodJson("ns", "p", {{"main", 1, 1024, 50}}), all_));
   EXPECT_EQ(r["FailedNodes"]["n2"],
-            "node n2: no GPU with 1024 MiB and 50% free; largest free share is 9216 MiB / 40% on GPU 0 (T4)");
+            "node n2: no GPU with 1024 MiB and 50 percent free; largest free share is 9216 MiB and 40 percent on GPU 0 (T4)");
   // Larger than the T4 itself: unresolvable there.
   r = Filter(FilterBody(PodJson("ns", "p", {{"main", 1, 20480, 10}}), all_));
   EXPECT_NE(r["FailedAndUnresolvableNodes"]["n2"].get<std::string>().find("its largest GPU has 15360 MiB"),
@@ -208,7 +208,7 @@ TEST_F(ExtenderTest, LargeRequestsGetGroupableReasons) {
   json r = Filter(FilterBody(PodJson("ns", "p", {{"main", 1, 1024, 10}}), names));
   std::set<std::string> reasons;
   for (const auto& [node, reason] : r["FailedNodes"].items()) reasons.insert(reason.get<std::string>());
-  EXPECT_EQ(reasons, std::set<std::string>{"no GPU with 1024 MiB and 10% free"});
+  EXPECT_EQ(reasons, std::set<std::string>{"no GPU with 1024 MiB and 10 percent free"});
 }
 
 TEST_F(ExtenderTest, PrioritizeScoresFeasibleNodesFromZeroToTen) {
@@ -301,7 +301,7 @@ TEST_F(ExtenderTest, BindFindsPodsFromTheWatchAndRefusesUnknownOnes) {
 TEST_F(ExtenderTest, BindOfAPodThatNoLongerFitsIsAnError) {
   Filter(FilterBody(PodJson("ns", "p", {{"main", 1, 8192, 50}}), {"n2"}));
   json r = Bind(BindBody("ns", "p", "uid-ns-p", "n2"));
-  EXPECT_NE(r["Error"].get<std::string>().find("no longer fits: node n2: no GPU with 8192 MiB and 50% free"),
+  EXPECT_NE(r["Error"].get<std::string>().find("no longer fits: node n2: no GPU with 8192 MiB and 50 percent free"),
             std::string::npos)
       << r;
   EXPECT_TRUE(binder_.calls().empty());
@@ -332,7 +332,7 @@ TEST_F(ExtenderTest, MultiContainerAndMultiGpuPodsGetConsistentAssignments) {
   EXPECT_EQ(r["NodeNames"], json({"big"}));
   EXPECT_EQ(r["FailedAndUnresolvableNodes"]["n1"],
             "node n1: its containers fit one by one but not together (trainer 2x a whole GPU, sidecar 4096 MiB and "
-            "20%)");
+            "20 percent)");
   ASSERT_EQ(Bind(BindBody("ns", "trainer", "uid-ns-trainer", "big"))["Error"], "");
   auto a = core::DecodeAssignment(binder_.calls().back().annotations.at("tessera.io/assignment"));
   ASSERT_TRUE(a.ok());

@@ -14,12 +14,17 @@ using core::FitFailure;
 using core::NodeState;
 using core::PodRequest;
 
-// Percent of one GPU for core milli: "30%", "30.5%".
-std::string Percent(int64_t milli) {
+// Percent of one GPU for core milli: "30", "30.5".
+std::string PercentNumber(int64_t milli) {
   std::string out = std::to_string(milli / 10);
   if (milli % 10 != 0) out += "." + std::to_string(milli % 10);
-  return out + "%";
+  return out;
 }
+
+// In reasons: "30 percent". Never a '%': kube-scheduler passes the reasons
+// it gets as the format string of the FailedScheduling Event, so "10% free"
+// would reach `kubectl describe` as "10%!f(MISSING)ree".
+std::string Percent(int64_t milli) { return PercentNumber(milli) + " percent"; }
 
 std::string Join(const std::vector<std::string>& items, std::string_view sep) {
   std::string out;
@@ -47,6 +52,12 @@ std::vector<int> Allowed(const ContainerRequest& c, const NodeState& node, bool 
 }
 
 bool Whole(const ContainerRequest& c) { return c.core_milli_per_gpu >= core::kCoreMilliPerGpu; }
+
+// A GPU shared by as many containers as its slots allow takes no more
+// (NodeState::SharerSlotsFree; whole GPUs need none of the sharers' slots).
+bool HasSlot(const ContainerRequest& c, const NodeState& node, int i) {
+  return Whole(c) || node.SharerSlotsFree(i) > 0;
+}
 
 bool FitsGpu(const ContainerRequest& c, const NodeState& node, int i) {
   if (Whole(c)) return node.gpus[i].core_used_milli == 0 && (c.mem_mib_per_gpu == 0 || node.GpuMemFree(i) >= c.mem_mib_per_gpu);
@@ -84,8 +95,26 @@ Rejection ExplainContainer(const ContainerRequest& c, const NodeState& node, Fit
   int64_t largest_mem = 0;
   for (int i : allowed) largest_mem = std::max(largest_mem, node.info.gpus[i].memory_mib);
   r.unresolvable = static_cast<int>(allowed.size()) < c.gpu_count || c.mem_mib_per_gpu > largest_mem;
-  int fitting = 0;
-  for (int i : usable) fitting += FitsGpu(c, node, i);
+  int fitting = 0, slotted = 0;
+  for (int i : usable) {
+    fitting += FitsGpu(c, node, i);
+    slotted += FitsGpu(c, node, i) && HasSlot(c, node, i);
+  }
+  // Enough free share, but every such GPU already has as many containers as
+  // it has slots: say that, not "no GPU with the share free".
+  if (fitting >= c.gpu_count && slotted < c.gpu_count) {
+    int full = -1;
+    for (int i : usable)
+      if (full < 0 && FitsGpu(c, node, i) && !HasSlot(c, node, i)) full = i;
+    r.reason = "no free sharing slot on a GPU with " + DescribeShare(c) +
+               " free (each GPU takes at most as many containers as tessera-node's slots per GPU)";
+    if (detailed && full >= 0) {
+      r.reason += "; GPU " + std::to_string(full) + " (" + node.info.gpus[full].model + ") has " +
+                  std::to_string(node.GpuMemFree(full)) + " MiB and " + Percent(node.GpuCoreFree(full)) +
+                  " free but all " + std::to_string(node.info.gpus[full].max_sharers) + " slots taken";
+    }
+    return r;
+  }
   if (Whole(c) && why == FitFailure::kGpuCount) {
     r.reason = "needs " + std::to_string(c.gpu_count) + " whole GPU" + (c.gpu_count > 1 ? "s" : "");
     if (detailed) r.reason += ", " + std::to_string(fitting) + " of " + std::to_string(allowed.size()) + " fully free";
@@ -108,7 +137,7 @@ Rejection ExplainContainer(const ContainerRequest& c, const NodeState& node, Fit
   int best = usable[0];
   for (int i : usable)
     if (closeness(i) > closeness(best)) best = i;
-  r.reason += "; largest free share is " + std::to_string(node.GpuMemFree(best)) + " MiB / " +
+  r.reason += "; largest free share is " + std::to_string(node.GpuMemFree(best)) + " MiB and " +
               Percent(node.GpuCoreFree(best)) + " on GPU " + std::to_string(best) + " (" +
               node.info.gpus[best].model + ")";
   if (r.unresolvable && c.mem_mib_per_gpu > largest_mem)
@@ -228,7 +257,7 @@ std::string DescribeAssignment(const core::Assignment& a) {
       if (g.core_milli >= core::kCoreMilliPerGpu && g.mem_mib == 0) {
         out += "whole";
       } else {
-        out += std::to_string(g.mem_mib) + "MiB/" + Percent(g.core_milli);
+        out += std::to_string(g.mem_mib) + "MiB/" + PercentNumber(g.core_milli) + "%";
       }
     }
   }

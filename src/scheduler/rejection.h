@@ -4,8 +4,11 @@
 //
 //   core::FitFailure why = core::FitsNode(pod, node);
 //   if (why != core::FitFailure::kNone) Rejection r = ExplainMisfit(pod, node, why, true);
-//   // r.reason: "node n3: no GPU with 8192 MiB and 30% free; largest free share
-//   //            is 6144 MiB / 100% on GPU 3 (A100)"
+//   // r.reason: "node n3: no GPU with 8192 MiB and 30 percent free; largest
+//   //            free share is 6144 MiB and 100 percent on GPU 3 (A100)"
+//
+// No reason holds a '%': kube-scheduler uses them as the format string of the
+// FailedScheduling Event.
 #pragma once
 
 #include <cstdint>
@@ -41,7 +44,7 @@ Rejection ExplainMisfit(const core::PodRequest& pod, const core::NodeState& node
 std::string ClusterWideProblem(const core::PodRequest& pod,
                                const std::map<std::string, int64_t, std::less<>>& models);
 
-// "8192 MiB and 30%", "8192 MiB", "30%", "a whole GPU".
+// "8192 MiB and 30 percent", "8192 MiB", "30 percent", "a whole GPU".
 std::string DescribeShare(const core::ContainerRequest& c);
 
 // The GPUs of an assignment for logs: "[0:8192MiB/30%]" for one container,

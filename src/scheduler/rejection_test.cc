@@ -55,14 +55,49 @@ TEST(RejectionTest, SharesNameTheClosestGpu) {
   node.gpus[1] = {1000, 900, 1};
   Rejection r = Explain(Pod(1, 16384, 300), node);
   EXPECT_EQ(r.reason,
-            "node n1: no GPU with 16384 MiB and 30% free; largest free share is 10960 MiB / 80% on GPU 0 (A100)");
+            "node n1: no GPU with 16384 MiB and 30 percent free; largest free share is 10960 MiB and 80 percent on GPU 0 (A100)");
   EXPECT_FALSE(r.unresolvable);
   r = Explain(Pod(1, 4096, 900), node);
-  EXPECT_EQ(r.reason, "node n1: no GPU with 4096 MiB and 90% free; largest free share is 10960 MiB / 80% on GPU 0 (A100)");
+  EXPECT_EQ(r.reason, "node n1: no GPU with 4096 MiB and 90 percent free; largest free share is 10960 MiB and 80 percent on GPU 0 (A100)");
   r = Explain(Pod(1, 40000, 0), node);
-  EXPECT_EQ(r.reason, "node n1: no GPU with 40000 MiB free; largest free share is 39960 MiB / 10% on GPU 1 (A100)");
+  EXPECT_EQ(r.reason, "node n1: no GPU with 40000 MiB free; largest free share is 39960 MiB and 10 percent on GPU 1 (A100)");
   r = Explain(Pod(1, 4096, 900), node, /*detailed=*/false);
-  EXPECT_EQ(r.reason, "no GPU with 4096 MiB and 90% free");
+  EXPECT_EQ(r.reason, "no GPU with 4096 MiB and 90 percent free");
+}
+
+// Every slot of the GPU is taken while its share would fit: the reason says
+// slots, not "no GPU with the share free" beside a GPU that has it.
+TEST(RejectionTest, FullSlotsAreNamedAsSuch) {
+  core::NodeState node = Node(1, "A100", 81920);
+  node.info.gpus[0].max_sharers = 4;
+  node.gpus[0] = {16384, 800, 4};  // 4 containers: 64 GiB and 20 percent left
+  Rejection r = Explain(Pod(1, 2048, 100), node);
+  EXPECT_EQ(r.reason,
+            "node n1: no free sharing slot on a GPU with 2048 MiB and 10 percent free (each GPU takes at most as many "
+            "containers as tessera-node's slots per GPU); GPU 0 (A100) has 65536 MiB and 20 percent free but all 4 "
+            "slots taken");
+  EXPECT_FALSE(r.unresolvable);  // a container leaving frees a slot
+  r = Explain(Pod(1, 2048, 100), node, /*detailed=*/false);
+  EXPECT_EQ(r.reason,
+            "no free sharing slot on a GPU with 2048 MiB and 10 percent free (each GPU takes at most as many "
+            "containers as tessera-node's slots per GPU)");
+  // One slot free again: it fits.
+  node.gpus[0].sharers = 3;
+  EXPECT_EQ(core::FitsNode(Pod(1, 2048, 100), node), core::FitFailure::kNone);
+}
+
+// kube-scheduler uses each reason as a format string: none may hold a '%'.
+TEST(RejectionTest, NoReasonHoldsAPercentSign) {
+  core::NodeState node = Node(2, "A100", 40960);
+  node.gpus[0] = {30000, 200, 1};
+  node.gpus[1] = {1000, 900, 1};
+  for (const core::PodRequest& pod : {Pod(1, 16384, 300), Pod(1, 4096, 855), Pod(1, 40000, 0), Pod(4, 0, 1000)}) {
+    for (bool detailed : {true, false}) {
+      const Rejection r = Explain(pod, node, detailed);
+      EXPECT_EQ(r.reason.find('%'), std::string::npos) << r.reason;
+    }
+  }
+  EXPECT_EQ(DescribeShare({"c", 1, 8192, 255, {}}).find('%'), std::string::npos);
 }
 
 TEST(RejectionTest, MpsPodOnANodeWithoutMps) {
@@ -78,7 +113,7 @@ TEST(RejectionTest, MpsPodOnANodeWithoutMps) {
   node.info.gpus[1].mps = true;
   node.gpus[1] = {40000, 900, 1};
   r = Explain(pod, node);
-  EXPECT_EQ(r.reason.rfind("node n1: no GPU with 4096 MiB and 30% free; largest free share is 960 MiB / 10% on GPU 1", 0),
+  EXPECT_EQ(r.reason.rfind("node n1: no GPU with 4096 MiB and 30 percent free; largest free share is 960 MiB and 10 percent on GPU 1", 0),
             0u)
       << r.reason;
 }
@@ -121,8 +156,8 @@ TEST(RejectionTest, ClusterWideProblems) {
 }
 
 TEST(RejectionTest, Descriptions) {
-  EXPECT_EQ(DescribeShare({"c", 1, 8192, 300, {}}), "8192 MiB and 30%");
-  EXPECT_EQ(DescribeShare({"c", 1, 0, 255, {}}), "25.5%");
+  EXPECT_EQ(DescribeShare({"c", 1, 8192, 300, {}}), "8192 MiB and 30 percent");
+  EXPECT_EQ(DescribeShare({"c", 1, 0, 255, {}}), "25.5 percent");
   EXPECT_EQ(DescribeShare({"c", 2, 0, 1000, {}}), "a whole GPU");
   EXPECT_EQ(DescribeShare({"c", 1, 512, 0, {}}), "512 MiB");
   core::Assignment one{"n1", {{"main", {{0, "", 8192, 300}}}}};

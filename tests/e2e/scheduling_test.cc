@@ -159,6 +159,44 @@ TEST_F(SchedulingTest, UnschedulablePodsShowTheExtendersReason) {
   EXPECT_NE(s.message().find("integer"), std::string::npos) << s.message();
 }
 
+// The extender's reasons reach the FailedScheduling Event exactly as
+// written: kube-scheduler uses them as the Event's format string, so a '%'
+// would come out as "%!f(MISSING)". One GPU: a 90 percent pod and five of 1
+// percent leave it 5 percent of compute (and 2 of its 8 slots). A GPU whose
+// slots are all taken is refused by kube-scheduler itself (the node's
+// tessera.io/gpu capacity) before the extender is asked; the extender's own
+// slot reason is rejection_test's FullSlotsAreNamedAsSuch.
+TEST_F(SchedulingTest, ReasonsReachTheEventAsWritten) {
+  AddNodes(1, 1, "A100", 40960);
+  ASSERT_TRUE(Submit("big", {{"main", 1, 1024, 90}}).ok());
+  ASSERT_TRUE(WaitForPod(*client_, ns_, "big", IsBound, seconds(60)).ok());
+  for (int i = 0; i < 5; ++i) {
+    const std::string name = "small-" + std::to_string(i);
+    ASSERT_TRUE(Submit(name, {{"main", 1, 1024, 1}}).ok());
+    ASSERT_TRUE(WaitForPod(*client_, ns_, name, IsBound, seconds(60)).ok()) << name;
+  }
+  // Too little compute left: the share reason, with the largest free share.
+  ASSERT_TRUE(Submit("wants-ten", {{"main", 1, 1024, 10}}).ok());
+  // gpu-core 0 is no share: refused with the fix.
+  auto zero = GpuPod(ns_, "zero-core", {{"main", 1, 1024, 10}}, Selector());
+  zero["spec"]["containers"][0]["resources"]["limits"]["tessera.io/gpu-core"] = "0";
+  ASSERT_TRUE(client_->Create("/api/v1/namespaces/" + ns_ + "/pods", zero).ok());
+
+  const std::map<std::string, std::string> expect = {
+      {"wants-ten", "no GPU with 1024 MiB and 10 percent free; largest free share is 34816 MiB and 5 percent on GPU 0 "
+                    "(A100)"},
+      {"zero-core", "tessera.io/gpu-core: 0 is not a share of compute: ask for 1 to 100 (percent of one GPU), or "
+                    "leave tessera.io/gpu-core out for a share of memory alone"}};
+  for (const auto& [name, reason] : expect) {
+    auto pod = BoundOrRejected(name);
+    ASSERT_TRUE(pod.ok()) << pod.status().ToString();
+    EXPECT_FALSE(IsBound(pod.value())) << name << " was placed";
+    const std::string event = RejectionOf(name);
+    EXPECT_NE(event.find(reason), std::string::npos) << name << ": the Event reads: " << event;
+    EXPECT_EQ(event.find("%!"), std::string::npos) << name << ": a reason was taken as a format: " << event;
+  }
+}
+
 TEST_F(SchedulingTest, DeletedPodFreesItsShareForTheNext) {
   AddNodes(1, 1, "T4", 15360);
   ASSERT_TRUE(Submit("holder", {{"main", 1, 8192, 80}}).ok());
