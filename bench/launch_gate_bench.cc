@@ -5,13 +5,20 @@
 // simulated time, so the bucket never runs dry: the gate admits, records events and measures on
 // every launch but never waits). The parent re-runs itself per way and
 // prints ratios against the no-library run. Fake-driver numbers: a real
-// cuLaunchKernel costs microseconds, the fake's tens of nanoseconds.
+// cuLaunchKernel costs microseconds, the fake's tens of nanoseconds. With
+// TESSERA_BENCH_BASELINE_LIB set to a libtessera-cuda.so built from another
+// commit, a fourth run measures that library's share path on the same fake
+// driver in the same run, so a change to the gate is compared with its base.
 //   build/bench/launch_gate_bench [--benchmark_repetitions=5 --benchmark_report_aggregates_only=true]
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <benchmark/benchmark.h>
 #include <cuda.h>
 
+#include <cstdlib>
+#include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "bench/child_runs.h"
 
@@ -80,12 +87,14 @@ int main(int argc, char** argv) {
   if (tessera::bench::RunBenchmarksIfChild(&argc, argv)) return 0;
   const std::string lib = TESSERA_CUDA_LIB;
   const std::string fake = "FAKE_CUDA_KERNEL_US=0 FAKE_CUDA_LAUNCH_HOST_NS=0 ";
-  const bool ok = tessera::bench::PrintRatios({
+  const std::string share = " TESSERA_GPU_CORE_POLICY=hard TESSERA_GPU_CORE_PERCENT_0=50";
+  std::vector<std::pair<std::string, std::map<std::string, double>>> runs = {
       {"no lib", tessera::bench::RunChild(fake + "LD_PRELOAD=", argc, argv)},
       {"no limit", tessera::bench::RunChild(fake + "LD_PRELOAD=" + lib, argc, argv)},
-      {"share", tessera::bench::RunChild(
-                    fake + "LD_PRELOAD=" + lib + " TESSERA_GPU_CORE_POLICY=hard TESSERA_GPU_CORE_PERCENT_0=50", argc,
-                    argv)},
-  });
-  return ok ? 0 : 1;
+      {"share", tessera::bench::RunChild(fake + "LD_PRELOAD=" + lib + share, argc, argv)},
+  };
+  if (const char* base = std::getenv("TESSERA_BENCH_BASELINE_LIB"); base != nullptr && *base != '\0') {
+    runs.push_back({"share, base lib", tessera::bench::RunChild(fake + "LD_PRELOAD=" + base + share, argc, argv)});
+  }
+  return tessera::bench::PrintRatios(runs) ? 0 : 1;
 }
