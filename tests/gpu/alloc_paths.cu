@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "result_line.h"
+#include "share_view.h"
 
 namespace {
 
-constexpr size_t kMiB = 1 << 20;
 int g_failures = 0;
 
 #define CHECK(cond, ...)                                             \
@@ -32,18 +32,6 @@ int g_failures = 0;
       ++g_failures;                                                  \
     }                                                                \
   } while (0)
-
-size_t LimitBytes() {
-  const char* v = std::getenv("TESSERA_GPU_MEM_LIMIT_MIB_0");
-  return v != nullptr ? std::strtoull(v, nullptr, 10) * kMiB : 0;
-}
-
-// Charged bytes as the container sees them (total - free).
-size_t Used() {
-  size_t f = 0, t = 0;
-  cuMemGetInfo(&f, &t);
-  return t - f;
-}
 
 // Allocates `block` at a time with `alloc` until refused; checks the refusal
 // is out-of-memory, that the charged bytes stayed within the limit and got

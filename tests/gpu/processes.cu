@@ -33,27 +33,16 @@
 #include <vector>
 
 #include "result_line.h"
+#include "share_view.h"
 
 namespace {
 
-constexpr size_t kMiB = size_t{1} << 20;
 constexpr size_t kBlock = 64 * kMiB;
 
 __global__ void Spin(long long cycles) {
   const long long start = clock64();
   while (clock64() - start < cycles) {
   }
-}
-
-size_t LimitBytes() {
-  const char* v = std::getenv("TESSERA_GPU_MEM_LIMIT_MIB_0");
-  return v != nullptr ? std::strtoull(v, nullptr, 10) * kMiB : 0;
-}
-
-size_t Used() {
-  size_t f = 0, t = 0;
-  cuMemGetInfo(&f, &t);
-  return t - f;
 }
 
 // Allocates kBlock at a time until refused; returns what it got.
