@@ -18,6 +18,7 @@ struct Library::Api {
   decltype(&nvmlDeviceGetUUID) get_uuid = nullptr;
   decltype(&nvmlDeviceGetMemoryInfo) get_memory = nullptr;
   // Optional.
+  decltype(&nvmlDeviceGetMemoryInfo_v2) get_memory_v2 = nullptr;
   decltype(&nvmlDeviceGetAttributes_v2) get_attributes = nullptr;
   decltype(&nvmlDeviceGetMemoryAffinity) get_memory_affinity = nullptr;
   decltype(&nvmlDeviceGetUtilizationRates) get_utilization = nullptr;
@@ -76,6 +77,7 @@ Result<std::unique_ptr<Library>> Library::Open(const std::string& path) {
       return SymbolMissing(path, r.name);
     }
   }
+  Resolve(handle, "nvmlDeviceGetMemoryInfo_v2", api->get_memory_v2);
   Resolve(handle, "nvmlDeviceGetAttributes_v2", api->get_attributes);
   Resolve(handle, "nvmlDeviceGetMemoryAffinity", api->get_memory_affinity);
   Resolve(handle, "nvmlDeviceGetUtilizationRates", api->get_utilization);
@@ -138,6 +140,11 @@ Result<uint64_t> Library::MemoryTotalBytes(nvmlDevice_t device) const {
 }
 
 Result<uint64_t> Library::MemoryUsedBytes(nvmlDevice_t device) const {
+  if (api_->get_memory_v2 != nullptr) {
+    nvmlMemory_v2_t memory{};
+    memory.version = nvmlMemory_v2;
+    if (api_->get_memory_v2(device, &memory) == NVML_SUCCESS) return static_cast<uint64_t>(memory.used);
+  }
   nvmlMemory_t memory{};
   TESSERA_RETURN_IF_ERROR(Check("nvmlDeviceGetMemoryInfo", api_->get_memory(device, &memory)));
   return static_cast<uint64_t>(memory.used);

@@ -57,7 +57,10 @@ class Library {
   Result<std::string> Name(nvmlDevice_t device) const;
   Result<std::string> Uuid(nvmlDevice_t device) const;
   Result<uint64_t> MemoryTotalBytes(nvmlDevice_t device) const;
-  // Device memory in use by every process and context (nvmlDeviceGetMemoryInfo's used).
+  // Device memory in use by every process and context, as nvidia-smi shows
+  // it: nvmlDeviceGetMemoryInfo_v2's used, which leaves out the driver's
+  // reserve (about 615 MiB on an H200 with driver 580); where v2 is missing
+  // or refuses, v1's used, which counts the reserve.
   Result<uint64_t> MemoryUsedBytes(nvmlDevice_t device) const;
   // nvmlDeviceGetUtilizationRates' gpu field as 0..1: the fraction of the
   // driver's last sample period during which a kernel ran. UNIMPLEMENTED when

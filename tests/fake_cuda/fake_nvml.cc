@@ -156,11 +156,13 @@ nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t d, unsigned int* i) {
   *i = IndexOf(d);
   return *i < Devices() ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
 }
+// As the real one: v1's used counts the driver's reserve
+// (FAKE_NVML_RESERVED_MIB) with what processes hold; v2 tells them apart.
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t* m) {
   if (nvmlReturn_t r = Check(d); r != NVML_SUCCESS) return r;
   std::lock_guard<std::mutex> lock(C().mu);
   m->total = Total();
-  m->used = std::min<uint64_t>(C().used[IndexOf(d)], Total());
+  m->used = std::min<uint64_t>(C().used[IndexOf(d)] + (EnvU("FAKE_NVML_RESERVED_MIB", 0) << 20), Total());
   m->free = Total() - m->used;
   return NVML_SUCCESS;
 }

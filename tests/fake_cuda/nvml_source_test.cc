@@ -241,6 +241,13 @@ TEST_F(FakeNvml, LoadIsEachGpusMemoryInUseAndUtilization) {
   EXPECT_DOUBLE_EQ(*(*load)[0].utilization, 0.42);
   EXPECT_EQ((*load)[1].memory_used_bytes, 5ull << 20);
   EXPECT_FALSE((*load)[1].utilization.has_value());
+  // The driver's reserve is not in use by anyone: nvidia-smi leaves it out
+  // (NVML v2), and so does the load (v1's used counts it).
+  setenv("FAKE_NVML_RESERVED_MIB", "615", 1);
+  load = (*source)->ReadLoad();
+  unsetenv("FAKE_NVML_RESERVED_MIB");
+  ASSERT_TRUE(load.ok()) << load.status().ToString();
+  EXPECT_EQ((*load)[0].memory_used_bytes, 300ull << 20);
   // A lost GPU is left out of the load (Read reports it unhealthy).
   set_lost_(1, 1);
   load = (*source)->ReadLoad();

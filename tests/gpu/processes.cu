@@ -9,10 +9,11 @@
 //                        within 10 s, and afterwards the parent's accounting
 //                        is what it holds, the limit still stops it, and
 //                        kernels still launch.
-//   gpu_processes two    two processes sharing TESSERA_REGION_DIR fill GPU 0
-//                        with cuMemAlloc at once: together they stop at the
-//                        limit; once one exits, the other can take the whole
-//                        limit.
+//   gpu_processes two    two processes sharing TESSERA_REGION_DIR, both with
+//                        their contexts up, fill GPU 0 with cuMemAlloc at
+//                        once: together they stop at the limit less the two
+//                        contexts' charges; once one exits, the other can
+//                        take the limit less its own context's.
 // Run with the library preloaded and TESSERA_GPU_MEM_LIMIT_MIB_0 set (fork:
 // also TESSERA_GPU_CORE_PERCENT_0 and TESSERA_GPU_CORE_POLICY=hard; two:
 // TESSERA_REGION_DIR). Exit 0 pass, 1 fail, 2 usage.
@@ -163,13 +164,17 @@ int ForkTest() {
   return ok ? 0 : 1;
 }
 
-// One of the two processes: fill, report, then obey "fill" / "exit" lines.
+// One of the two processes: bring its context up, say "ready", then obey
+// "fill" (fill, report what it holds) / "exit" lines.
 int TwoChild() {
   cudaSetDevice(0);
   cudaFree(nullptr);
+  std::printf("ready\n");
+  std::fflush(stdout);
   std::vector<CUdeviceptr> held;
   char line[64];
-  std::string cmd = "fill";
+  std::string cmd;
+  if (std::fgets(line, sizeof line, stdin) != nullptr) cmd = std::string(line).substr(0, std::strcspn(line, "\n"));
   while (cmd == "fill") {
     std::vector<CUdeviceptr> more = Fill();
     held.insert(held.end(), more.begin(), more.end());
@@ -213,6 +218,11 @@ long ReadMiB(Child& c) {
   return std::fgets(line, sizeof line, c.from) != nullptr ? std::atol(line) : -1;
 }
 
+bool ReadReady(Child& c) {
+  char line[64];
+  return std::fgets(line, sizeof line, c.from) != nullptr && std::strncmp(line, "ready", 5) == 0;
+}
+
 void Say(Child& c, const char* what) {
   std::fprintf(c.to, "%s\n", what);
   std::fflush(c.to);
@@ -225,20 +235,28 @@ int TwoTest(const char* self) {
   }
   const long limit_mib = static_cast<long>(LimitBytes() / kMiB);
   const long block_mib = static_cast<long>(kBlock / kMiB);
+  const long context_mib = static_cast<long>(ContextBytes() / kMiB);
   Child a = Spawn(self), b = Spawn(self);
+  // Both contexts first (each charged context_mib), then both fill at once.
+  const bool ready = ReadReady(a) && ReadReady(b);
+  Say(a, "fill");
+  Say(b, "fill");
   const long a_mib = ReadMiB(a), b_mib = ReadMiB(b);
-  bool ok = a_mib >= 0 && b_mib >= 0;
-  if (!ok) std::printf("FAIL: a child did not report\n");
-  if (ok && (a_mib + b_mib > limit_mib || a_mib + b_mib < limit_mib - 2 * block_mib)) {
-    std::printf("FAIL: together %ld + %ld MiB with a limit of %ld MiB\n", a_mib, b_mib, limit_mib);
+  bool ok = ready && a_mib >= 0 && b_mib >= 0;
+  if (!ok) std::printf("FAIL: a child did not start or did not report\n");
+  const long room = limit_mib - 2 * context_mib;  // what the two can hold together
+  if (ok && (a_mib + b_mib > room || a_mib + b_mib < room - 2 * block_mib)) {
+    std::printf("FAIL: together %ld + %ld MiB with a limit of %ld MiB and two %ld MiB contexts\n", a_mib,
+                b_mib, limit_mib, context_mib);
     ok = false;
   }
   Say(a, "exit");
   const int a_status = WaitOrKill(a.pid, 10);
   Say(b, "fill");
   const long b_alone = ReadMiB(b);
-  if (b_alone > limit_mib || b_alone < limit_mib - 2 * block_mib) {
-    std::printf("FAIL: alone after the other exited: %ld MiB of %ld MiB\n", b_alone, limit_mib);
+  if (b_alone > limit_mib - context_mib || b_alone < limit_mib - context_mib - 2 * block_mib) {
+    std::printf("FAIL: alone after the other exited: %ld MiB of %ld MiB (its context %ld MiB)\n", b_alone,
+                limit_mib, context_mib);
     ok = false;
   }
   Say(b, "exit");
@@ -251,6 +269,7 @@ int TwoTest(const char* self) {
               limit_mib);
   ResultLine r;
   r.Add("limit_mib", static_cast<double>(limit_mib));
+  r.Add("context_mib", static_cast<double>(context_mib));
   r.Add("a_mib", static_cast<double>(a_mib));
   r.Add("b_mib", static_cast<double>(b_mib));
   r.Add("b_alone_mib", static_cast<double>(b_alone));

@@ -18,6 +18,15 @@ inline size_t LimitBytes() {
   return v != nullptr ? std::strtoull(v, nullptr, 10) * kMiB : 0;
 }
 
+// What the library charges the share for one process's CUDA context:
+// TESSERA_GPU_CONTEXT_MIB_0, else TESSERA_GPU_CONTEXT_MIB, else its default
+// (256 MiB, src/cuda/config.h).
+inline size_t ContextBytes() {
+  const char* v = std::getenv("TESSERA_GPU_CONTEXT_MIB_0");
+  if (v == nullptr) v = std::getenv("TESSERA_GPU_CONTEXT_MIB");
+  return (v != nullptr ? std::strtoull(v, nullptr, 10) : 256) * kMiB;
+}
+
 // Charged bytes on the current device: total - free.
 inline size_t Used() {
   size_t f = 0, t = 0;

@@ -6,8 +6,9 @@ CMakeLists.txt). Usage: torch_limits.py CHECK [ALLOC_CONF]
   meminfo     torch.cuda.mem_get_info() and device properties report the limit
   oom         allocating past the limit raises OutOfMemoryError; after freeing
               and empty_cache() the same allocation succeeds
-  two         two processes sharing one TESSERA_REGION_DIR never hold more than
-              the limit together
+  two         two processes sharing one TESSERA_REGION_DIR, both with their
+              contexts up, fill at once: together they hold no more than the
+              limit less the two contexts' charges
 ALLOC_CONF, e.g. "expandable_segments:True" or "backend:cudaMallocAsync", is
 set as PYTORCH_CUDA_ALLOC_CONF before torch is imported.
 Prints its numbers as one line RESULT {json}.
@@ -23,6 +24,12 @@ MIB = 1 << 20
 
 def limit_bytes():
     return int(os.environ["TESSERA_GPU_MEM_LIMIT_MIB_0"]) * MIB
+
+
+def context_bytes():
+    """What the library charges the share for one process's CUDA context."""
+    v = os.environ.get("TESSERA_GPU_CONTEXT_MIB_0", os.environ.get("TESSERA_GPU_CONTEXT_MIB", "256"))
+    return int(v) * MIB
 
 
 def fill(torch, block):
@@ -52,6 +59,7 @@ def main():
         print("SKIP: torch sees no GPU")
         return 77
     limit = limit_bytes()
+    room = limit - context_bytes()  # what one process can hold: its context is charged too
     if check == "meminfo":
         free, total = torch.cuda.mem_get_info(0)
         props = torch.cuda.get_device_properties(0)
@@ -72,13 +80,13 @@ def main():
         got = len(held) * block
         print(f"held {got // MIB} MiB of {limit // MIB} MiB before OutOfMemoryError")
         result(held_mib=got // MIB)
-        return 0 if limit - 4 * block <= got <= limit else 1
+        return 0 if room - 4 * block <= got <= room else 1
     if check == "oom":
         block = 64 * MIB
         held = fill(torch, block)
         got = len(held) * block
         print(f"held {got // MIB} MiB of {limit // MIB} MiB before OutOfMemoryError")
-        if got > limit or got < limit - 4 * block:
+        if got > room or got < room - 4 * block:
             return 1
         del held
         torch.cuda.empty_cache()
@@ -89,7 +97,10 @@ def main():
     if check == "two":
         env = dict(os.environ)
         env.setdefault("TESSERA_REGION_DIR", os.environ.get("TMPDIR", "/tmp"))
+        # Each brings its context up and says so; both fill once both are up.
         code = ("import torch,sys\n"
+                "torch.cuda.init(); torch.cuda.synchronize()\n"
+                "print('ready', flush=True); sys.stdin.readline()\n"
                 "h=[]\n"
                 "try:\n"
                 "  while True: h.append(torch.empty(32<<20,dtype=torch.uint8,device='cuda'))\n"
@@ -97,12 +108,22 @@ def main():
                 "print(len(h)*32, flush=True); sys.stdin.read()\n")
         procs = [subprocess.Popen([sys.executable, "-c", code], env=env, text=True,
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE) for _ in range(2)]
-        mib = [int(p.stdout.readline()) for p in procs]
+        ready = [p.stdout.readline().strip() == "ready" for p in procs]
+        for p in procs:
+            p.stdin.write("fill\n")
+            p.stdin.flush()
+        mib = [int(p.stdout.readline() or -1) for p in procs]
         for p in procs:
             p.communicate("")
-        print(f"two processes held {mib} MiB; limit {limit // MIB} MiB")
-        result(limit_mib=limit // MIB, a_mib=mib[0], b_mib=mib[1])
-        return 0 if sum(mib) * MIB <= limit else 1
+        both = limit - 2 * context_bytes()
+        print(f"two processes held {mib} MiB; limit {limit // MIB} MiB, "
+              f"{context_bytes() // MIB} MiB per context")
+        result(limit_mib=limit // MIB, context_mib=context_bytes() // MIB, a_mib=mib[0], b_mib=mib[1])
+        if not all(ready) or min(mib) < 0:
+            print("a process did not start or did not report")
+            return 1
+        # PyTorch's caching allocator rounds: within 4 blocks of 32 MiB.
+        return 0 if both - 4 * 32 * MIB <= sum(mib) * MIB <= both else 1
     print(f"unknown check {check}")
     return 2
 
