@@ -6,7 +6,8 @@
 // 75 %; each run's throughput against the baseline must be within 3
 // percentage points of its cap. ratio: two saturating processes at once,
 // capped 10 / 90 and then 30 / 70; the ratio of their throughputs must be
-// within 10 % of the asked ratio. Prints a RESULT line with every number.
+// within 10 % of the asked ratio (two with no library run first, as the
+// control: what time-slicing alone gives). Prints a RESULT line with every number.
 // The parent re-runs itself once per configuration (the library reads its
 // configuration once per process); TESSERA_CUDA_LIB names the library.
 #include <cuda_runtime.h>
@@ -127,16 +128,32 @@ std::string Capped(const char* lib, int cap) {
          " TESSERA_GPU_CORE_POLICY=hard TESSERA_GPU_CORE_PERCENT_0=" + std::to_string(cap);
 }
 
-// Two saturating processes at once, capped a and b.
+// Runs two children with environments `ea` and `eb` at the same moment;
+// their rates.
+std::pair<double, double> RunTogether(const std::string& ea, const std::string& eb, const char* seconds) {
+  const double at = std::chrono::duration<double>(
+                        std::chrono::system_clock::now().time_since_epoch()).count() + 3.0;
+  const std::string start = " TESSERA_GPU_START_AT=" + std::to_string(at);
+  FILE* pa = StartChild(ea + start, "kernel", seconds);
+  FILE* pb = StartChild(eb + start, "kernel", seconds);
+  const double ra = FinishChild(pa), rb = FinishChild(pb);
+  return {ra, rb};
+}
+
+// Two saturating processes at once, capped a and b. First, as the control,
+// two with no library: what the GPU's own time-slicing between two contexts
+// gives each and loses in all (reported, not judged).
 int Ratios(const char* lib, double base, const char* seconds, ResultLine& r) {
   int failures = 0;
+  {
+    const auto [ra, rb] = RunTogether("LD_PRELOAD=", "LD_PRELOAD=", seconds);
+    std::printf("no library, together: %.3f and %.3f of unlimited (sum %.3f)\n", ra / base, rb / base,
+                (ra + rb) / base);
+    r.Add("nolib_share_a", ra / base);
+    r.Add("nolib_share_b", rb / base);
+  }
   for (auto [a, b] : {std::pair{10, 90}, std::pair{30, 70}}) {
-    const double at = std::chrono::duration<double>(
-                          std::chrono::system_clock::now().time_since_epoch()).count() + 3.0;
-    const std::string start = " TESSERA_GPU_START_AT=" + std::to_string(at);
-    FILE* pa = StartChild(Capped(lib, a) + start, "kernel", seconds);
-    FILE* pb = StartChild(Capped(lib, b) + start, "kernel", seconds);
-    const double ra = FinishChild(pa), rb = FinishChild(pb);
+    const auto [ra, rb] = RunTogether(Capped(lib, a), Capped(lib, b), seconds);
     const double asked = static_cast<double>(a) / b;
     const double got = rb > 0 ? ra / rb : -1;
     const bool ok = ra > 0 && rb > 0 && got > asked * 0.9 && got < asked * 1.1;

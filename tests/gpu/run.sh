@@ -99,7 +99,7 @@ torch_graph_share|90|$SHARE|@PY@ @SRC@/torch_model.py graph
 compute_caps_kernel|60|TESSERA_CUDA_LIB=@LIB@|@BIN@/gpu_compute_share kernel 4
 compute_caps_graph|50|TESSERA_CUDA_LIB=@LIB@|@BIN@/gpu_compute_share graph 3
 compute_caps_cooperative|50|TESSERA_CUDA_LIB=@LIB@|@BIN@/gpu_compute_share cooperative 3
-compute_ratios|50|TESSERA_CUDA_LIB=@LIB@|@BIN@/gpu_compute_share ratio 3
+compute_ratios|65|TESSERA_CUDA_LIB=@LIB@|@BIN@/gpu_compute_share ratio 3
 launch_overhead|50|TESSERA_CUDA_LIB=@LIB@|@BIN@/gpu_launch_overhead
 torch_step_overhead|120|TESSERA_CUDA_LIB=@LIB@|@PY@ @SRC@/torch_model.py overhead
 priority_hold|0||skip:$ARBITER_REASON
