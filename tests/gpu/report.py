@@ -4,7 +4,8 @@
 Usage: report.py MANIFEST OUTDIR. MANIFEST has one line per test,
 "name|status|reason|seconds|output file"; every `RESULT {json}` line of a
 test's output is merged into that test's "numbers". GPU, DRIVER, CUDA, TORCH,
-GLIBC and TOTAL_S come from the environment.
+GLIBC, TOTAL_S and ONLY (run.sh's TESSERA_GPU_ONLY: a partial run) come from
+the environment.
 """
 import json
 import os
@@ -46,7 +47,10 @@ def write_summary(doc, path):
         f.write(f"GPU {doc['gpu']}, driver {doc['driver']}, CUDA {doc['cuda']}, "
                 f"PyTorch {doc['torch']}, {doc['glibc']}\n")
         f.write(f"{count['pass']} passed, {count['fail']} failed, {count['skip']} skipped "
-                f"in {doc['total_seconds']:.0f} s\n\n")
+                f"in {doc['total_seconds']:.0f} s\n")
+        if doc.get("only"):
+            f.write(f"A partial run: only the tests matching '{doc['only']}' (TESSERA_GPU_ONLY)\n")
+        f.write("\n")
         f.write(f"{'test':<30} {'status':<6} {'s':>6}  reason; numbers\n")
         for t in tests:
             nums = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
@@ -68,6 +72,8 @@ def main():
     doc = {k.lower(): os.environ.get(k, "") for k in ("GPU", "DRIVER", "CUDA", "TORCH", "GLIBC")}
     doc["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     doc["total_seconds"] = float(os.environ.get("TOTAL_S", "0") or 0)
+    if os.environ.get("ONLY"):
+        doc["only"] = os.environ["ONLY"]
     doc["tests"] = read_manifest(manifest)
     with open(os.path.join(outdir, "results.json"), "w") as f:
         json.dump(doc, f, indent=1)

@@ -24,7 +24,9 @@
 # a skip is exit status 77 with a line `SKIP: reason`.
 #
 # Knobs: TESSERA_GPU_BUILD_DIR (build there and keep it; default a temporary
-# folder), TESSERA_GPU_RUN_BUDGET_S, and for --check TESSERA_GPU_CHECK_NVCC=0
+# folder), TESSERA_GPU_RUN_BUDGET_S, TESSERA_GPU_ONLY (an extended regex:
+# run only the tests whose whole name it matches, e.g. 'compute_.*|mps';
+# a partial run is not a result to commit), and for --check TESSERA_GPU_CHECK_NVCC=0
 # (do not build with an nvcc found on PATH) and TESSERA_CHECK_JOBS (2).
 set -u -o pipefail
 
@@ -100,6 +102,7 @@ compute_caps_kernel|60|TESSERA_CUDA_LIB=@LIB@|@BIN@/gpu_compute_share kernel 4
 compute_caps_graph|50|TESSERA_CUDA_LIB=@LIB@|@BIN@/gpu_compute_share graph 3
 compute_caps_cooperative|50|TESSERA_CUDA_LIB=@LIB@|@BIN@/gpu_compute_share cooperative 3
 compute_ratios|65|TESSERA_CUDA_LIB=@LIB@|@BIN@/gpu_compute_share ratio 3
+driver_costs|60||@BIN@/gpu_driver_costs
 launch_overhead|50|TESSERA_CUDA_LIB=@LIB@|@BIN@/gpu_launch_overhead
 torch_step_overhead|120|TESSERA_CUDA_LIB=@LIB@|@PY@ @SRC@/torch_model.py overhead
 priority_hold|0||skip:$ARBITER_REASON
@@ -407,6 +410,7 @@ run_one() {
 report() {
   if command -v python3 >/dev/null &&
      GPU=$GPU DRIVER=$DRIVER CUDA=$CUDA TORCH=$TORCH GLIBC=$GLIBC TOTAL_S=$(elapsed "$RUN_START") \
+     ONLY=${TESSERA_GPU_ONLY:-} \
        python3 "$HERE/report.py" "$MANIFEST" "$OUTDIR" && [ -s "$OUTDIR/results.json" ]; then
     return
   fi
@@ -446,6 +450,11 @@ main_run() {
   : >"$MANIFEST"
   local lines
   lines=$(test_lines) || exit 2
+  if [ -n "${TESSERA_GPU_ONLY:-}" ]; then
+    lines=$(echo "$lines" | awk -F'|' -v re="^(${TESSERA_GPU_ONLY})\$" '$1 ~ re')
+    [ -n "$lines" ] || die "TESSERA_GPU_ONLY='$TESSERA_GPU_ONLY' selects no test"
+    echo "only the tests TESSERA_GPU_ONLY selects: $(echo "$lines" | cut -d'|' -f1 | tr '\n' ' ')"
+  fi
   LIB="" BIN=""
   echo "building into $BUILD (log: $OUTDIR/build.txt)"
   local built=1
