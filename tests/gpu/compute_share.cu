@@ -26,10 +26,24 @@
 
 namespace {
 
+// Spins for `cycles` of the SM's clock: a fixed time alone, but not a fixed
+// amount of work beside another context, since the clock runs on while the
+// GPU time-slices to the other one (two uncapped processes "got" 0.64 of
+// the GPU each on an H200). Used where a process is alone on the GPU.
 __global__ void Spin(long long cycles, unsigned long long* done) {
   const long long start = clock64();
   while (clock64() - start < cycles) {
   }
+  if (threadIdx.x == 0 && blockIdx.x == 0) atomicAdd(done, 1ull);
+}
+
+// A fixed amount of work (a dependent chain of `iters` multiply-adds per
+// thread): kernels completed measure GPU time received even while the GPU
+// time-slices between contexts. Used where processes share the GPU.
+__global__ void Work(long long iters, unsigned long long* done, float* sink) {
+  float x = static_cast<float>(threadIdx.x);
+  for (long long i = 0; i < iters; ++i) x = fmaf(x, 0.999999f, 0.5f);
+  if (x == -1.0f) *sink = x;  // never true; keeps the chain
   if (threadIdx.x == 0 && blockIdx.x == 0) atomicAdd(done, 1ull);
 }
 
@@ -49,8 +63,11 @@ double Child(const std::string& mode, double seconds) {
   CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   CUDA_OK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
   long long cycles = static_cast<long long>(khz);  // ~1 ms at the base clock
+  const long long work_iters = khz / 4;             // ~1 ms: a multiply-add's latency is ~4 cycles
   unsigned long long* done = nullptr;
+  float* sink = nullptr;
   CUDA_OK(cudaMalloc(&done, sizeof(*done)));
+  CUDA_OK(cudaMalloc(&sink, sizeof(*sink)));
   CUDA_OK(cudaMemset(done, 0, sizeof(*done)));
   cudaStream_t s;
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -71,7 +88,11 @@ double Child(const std::string& mode, double seconds) {
       CUDA_OK(cudaLaunchCooperativeKernel(reinterpret_cast<void*>(&Spin), dim3(sms), dim3(128),
                                           args, 0, s));
     } else {
-      Spin<<<sms, 128, 0, s>>>(cycles, done);
+      if (mode == "work") {
+        Work<<<sms, 128, 0, s>>>(work_iters, done, sink);
+      } else {
+        Spin<<<sms, 128, 0, s>>>(cycles, done);
+      }
       CUDA_OK(cudaGetLastError());
     }
   };
@@ -134,13 +155,14 @@ std::pair<double, double> RunTogether(const std::string& ea, const std::string& 
   const double at = std::chrono::duration<double>(
                         std::chrono::system_clock::now().time_since_epoch()).count() + 3.0;
   const std::string start = " TESSERA_GPU_START_AT=" + std::to_string(at);
-  FILE* pa = StartChild(ea + start, "kernel", seconds);
-  FILE* pb = StartChild(eb + start, "kernel", seconds);
+  FILE* pa = StartChild(ea + start, "work", seconds);
+  FILE* pb = StartChild(eb + start, "work", seconds);
   const double ra = FinishChild(pa), rb = FinishChild(pb);
   return {ra, rb};
 }
 
-// Two saturating processes at once, capped a and b. First, as the control,
+// Two saturating processes at once (fixed-work kernels), capped a and b.
+// First, as the control,
 // two with no library: what the GPU's own time-slicing between two contexts
 // gives each and loses in all (reported, not judged).
 int Ratios(const char* lib, double base, const char* seconds, ResultLine& r) {
@@ -173,7 +195,8 @@ int Ratios(const char* lib, double base, const char* seconds, ResultLine& r) {
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "kernel";
   const char* seconds = argc > 2 ? argv[2] : "4";
-  if (mode != "kernel" && mode != "graph" && mode != "cooperative" && mode != "ratio") {
+  if (mode != "kernel" && mode != "graph" && mode != "cooperative" && mode != "ratio" &&
+      !(mode == "work" && std::getenv("TESSERA_GPU_CHILD") != nullptr)) {
     std::fprintf(stderr, "usage: %s kernel|graph|cooperative|ratio [SECONDS]\n", argv[0]);
     return 2;
   }
@@ -186,7 +209,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "TESSERA_CUDA_LIB must name libtessera-cuda.so\n");
     return 2;
   }
-  const std::string launch_mode = mode == "ratio" ? "kernel" : mode;
+  const std::string launch_mode = mode == "ratio" ? "work" : mode;
   const double base = RunChild("LD_PRELOAD=", launch_mode, seconds);
   if (base <= 0) {
     std::fprintf(stderr, "baseline run failed\n");
