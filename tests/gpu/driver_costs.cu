@@ -14,7 +14,7 @@
 //            8th, and with a DISABLE_TIMING event after each: what events
 //            cost the GPU
 //   slicing  two processes at once on GPU 0, each timing its own ~1 ms
-//            kernels with events (start and end recorded around each
+//            fixed-work kernels with events (start and end recorded around each
 //            kernel, or `chained`: the previous kernel's end as the next
 //            one's start while it is still queued), unpaced or paced by a
 //            host-side token bucket to 30 % and 70 % of the GPU. Per
@@ -51,6 +51,15 @@ __global__ void Spin(long long cycles) {
   const long long start = clock64();
   while (clock64() - start < cycles) {
   }
+}
+
+// A fixed amount of work (a dependent multiply-add chain): unlike Spin, its
+// GPU time does not shrink when the GPU time-slices to another context
+// mid-kernel (the SM clock runs on meanwhile).
+__global__ void Work(long long iters, float* sink) {
+  float x = static_cast<float>(threadIdx.x);
+  for (long long i = 0; i < iters; ++i) x = fmaf(x, 0.999999f, 0.5f);
+  if (x == -1.0f) *sink = x;
 }
 
 #define CU_OK(expr)                                                          \
@@ -188,7 +197,10 @@ int SliceChild(bool chained, double pace, double alone_ms, double seconds, doubl
   CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
   int sms = 0;
   CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  for (int i = 0; i < 5; ++i) Spin<<<sms, 128, 0, s>>>(khz);
+  float* sink = nullptr;
+  CUDA_OK(cudaMalloc(&sink, sizeof(*sink)));
+  const long long iters = khz / 4;  // ~1 ms: a multiply-add's latency is ~4 cycles
+  for (int i = 0; i < 5; ++i) Work<<<sms, 128, 0, s>>>(iters, sink);
   CU_OK(cuStreamSynchronize(s));
   struct Launch {
     CUevent start;  // may be the previous launch's end
@@ -248,7 +260,7 @@ int SliceChild(bool chained, double pace, double alone_ms, double seconds, doubl
       l.start = take();
       CU_OK(cuEventRecord(l.start, s));
     }
-    Spin<<<sms, 128, 0, s>>>(khz);
+    Work<<<sms, 128, 0, s>>>(iters, sink);
     l.end = take();
     CU_OK(cuEventRecord(l.end, s));
     q.push_back(l);
