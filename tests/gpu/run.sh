@@ -103,6 +103,7 @@ compute_caps_graph|50|TESSERA_CUDA_LIB=@LIB@|@BIN@/gpu_compute_share graph 3
 compute_caps_cooperative|50|TESSERA_CUDA_LIB=@LIB@|@BIN@/gpu_compute_share cooperative 3
 compute_ratios|65|TESSERA_CUDA_LIB=@LIB@|@BIN@/gpu_compute_share ratio 3
 driver_costs|60||@BIN@/gpu_driver_costs
+nvml_process_util|20||builtin:nvml_process_util
 launch_overhead|50|TESSERA_CUDA_LIB=@LIB@|@BIN@/gpu_launch_overhead
 torch_step_overhead|120|TESSERA_CUDA_LIB=@LIB@|@PY@ @SRC@/torch_model.py overhead
 priority_hold|0||skip:$ARBITER_REASON
@@ -155,6 +156,41 @@ builtin_context_footprint() {
     echo "FAIL: the share is charged more than the context takes: lower TESSERA_GPU_CONTEXT_MIB's default"
     return 1
   fi
+}
+
+# Builtin, reports only: whether NVML's per-process utilization tells two
+# contexts' time-slices apart (what an arbiter could steer by where event
+# timing over-charges): two saturating fixed-work processes, no library,
+# and nvmlDeviceGetProcessUtilization's samples of the last second for each.
+# Skips (77) without Python's pynvml.
+builtin_nvml_process_util() {
+  python3 -c 'import pynvml' 2>/dev/null || { echo "SKIP: no pynvml (nvidia-ml-py) for python3"; return 77; }
+  local a b
+  TESSERA_GPU_CHILD=1 "$BIN/gpu_compute_share" work 4 >/dev/null &
+  a=$!
+  TESSERA_GPU_CHILD=1 "$BIN/gpu_compute_share" work 4 >/dev/null &
+  b=$!
+  sleep 3
+  python3 - "$a" "$b" <<'PY'
+import sys, time, pynvml
+pynvml.nvmlInit()
+h = pynvml.nvmlDeviceGetHandleByIndex(0)
+pids = [int(p) for p in sys.argv[1:]]
+try:
+    samples = pynvml.nvmlDeviceGetProcessUtilization(h, int((time.time() - 1.5) * 1e6))
+except pynvml.NVMLError as e:
+    print(f"nvmlDeviceGetProcessUtilization: {e}")
+    print('RESULT {"supported": 0}')
+    sys.exit(0)
+util = {p: [s.smUtil for s in samples if s.pid == p] for p in pids}
+for p in pids:
+    v = util[p]
+    print(f"pid {p}: {len(v)} samples, sm util {v}")
+mean = [sum(util[p]) / len(util[p]) if util[p] else -1 for p in pids]
+print(f'RESULT {{"supported": 1, "samples_a": {len(util[pids[0]])}, "samples_b": {len(util[pids[1]])}, '
+      f'"sm_util_a": {mean[0]}, "sm_util_b": {mean[1]}}}')
+PY
+  wait "$a" "$b"
 }
 
 # Prints "NAME|TIMEOUT|ENV|COMMAND" lines, checking each has four fields.
