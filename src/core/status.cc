@@ -8,6 +8,7 @@ std::string_view StatusCodeName(StatusCode code) {
     case StatusCode::kInvalidArgument: return "INVALID_ARGUMENT";
     case StatusCode::kNotFound: return "NOT_FOUND";
     case StatusCode::kAlreadyExists: return "ALREADY_EXISTS";
+    case StatusCode::kPermissionDenied: return "PERMISSION_DENIED";
     case StatusCode::kFailedPrecondition: return "FAILED_PRECONDITION";
     case StatusCode::kResourceExhausted: return "RESOURCE_EXHAUSTED";
     case StatusCode::kOutOfRange: return "OUT_OF_RANGE";
@@ -40,6 +41,7 @@ Status AlreadyExists(std::string m) { return {StatusCode::kAlreadyExists, std::m
 Status FailedPrecondition(std::string m) { return {StatusCode::kFailedPrecondition, std::move(m)}; }
 Status ResourceExhausted(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
 Status OutOfRange(std::string m) { return {StatusCode::kOutOfRange, std::move(m)}; }
+Status PermissionDenied(std::string m) { return {StatusCode::kPermissionDenied, std::move(m)}; }
 Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 
 }  // namespace tessera

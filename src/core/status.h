@@ -23,6 +23,7 @@ enum class StatusCode {
   kInvalidArgument = 3,
   kNotFound = 5,
   kAlreadyExists = 6,
+  kPermissionDenied = 7,
   kFailedPrecondition = 9,
   kResourceExhausted = 8,
   kOutOfRange = 11,
@@ -58,6 +59,7 @@ class [[nodiscard]] Status {
 Status InvalidArgument(std::string message);
 Status NotFound(std::string message);
 Status AlreadyExists(std::string message);
+Status PermissionDenied(std::string message);
 Status FailedPrecondition(std::string message);
 Status ResourceExhausted(std::string message);
 Status OutOfRange(std::string message);

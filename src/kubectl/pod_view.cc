@@ -88,7 +88,8 @@ PodDetail BuildPodDetail(const Json& pod, const Json* node, const Json& events, 
   if (events.is_array()) {
     for (const Json& e : events) {
       const std::string reason = StringAt(e, {"reason"});
-      const bool wanted = reason == kAllocateFailedReason || reason == kMismatchReason ||
+      const bool wanted = reason == kAllocateFailedReason || reason == kAssignmentRefusedReason ||
+                          reason == kMismatchReason ||
                           (reason == kFailedSchedulingReason && d.node.empty());
       if (!wanted) continue;
       EventView v{StringAt(e, {"type"}), reason, StringAt(e, {"message"}), 1, TimeOf(e)};

@@ -24,6 +24,7 @@ inline constexpr std::string_view kAllocatedAnnotation = "tessera.io/allocated";
 // Event reasons shown by inspect pod: the node agent's, and kube-scheduler's
 // FailedScheduling (which carries the extender's reason) while unbound.
 inline constexpr std::string_view kAllocateFailedReason = "TesseraAllocateFailed";
+inline constexpr std::string_view kAssignmentRefusedReason = "TesseraAssignmentRefused";
 inline constexpr std::string_view kMismatchReason = "TesseraAllocationMismatch";
 inline constexpr std::string_view kFailedSchedulingReason = "FailedScheduling";
 

@@ -27,6 +27,9 @@ TEST(PodViewTest, ShowsAssignmentAllocationAndNodeAgentEvents) {
                                    Event("Scheduled", "ignored", "2026-03-01T12:25:00Z")});
   const PodDetail d = BuildPodDetail(pod, &node, events);
   ASSERT_EQ(d.events.size(), 1u);
+  // A refused (forged or copied) assignment is the node agent's too.
+  const Json refused = Json::array({Event("TesseraAssignmentRefused", "not handed out", "2026-03-01T12:29:05Z")});
+  EXPECT_EQ(BuildPodDetail(pod, &node, refused).events.size(), 1u);
   const std::string text = RenderPodDetail(d, {}, kNow);
   EXPECT_EQ(text,
             "Pod:        ml/train\n"

@@ -72,6 +72,8 @@ std::string EffectiveGpuSource(const NodeConfig& c) {
 
 // Event reasons tessera-node raises on pods.
 constexpr const char* kAllocateFailedReason = "TesseraAllocateFailed";
+// An Allocate refused because the pod's assignment was not handed out (handout.h).
+constexpr const char* kAssignmentRefusedReason = "TesseraAssignmentRefused";
 constexpr const char* kMismatchReason = "TesseraAllocationMismatch";
 constexpr const char* kOomRefusedReason = "TesseraOOMRefused";
 
@@ -177,7 +179,11 @@ struct NodeAgent::Impl {
       return;
     }
     node_metrics.allocate_failures->Increment();
-    for (const PodRef& pod : pods) events.Record(WarningOn(pod, kAllocateFailedReason, st.message()));
+    const bool refused = st.code() == StatusCode::kPermissionDenied;
+    if (refused) node_metrics.assignments_refused->Increment();
+    for (const PodRef& pod : pods) {
+      events.Record(WarningOn(pod, refused ? kAssignmentRefusedReason : kAllocateFailedReason, st.message()));
+    }
   }
 
   // One pass: the kubelet's record against the assignments; each new

@@ -6,6 +6,7 @@
 
 #include "kube/paths.h"
 #include "node/arbiter_loop.h"
+#include "node/handout.h"
 #include "node/slots.h"
 
 namespace tessera::node {
@@ -52,6 +53,18 @@ Result<ContainerEnv> Allocator::Allocate(const std::vector<std::string>& device_
   const PendingPod& pod = pending[identified->pod];
   const PendingContainer& container = pod.containers[identified->container];
   concerned.push_back({pod.ns, pod.name, pod.uid});  // kept only if a step below fails
+  if (pod.allocated.empty()) {
+    // The pod's first container: its whole assignment must be what it asks
+    // for and fit what this node has not handed out (handout.h).
+    auto self = std::find_if(read.pods.begin(), read.pods.end(), [&pod](const nlohmann::json& p) {
+      return p.value("metadata", nlohmann::json::object()).value("uid", "") == pod.uid;
+    });
+    if (self == read.pods.end()) return Internal("pod " + pod.Key() + " is gone from the pod list just read");
+    if (Status st = CheckHandOut(*self, read.pods, node_, gpus, paths_.resources); !st.ok()) {
+      log_->warn("Allocate [{}]: {}", JoinUuids(device_ids), st.message());
+      return st;
+    }
+  }
   std::vector<core::GpuInfo> now = gpus;
   if (pod.isolation == core::Isolation::kMps && mps_probe_) {
     for (core::GpuInfo& g : now) g.mps = mps_probe_(g.uuid);

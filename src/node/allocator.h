@@ -50,9 +50,12 @@ class Allocator {
   // Identifies the container `device_ids` are for, builds its env, creates its
   // region directory and adds it to the pod's tessera.io/allocated annotation
   // (a merge PATCH carrying the pod's resourceVersion; re-read and retried on
-  // 409). Errors say why nothing was allocated (IdentifyContainer's messages,
-  // an unknown GPU, an MPS pod whose GPU runs no MPS daemon, an API failure);
-  // nothing is marked then. On an error,
+  // 409). Before a pod's first container, its assignment is checked against
+  // the pod's own request and what the node has handed out (CheckHandOut,
+  // handout.h): PERMISSION_DENIED when it is not handed out. Errors say why
+  // nothing was allocated (IdentifyContainer's messages, a refused
+  // assignment, an unknown GPU, an MPS pod whose GPU runs no MPS daemon, an
+  // API failure); nothing is marked then. On an error,
   // `named` (when given) receives the pods it concerns: the candidates
   // IdentifyContainer names, or the identified pod when a later step failed;
   // empty when it concerns none (bad device IDs, the pod list unreadable).

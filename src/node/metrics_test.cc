@@ -19,6 +19,7 @@ TEST(NodeMetricsTest, RegistersTheAgentsCountersWithHelpAndType) {
   for (const char* line : {"# HELP tessera_node_allocations_total Allocate calls answered with a container's GPUs.",
                            "# TYPE tessera_node_allocations_total counter", "tessera_node_allocations_total{node=\"n1\"} 3",
                            "tessera_node_allocate_failures_total{node=\"n1\"} 0",
+                           "tessera_node_assignments_refused_total{node=\"n1\"} 0",
                            "tessera_node_allocation_mismatches_total{node=\"n1\"} 0",
                            "tessera_node_reconcile_runs_total{node=\"n1\"} 1",
                            "# TYPE tessera_node_region_folders_removed_total counter",

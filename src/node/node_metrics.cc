@@ -18,6 +18,11 @@ Result<NodeMetrics> NodeMetrics::Register(metrics::Registry& registry, const std
   TESSERA_ASSIGN_OR_RETURN(m.allocate_failures, AddCounter(registry, node, "tessera_node_allocate_failures_total",
                                                            "Allocate calls refused; the container got no GPU."));
   TESSERA_ASSIGN_OR_RETURN(
+      m.assignments_refused,
+      AddCounter(registry, node, "tessera_node_assignments_refused_total",
+                 "Allocate calls refused because the pod's assignment is not what it asks for or does not fit "
+                 "what the node has handed out (a forged or copied tessera.io/assignment)."));
+  TESSERA_ASSIGN_OR_RETURN(
       m.mismatches,
       AddCounter(registry, node, "tessera_node_allocation_mismatches_total",
                  "Containers whose kubelet pod-resources record disagrees with their assignment, each counted once."));

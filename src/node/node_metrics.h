@@ -20,6 +20,8 @@ struct NodeMetrics {
   // Each points into the registry and lives as long as it does.
   metrics::Counter* allocations = nullptr;        // tessera_node_allocations_total
   metrics::Counter* allocate_failures = nullptr;  // tessera_node_allocate_failures_total
+  // Of those, the ones whose assignment was not handed out (handout.h).
+  metrics::Counter* assignments_refused = nullptr;  // tessera_node_assignments_refused_total
   metrics::Counter* mismatches = nullptr;         // tessera_node_allocation_mismatches_total
   metrics::Counter* reconcile_runs = nullptr;     // tessera_node_reconcile_runs_total
   metrics::Counter* region_folders_removed = nullptr;  // tessera_node_region_folders_removed_total

@@ -37,7 +37,10 @@ Result<NodePods::Snapshot> NodePods::List() {
   TESSERA_ASSIGN_OR_RETURN(nlohmann::json pods, client_.List(kube::PodsPath(""), "", "spec.nodeName=" + node_));
   Snapshot snap;
   snap.listed = true;
-  if (auto it = pods.find("items"); it != pods.end()) snap.pending = PendingPodsFromList(*it, node_);
+  if (auto it = pods.find("items"); it != pods.end() && it->is_array()) {
+    snap.pending = PendingPodsFromList(*it, node_);
+    snap.pods = std::move(*it).get<std::vector<nlohmann::json>>();
+  }
   return snap;
 }
 
@@ -73,6 +76,7 @@ NodePods::Snapshot NodePods::FromCache() {
                                                                          : Parsed{rv, PendingPodFrom(obj, node_)};
     if (p.pod) snap.pending.push_back(*p.pod);
     seen.emplace(key, std::move(p));
+    snap.pods.push_back(obj);
   });
   parsed_ = std::move(seen);  // pods gone from the cache are forgotten
   SortOldestFirst(snap.pending);

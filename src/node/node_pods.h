@@ -48,6 +48,7 @@ class NodePods {
   struct Snapshot {
     std::vector<PendingPod> pending;  // as PendingPodsFromList gives them: oldest first
     bool listed = false;              // true: a LIST now; false: the watch cache
+    std::vector<nlohmann::json> pods;  // every pod of the node, as read (for CheckHandOut)
   };
 
   // Does no I/O until Start() or a Read.

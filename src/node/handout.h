@@ -1,0 +1,41 @@
+// The node agent's own check before it hands a pod its GPU shares. Anyone
+// who may create pods can write a tessera.io/assignment annotation and set
+// spec.nodeName, skipping the scheduler; the agent therefore hands out an
+// assignment only when it is what the pod itself asks for and fits what the
+// node has not already handed out. Pure; thread-safe.
+//
+//   Status st = CheckHandOut(pod_json, node_pods, "node-1", inventory, names);
+//   if (!st.ok()) ...  // PERMISSION_DENIED: refuse the Allocate, tell the pod
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/model.h"
+#include "core/podspec.h"
+#include "core/status.h"
+
+namespace tessera::node {
+
+// Checks `pod`'s tessera.io/assignment before its first container is
+// allocated on `node`:
+//   1. against the pod's own request (core::PodRequestFromJson with
+//      `names`): each container gets as many GPUs as it asks for, each share
+//      is the asked memory (or, for a whole GPU asked without a size, the
+//      card's) and compute, on GPUs of an allowed model, each GPU once, and
+//      each GPU is the inventory's (index and UUID);
+//   2. against what the node has handed out: the shares of the other pods
+//      of `node_pods` bound to `node` with at least one container allocated
+//      (tessera.io/allocated) and not finished (Succeeded or Failed) are
+//      summed per GPU; with this pod's, no GPU may go over its memory, 100 %
+//      of its compute or its max_sharers slots.
+// Pods being deleted still count (their containers may still run), as the
+// scheduler counts them until they are gone. OK when both hold;
+// PERMISSION_DENIED with a message that names the pod, the container, the
+// GPU and the numbers otherwise (the assignment is then not the scheduler's,
+// or was copied onto a pod it does not fit).
+Status CheckHandOut(const nlohmann::json& pod, const std::vector<nlohmann::json>& node_pods, const std::string& node,
+                    const std::vector<core::GpuInfo>& gpus, const core::ResourceNames& names);
+
+}  // namespace tessera::node
