@@ -52,6 +52,10 @@
 //   allocation before it holds more than 1024 MiB, after at least 512 MiB.
 //   Skip without CUDA_MPS_PIPE_DIRECTORY (not run through run.sh).
 //
+// TESSERA_GPU_FAKE_KPS=N: the workers pretend, without CUDA, that kernels
+// complete at N per second (the orchestration and the arithmetic checked
+// without a GPU; the numbers then mean nothing).
+//
 // Every child is killed (SIGKILL) when a bounded wait ends, and dies with
 // this process (PR_SET_PDEATHSIG).
 #include <cuda_runtime.h>
@@ -133,7 +137,10 @@ double EnvDouble(const char* name, double fallback) {
 // SECONDS, printing "s T N" at every sync (T: seconds since START_AT, N:
 // kernels completed). Else CYCLES x (WORK_KERNELS kernels, then SLEEP_MS),
 // printing "p T D" per work phase (its start and duration).
+int FakeWorker(double kps, double seconds, long work, long sleep_ms, long cycles);
+
 int RunWorker(const std::string& kind, double seconds, long work, long sleep_ms, long cycles) {
+  if (const char* kps = std::getenv("TESSERA_GPU_FAKE_KPS")) return FakeWorker(std::atof(kps), seconds, work, sleep_ms, cycles);
   int sms = 0, khz = 0;
   CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   CUDA_OK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
@@ -178,6 +185,28 @@ int RunWorker(const std::string& kind, double seconds, long work, long sleep_ms,
   return 0;
 }
 
+// The same output without CUDA, as if kernels completed at `kps` per second.
+int FakeWorker(double kps, double seconds, long work, long sleep_ms, long cycles) {
+  const double origin = EnvDouble("TESSERA_GPU_START_AT", NowReal());
+  const double start = origin + EnvDouble("TESSERA_GPU_DELAY_S", 0);
+  SleepUntil(start);
+  if (work == 0) {
+    for (double now = NowReal(); now < start + seconds; now = NowReal()) {
+      SleepUntil(now + 0.004);
+      std::printf("s %.6f %.0f\n", NowReal() - origin, (NowReal() - start) * kps);
+    }
+  } else {
+    for (long c = 0; c < cycles; ++c) {
+      const double t = NowReal();
+      SleepUntil(t + work / kps);
+      std::printf("p %.6f %.6f\n", t - origin, NowReal() - t);
+      SleepUntil(NowReal() + sleep_ms / 1000.0);
+    }
+  }
+  std::printf("done\n");
+  return 0;
+}
+
 // mps_mem: allocates 64 MiB blocks until refused or 4 GiB are held; prints
 // "allocated_mib N" and "refused 0|1".
 int MpsMem() {
@@ -214,9 +243,8 @@ std::string Self() {
 }
 
 // Starts `args` with `env` (KEY=VALUE; an empty VALUE unsets) added, output
-// (stdout and stderr) to `out`, stdin from `in_fd` (-1: /dev/null).
-pid_t Spawn(const std::vector<std::string>& args, const std::vector<std::string>& env, const std::string& out,
-            int in_fd = -1) {
+// (stdout and stderr) to `out`, stdin /dev/null.
+pid_t Spawn(const std::vector<std::string>& args, const std::vector<std::string>& env, const std::string& out) {
   const pid_t pid = fork();
   if (pid != 0) {
     if (pid > 0) g_children.push_back(pid);
@@ -233,7 +261,7 @@ pid_t Spawn(const std::vector<std::string>& args, const std::vector<std::string>
     }
   }
   const int fd = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  const int in = in_fd >= 0 ? in_fd : open("/dev/null", O_RDONLY);
+  const int in = open("/dev/null", O_RDONLY);
   if (fd < 0 || in < 0) _exit(127);
   dup2(fd, 1);
   dup2(fd, 2);
@@ -248,13 +276,15 @@ pid_t Spawn(const std::vector<std::string>& args, const std::vector<std::string>
 // Waits for `pids` until `deadline` (CLOCK_REALTIME); kills what is left.
 // True when every one exited 0 in time.
 bool WaitAll(const std::vector<pid_t>& pids, double deadline) {
+  const double started = NowReal();
   bool ok = true;
   for (pid_t p : pids) {
     int st = 0;
     pid_t r = 0;
     while ((r = waitpid(p, &st, WNOHANG)) == 0 && NowReal() < deadline) usleep(5000);
     if (r == 0) {
-      std::printf("a child (pid %d) did not finish in time; killed\n", p);
+      std::printf("a child (pid %d) did not finish within its deadline (%.1f s); killed\n", p,
+                  deadline - started);
       kill(p, SIGKILL);
       waitpid(p, &st, 0);
       ok = false;
@@ -331,15 +361,13 @@ class Test {
   bool RunAll(const std::vector<Worker>& workers, const std::vector<std::string>& arbiter_args,
               std::vector<Run>* runs, double lead = 2.5) {
     const int n = ++round_;
-    int pipe_fds[2] = {-1, -1};
     pid_t arbiter = -1;
-    const std::string arbiter_out = dir_ + "/arbiter." + std::to_string(n);
+    const std::string arbiter_out = dir_ + "/out.arbiter." + std::to_string(n);
     if (!arbiter_args.empty()) {
-      if (pipe(pipe_fds) != 0) return false;
-      std::vector<std::string> args = {std::getenv("TESSERA_GPU_ARBITER"), "--trace"};
+      // --seconds: its own end, should this process die first.
+      std::vector<std::string> args = {std::getenv("TESSERA_GPU_ARBITER"), "--trace", "--seconds", "60"};
       args.insert(args.end(), arbiter_args.begin(), arbiter_args.end());
-      arbiter = Spawn(args, {}, arbiter_out, pipe_fds[0]);
-      close(pipe_fds[0]);
+      arbiter = Spawn(args, {}, arbiter_out);
     }
     const double start_at = NowReal() + lead;
     double end = start_at;
@@ -350,7 +378,7 @@ class Test {
       env.push_back("TESSERA_GPU_CHILD=1");
       if (lead > 0) env.push_back("TESSERA_GPU_START_AT=" + std::to_string(start_at));
       env.push_back("TESSERA_GPU_DELAY_S=" + std::to_string(w.delay));
-      const std::string out = dir_ + "/" + w.name + "." + std::to_string(n);
+      const std::string out = dir_ + "/out." + w.name + "." + std::to_string(n);
       outs.push_back(out);
       pids.push_back(Spawn({Self(), "worker", w.kind, std::to_string(w.seconds), std::to_string(w.work),
                             std::to_string(w.sleep_ms), std::to_string(w.cycles)},
@@ -359,7 +387,7 @@ class Test {
     }
     const bool ok = WaitAll(pids, end + 10.0);
     if (arbiter > 0) {
-      close(pipe_fds[1]);  // stdin EOF: the arbiter prints its stats and exits
+      kill(arbiter, SIGTERM);  // the arbiter prints its stats and exits
       WaitAll({arbiter}, NowReal() + 3.0);
       PrintPrefixed("arbiter: ", ReadFile(arbiter_out));
     }
@@ -386,7 +414,7 @@ class Test {
 
   // A fresh region folder.
   std::string Region(const std::string& name) {
-    const std::string d = dir_ + "/" + name + "." + std::to_string(round_ + 1);
+    const std::string d = dir_ + "/region." + name + "." + std::to_string(round_ + 1);
     mkdir(d.c_str(), 0755);
     return d;
   }
@@ -422,7 +450,7 @@ int PriorityHold(Test& t, ResultLine& r) {
     std::vector<Worker> ws = {{"hi", LibEnv(hi, 50), "spin", 0, 0.3, work, sleep_ms, cycles}};
     if (beside) ws.push_back({"lo", LibEnv(lo, 50), "spin", 0.3 + hi_span * 1.2 + 0.3});
     std::vector<Run> runs;
-    if (!t.RunAll(ws, {"--interval-ms", "1", "--idle-after-ms", "50", "--seconds", "60",
+    if (!t.RunAll(ws, {"--interval-ms", "1", "--idle-after-ms", "50",
                        Container("hi", hi, 50, 0, "high"), Container("lo", lo, 50, 0, "low")},
                   &runs)) {
       return 1;
@@ -471,7 +499,7 @@ int BurstLendReclaim(Test& t, ResultLine& r) {
   const std::string a = t.Region("a"), b = t.Region("b");
   std::vector<Run> runs;
   if (!t.RunAll({{"a", LibEnv(a, 30), "spin", 4.0}, {"b", LibEnv(b, 70), "spin", 2.0, 2.0}},
-                {"--seconds", "60", Container("a", a, 30, 60, "normal"), Container("b", b, 70, 0, "normal")},
+                {Container("a", a, 30, 60, "normal"), Container("b", b, 70, 0, "normal")},
                 &runs)) {
     return 1;
   }
@@ -519,7 +547,7 @@ int NodeArbiterRatio(Test& t, ResultLine& r) {
     const std::string a = t.Region("a"), b = t.Region("b");
     std::vector<Run> runs;
     if (!t.RunAll({{"a", LibEnv(a, sa), "spin", 3.0}, {"b", LibEnv(b, sb), "spin", 3.0}},
-                  {"--seconds", "60", Container("a", a, sa, 0, "normal"), Container("b", b, sb, 0, "normal")},
+                  {Container("a", a, sa, 0, "normal"), Container("b", b, sb, 0, "normal")},
                   &runs)) {
       return 1;
     }
