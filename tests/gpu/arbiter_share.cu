@@ -303,9 +303,12 @@ std::string ReadFile(const std::string& path) {
   return b.str();
 }
 
+// Every line but a worker's samples ("s T N", hundreds a second).
 void PrintPrefixed(const std::string& prefix, const std::string& text) {
   std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) std::printf("%s%s\n", prefix.c_str(), line.c_str());
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("s ", 0) != 0) std::printf("%s%s\n", prefix.c_str(), line.c_str());
+  }
 }
 
 // A worker's output.
