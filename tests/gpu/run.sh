@@ -24,10 +24,8 @@
 # a skip is exit status 77 with a line `SKIP: reason`.
 #
 # Knobs: TESSERA_GPU_BUILD_DIR (build there and keep it; default a temporary
-# folder), TESSERA_GPU_RUN_BUDGET_S, TESSERA_GPU_ONLY (an awk regular
-# expression: run only the tests whose names match), and for --check
-# TESSERA_GPU_CHECK_NVCC=0 (do not build with an nvcc found on PATH) and
-# TESSERA_CHECK_JOBS (2).
+# folder), TESSERA_GPU_RUN_BUDGET_S, and for --check TESSERA_GPU_CHECK_NVCC=0
+# (do not build with an nvcc found on PATH) and TESSERA_CHECK_JOBS (2).
 set -u -o pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -494,10 +492,6 @@ main_run() {
   : >"$MANIFEST"
   local lines
   lines=$(test_lines) || exit 2
-  if [ -n "${TESSERA_GPU_ONLY:-}" ]; then
-    lines=$(echo "$lines" | awk -F'|' -v re="$TESSERA_GPU_ONLY" '$1 ~ re')
-    [ -n "$lines" ] || die "TESSERA_GPU_ONLY=$TESSERA_GPU_ONLY names no test"
-  fi
   LIB="" BIN=""
   echo "building into $BUILD (log: $OUTDIR/build.txt)"
   local built=1
@@ -528,6 +522,6 @@ main_run() {
 
 case "${1:-}" in
   --check) check ;;
-  ""|-h|--help) sed -n '2,30p' "$0"; exit 2 ;;
+  ""|-h|--help) sed -n '2,28p' "$0"; exit 2 ;;
   *) main_run "$1" ;;
 esac
