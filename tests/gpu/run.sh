@@ -33,7 +33,6 @@ set -u -o pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 BUDGET_S=${TESSERA_GPU_RUN_BUDGET_S:-470}
-ARBITER_REASON="needs tessera-node's arbiter (full tree)"
 # nvidia-smi where driver containers put it, when it is not on PATH.
 for d in /usr/local/nvidia/bin /usr/lib/wsl/lib; do
   if ! command -v nvidia-smi >/dev/null && [ -x "$d/nvidia-smi" ]; then PATH="$PATH:$d"; fi
@@ -48,6 +47,9 @@ done
 # CUDA_DEVICE_ORDER=PCI_BUS_ID.
 MEM="LD_PRELOAD=@LIB@ TESSERA_GPU_MEM_LIMIT_MIB_0=1024"
 SHARE="LD_PRELOAD=@LIB@ TESSERA_GPU_CORE_PERCENT_0=50 TESSERA_GPU_CORE_POLICY=hard"
+# tessera-node's arbiter as gpu_arbiter (built when nlohmann_json is found;
+# the program skips, saying so, without it).
+ARB="TESSERA_CUDA_LIB=@LIB@ TESSERA_GPU_ARBITER=@BIN@/gpu_arbiter"
 TESTS=$(cat <<EOF
 nvml_inventory|30||@BIN@/gpu_nvml_inventory
 alloc_linear|30|$MEM|@BIN@/gpu_alloc_paths linear
@@ -106,10 +108,10 @@ driver_costs|60||@BIN@/gpu_driver_costs
 nvml_process_util|20||builtin:nvml_process_util
 launch_overhead|50|TESSERA_CUDA_LIB=@LIB@|@BIN@/gpu_launch_overhead
 torch_step_overhead|120|TESSERA_CUDA_LIB=@LIB@|@PY@ @SRC@/torch_model.py overhead
-priority_hold|0||skip:$ARBITER_REASON
-burst_lend_reclaim|0||skip:$ARBITER_REASON
-mps|0||skip:$ARBITER_REASON and an MPS server
-node_arbiter_ratio|0||skip:$ARBITER_REASON
+priority_hold|45|$ARB|@BIN@/gpu_arbiter_share priority_hold
+burst_lend_reclaim|30|$ARB|@BIN@/gpu_arbiter_share burst_lend_reclaim
+mps|45||builtin:mps
+node_arbiter_ratio|35|$ARB|@BIN@/gpu_arbiter_share node_arbiter_ratio
 EOF
 )
 
@@ -193,6 +195,43 @@ PY
   wait "$a" "$b"
 }
 
+# Builtin: MPS as tessera-node sets it up, without tessera-node: a control
+# daemon (`nvidia-cuda-mps-control -d`) with its pipe and log folders in a
+# temporary folder and GPU 0 visible (as MpsSupervisor starts it; no GPU
+# setting is changed), then gpu_arbiter_share mps (its clients get MpsEnv's
+# variables). The daemon is always told to quit, on failure and on timeout.
+builtin_mps() {
+  local control dir uuid rc
+  control=$(command -v nvidia-cuda-mps-control || ls /usr/local/nvidia/bin/nvidia-cuda-mps-control 2>/dev/null) || {
+    echo "SKIP: nvidia-cuda-mps-control not found (PATH, /usr/local/nvidia/bin)"; return 77; }
+  # The daemon starts nvidia-cuda-mps-server from its own folder or PATH.
+  PATH="$(dirname "$control"):$PATH"
+  dir=$(mktemp -d) || return 1
+  export CUDA_MPS_PIPE_DIRECTORY="$dir/pipe" CUDA_MPS_LOG_DIRECTORY="$dir/log"
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  MPS_CONTROL=$control MPS_DIR=$dir
+  # shellcheck disable=SC2317  # called by the traps
+  mps_quit() {
+    echo quit | timeout 10 "$MPS_CONTROL" >/dev/null 2>&1
+    sleep 1
+    echo "MPS control log (tail):"; tail -5 "$MPS_DIR/log/control.log" 2>/dev/null
+    echo "MPS server log (tail):"; tail -5 "$MPS_DIR/log/server.log" 2>/dev/null
+    rm -rf "$MPS_DIR"
+  }
+  trap mps_quit EXIT
+  trap 'exit 1' TERM INT
+  uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 0 2>/dev/null | tr -d ' ')
+  if ! CUDA_VISIBLE_DEVICES=${uuid:-0} timeout 10 "$control" -d; then
+    echo "FAIL: $control -d did not start"; return 1
+  fi
+  echo "MPS control daemon started ($control, GPU ${uuid:-0}, pipe $CUDA_MPS_PIPE_DIRECTORY)"
+  # In the background so that a TERM runs the trap at once.
+  "$BIN/gpu_arbiter_share" mps &
+  wait $!
+  rc=$?
+  return $rc
+}
+
 # Prints "NAME|TIMEOUT|ENV|COMMAND" lines, checking each has four fields.
 test_lines() {
   local line n=0
@@ -263,6 +302,13 @@ check() {
       *) grep -q "\"$first\"" "$HERE/$src" || { echo "FAIL: $name: $src knows no mode \"$first\""; failures=$((failures + 1)); } ;;
     esac
   done <<<"$lines"
+  # The MPS test gives its clients the variables tessera-node's MpsEnv sets.
+  local v
+  for v in CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_ACTIVE_THREAD_PERCENTAGE CUDA_MPS_PINNED_DEVICE_MEM_LIMIT; do
+    if ! grep -q "\"$v\"" "$ROOT/src/node/mps.cc" || ! grep -q "$v" "$HERE/arbiter_share.cu" "$HERE/run.sh"; then
+      echo "FAIL: $v is not set both by MpsEnv (src/node/mps.cc) and by the mps test"; failures=$((failures + 1))
+    fi
+  done
   [ -f "$ROOT/src/cuda/hook_list.inc" ] || { echo "FAIL: no src/cuda/hook_list.inc"; failures=$((failures + 1)); }
   bash -n "$HERE/run.sh" || { echo "FAIL: bash -n run.sh"; failures=$((failures + 1)); }
   if command -v shellcheck >/dev/null; then
