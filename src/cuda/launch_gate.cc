@@ -38,24 +38,17 @@ void MonotonicSleepUntilUs(uint64_t us) {
   }
 }
 
-// The calling thread's capture-interaction mode, relaxed for the scope: the
-// gate's event calls are then never "potentially unsafe" under an
-// application's capture. Restored on exit; a driver that cannot exchange
-// modes (no capture) is left alone.
-class RelaxedCaptureScope {
- public:
-  RelaxedCaptureScope()
-      : exchanged_(TESSERA_REAL(cuThreadExchangeStreamCaptureMode)(&mode_) == CUDA_SUCCESS) {}
-  ~RelaxedCaptureScope() {
-    if (exchanged_) TESSERA_REAL(cuThreadExchangeStreamCaptureMode)(&mode_);
-  }
-  RelaxedCaptureScope(const RelaxedCaptureScope&) = delete;
-  RelaxedCaptureScope& operator=(const RelaxedCaptureScope&) = delete;
-
- private:
-  CUstreamCaptureMode mode_ = CU_STREAM_CAPTURE_MODE_RELAXED;  // then the caller's
-  const bool exchanged_;
-};
+// The calling thread's capture-interaction mode, relaxed: the gate's event
+// calls are then never "potentially unsafe" under an application's capture.
+// True when exchanged (*mode: the caller's, for RestoreCapture); a driver
+// that cannot exchange modes (no capture) is left alone.
+bool RelaxCapture(CUstreamCaptureMode* mode) {
+  *mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  return TESSERA_REAL(cuThreadExchangeStreamCaptureMode)(mode) == CUDA_SUCCESS;
+}
+void RestoreCapture(CUstreamCaptureMode mode) {
+  TESSERA_REAL(cuThreadExchangeStreamCaptureMode)(&mode);
+}
 
 }  // namespace
 
@@ -120,11 +113,15 @@ LaunchGate::Ticket LaunchGate::Before(const void* fn, CUstream stream, bool ptsz
   // or charge (an event recorded in a capture cannot be queried). The graph
   // is gated when launched.
   if (StreamCapturing(stream, ptsz)) return t;
-  RelaxedCaptureScope relaxed;
+  // Relaxed from here to the end of After(), the launch included (a launch
+  // on a stream that is not capturing is no unsafe call, so relaxing it
+  // changes nothing): two mode exchanges per launch, not four.
+  t.relaxed = RelaxCapture(&t.caller_mode);
   StartHelper();
-  while (DrainOne(gpu)) {
-  }
 
+  // The queue is drained when the bucket does not admit at once (a decision
+  // it may change), not before every launch: the helper drains it anyway.
+  bool drained = false;
   uint64_t counted_to = clock_.now_us();  // throttled_us holds this wait up to here
   bool waited = false;
   for (;;) {
@@ -160,6 +157,12 @@ LaunchGate::Ticket LaunchGate::Before(const void* fn, CUstream stream, bool ptsz
     }
     if (measuring) {
       MonotonicSleepUntilUs(MonotonicNowUs() + 20);
+      continue;
+    }
+    if (!drained) {
+      drained = true;
+      while (DrainOne(gpu)) {
+      }
       continue;
     }
     if (!waited) layout_->compute[gpu].waiting.fetch_add(1, std::memory_order_relaxed);
@@ -213,10 +216,9 @@ LaunchGate::Ticket LaunchGate::Before(const void* fn, CUstream stream, bool ptsz
 void LaunchGate::After(Ticket& t, CUresult r) {
   if (t.gpu < 0) return;
   Event* end = nullptr;
-  if (r == CUDA_SUCCESS && t.start != nullptr) {
-    RelaxedCaptureScope relaxed;
-    end = NewEvent(t.ctx, t.stream);
-  }
+  if (r == CUDA_SUCCESS && t.start != nullptr) end = NewEvent(t.ctx, t.stream);
+  if (t.relaxed) RestoreCapture(t.caller_mode);
+  t.relaxed = false;
   std::lock_guard<std::mutex> l(mu_);
   PerGpu& g = gpus_[t.gpu];
   if (end == nullptr) {

@@ -1,7 +1,8 @@
 // The compute gate of libtessera-cuda.so: holds launches while the GPU's
 // bucket (compute_gate.h) is in debt and measures the GPU time each launch
 // really took with a pair of events, which a helper thread (and the gate
-// itself, before it decides) polls with cuEventQuery / cuEventElapsedTime.
+// itself, when the bucket does not admit a launch at once) polls with
+// cuEventQuery / cuEventElapsedTime.
 // The application's streams are never synchronized. A launch is one unit
 // whatever it holds: a kernel, a cooperative kernel or a whole graph.
 //
@@ -23,7 +24,10 @@
 // held, recorded nor charged; its graph is gated and charged as one launch
 // at cuGraphLaunch. Every event call of the gate (create, record, query,
 // elapsed time, destroy) runs with the calling thread's capture-interaction
-// mode relaxed, restored afterwards (the helper is relaxed throughout):
+// mode relaxed: a gated launch relaxes it once in Before() and After()
+// restores it, so the launch itself runs relaxed too, which changes nothing
+// for a launch on a stream that is not capturing (the helper is relaxed
+// throughout):
 // under a global capture in any thread, or a global or thread-local one in
 // this thread, a query from a thread that is not relaxed would fail and
 // invalidate the application's capture.
@@ -72,6 +76,10 @@ class LaunchGate {
     Event* start = nullptr;
     const void* fn = nullptr;
     uint64_t estimate_us = 0;
+    // The thread's capture-interaction mode is relaxed from Before() until
+    // After(), which restores caller_mode.
+    bool relaxed = false;
+    CUstreamCaptureMode caller_mode = CU_STREAM_CAPTURE_MODE_RELAXED;
   };
 
   // `layout` outlives the gate.
@@ -82,9 +90,12 @@ class LaunchGate {
   // launch of `fn` (a CUfunction or CUgraphExec), then records the launch's
   // start event on `stream` (`ptsz`: a NULL stream is the per-thread
   // default stream). On a capturing stream: returns at once, not gated.
+  // A gated ticket leaves the thread's capture-interaction mode relaxed:
+  // the caller makes no call but the launch before passing it to After().
   Ticket Before(const void* fn, CUstream stream, bool ptsz);
   // After the driver accepted (or refused, `r`) the launch: records its end
-  // event and queues it for measurement.
+  // event, queues it for measurement and restores the thread's mode. Called
+  // once for every ticket Before() returned, gated or not.
   void After(Ticket& t, CUresult r);
   // Fork handlers (pthread_atfork, through the runtime): the child has no
   // helper thread, and its parent's events and contexts are not its own.

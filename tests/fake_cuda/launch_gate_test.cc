@@ -215,6 +215,38 @@ TEST_F(LaunchGateTest, ForkedChildIsGatedAndExits) {
   EXPECT_EQ(WEXITSTATUS(st), 0);
 }
 
+// An admitted launch on a busy stream costs few driver calls in the
+// launching thread: one capture check, one exchange of the capture mode to
+// relaxed and one back (for the whole launch), the context, and the chain's
+// event calls; the queue of measurements is left to the helper while the
+// bucket admits.
+TEST_F(LaunchGateTest, AnAdmittedLaunchMakesFewDriverCalls) {
+  const CUfunction k = Kernel(0x1009, 20);
+  ASSERT_EQ(cuLaunchKernel(k, 1, 1, 1, 32, 1, 1, 0, stream_, nullptr, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(stream_), CUDA_SUCCESS);  // its estimate is measured
+  // A fresh window: the bucket admits all of them (at most 2 ms of 10 ms).
+  tessera_fake_cuda_sleep_until_us((tessera_fake_cuda_now_us() / kWindowUs + 1) * kWindowUs);
+  const char* apis[] = {"cuStreamIsCapturing", "cuThreadExchangeStreamCaptureMode",
+                        "cuCtxGetCurrent", "cuEventQuery", "cuEventRecord", "cuStreamQuery"};
+  uint64_t before[6];
+  for (int i = 0; i < 6; ++i) before[i] = tessera_fake_cuda_thread_calls(apis[i]);
+  constexpr uint64_t kLaunches = 100;
+  for (uint64_t i = 0; i < kLaunches; ++i) {
+    ASSERT_EQ(cuLaunchKernel(k, 1, 1, 1, 32, 1, 1, 0, stream_, nullptr, nullptr), CUDA_SUCCESS);
+  }
+  uint64_t calls[6];
+  for (int i = 0; i < 6; ++i) {
+    calls[i] = tessera_fake_cuda_thread_calls(apis[i]) - before[i];
+    std::printf("  %s: %.2f per launch\n", apis[i], static_cast<double>(calls[i]) / kLaunches);
+  }
+  EXPECT_EQ(calls[0], kLaunches);
+  EXPECT_EQ(calls[1], 2 * kLaunches);
+  EXPECT_LE(calls[2], kLaunches);
+  // The chain: at most one query and one event per launch, once it runs.
+  EXPECT_LE(calls[3] + calls[5], kLaunches + kLaunches / 10);
+  EXPECT_LE(calls[4], kLaunches + kLaunches / 10);
+}
+
 // Every launch entry point, found through dlsym and cuGetProcAddress, is our
 // hook and reaches the gate (each gated launch records events).
 TEST_F(LaunchGateTest, EveryLaunchSymbolRoutesToTheGate) {
