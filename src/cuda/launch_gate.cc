@@ -12,8 +12,8 @@
 
 namespace tessera::cuda {
 
-// An event of the measurement chain, shared by the launch it ends, the
-// launch it starts, and its stream's chain. Guarded by LaunchGate::mu_.
+// An event of the measurement chain, shared by the run it ends, the run
+// it starts, and its stream's chain. Guarded by LaunchGate::mu_.
 struct LaunchGate::Event {
   CUevent e;
   CUcontext ctx;
@@ -119,8 +119,17 @@ LaunchGate::Ticket LaunchGate::Before(const void* fn, CUstream stream, bool ptsz
   t.relaxed = RelaxCapture(&t.caller_mode);
   StartHelper();
 
-  // The queue is drained when the bucket does not admit at once (a decision
-  // it may change), not before every launch: the helper drains it anyway.
+  if (stream == nullptr) stream = ptsz ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
+  t.stream = stream;
+  t.key_thread = stream == CU_STREAM_PER_THREAD ? static_cast<uint64_t>(pthread_self()) : 0;
+  CUcontext ctx = nullptr;
+  TESSERA_REAL(cuCtxGetCurrent)(&ctx);
+  t.ctx = ctx;
+  const StreamKey key{ctx, stream, t.key_thread};
+
+  // The queue is drained, and the open run closed, when the bucket does not
+  // admit at once (a decision they may change), not before every launch:
+  // the helper drains the queue anyway.
   bool drained = false;
   uint64_t counted_to = clock_.now_us();  // throttled_us holds this wait up to here
   bool waited = false;
@@ -145,6 +154,7 @@ LaunchGate::Ticket LaunchGate::Before(const void* fn, CUstream stream, bool ptsz
       if (!unknown_in_flight && under_cap && bucket.Admits(g.inflight_us)) {
         t.estimate_us = next_us;
         t.fn = fn;
+        t.solo = !f.estimate.Known();
         ++f.unmeasured;
         g.inflight_us += t.estimate_us;
         break;
@@ -161,6 +171,7 @@ LaunchGate::Ticket LaunchGate::Before(const void* fn, CUstream stream, bool ptsz
     }
     if (!drained) {
       drained = true;
+      CloseOpenRun(gpu, key);
       while (DrainOne(gpu)) {
       }
       continue;
@@ -183,57 +194,163 @@ LaunchGate::Ticket LaunchGate::Before(const void* fn, CUstream stream, bool ptsz
   }
 
   t.gpu = gpu;
-  if (stream == nullptr) stream = ptsz ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
-  t.stream = stream;
-  t.key_thread = stream == CU_STREAM_PER_THREAD ? static_cast<uint64_t>(pthread_self()) : 0;
-  CUcontext ctx = nullptr;
-  TESSERA_REAL(cuCtxGetCurrent)(&ctx);
-  t.ctx = ctx;
-
-  // While the stream's last launch runs, and nothing ran elsewhere on this
-  // GPU since, its end is this launch's start.
+  // Where this launch is measured from: the open run on its stream while
+  // the stream is busy; else the stream's last end while it has not
+  // completed (and nothing ran elsewhere on this GPU since); else a fresh
+  // start event. A run open on another stream is not touched (that stream
+  // may be gone): charged its estimates.
   Event* last = nullptr;
+  Run held;
   {
     std::lock_guard<std::mutex> l(mu_);
     PerGpu& g = gpus_[gpu];
-    if (g.last_end != nullptr && g.last_stream == StreamKey{ctx, stream, t.key_thread}) {
+    if (g.open.start != nullptr) {
+      held = g.open;
+      g.open = Run();
+      if (!(g.open_stream == key)) ChargeEstimates(gpu, held);
+    } else if (g.last_end != nullptr && g.last_stream == key) {
       last = g.last_end;
       ++last->refs;
     }
   }
-  if (last != nullptr && TESSERA_REAL(cuEventQuery)(last->e) == CUDA_ERROR_NOT_READY) {
-    t.start = last;
-    return t;
-  }
-  if (last != nullptr) {
+  if (held.start != nullptr) {
+    if (TESSERA_REAL(cuStreamQuery)(stream) == CUDA_ERROR_NOT_READY) {
+      if (!t.solo) {
+        t.run = held;
+        t.busy = true;
+        return t;
+      }
+      // Measured alone: its start, recorded behind the run, ends the run.
+      t.run.start = NewEvent(ctx, stream);
+      std::lock_guard<std::mutex> l(mu_);
+      if (t.run.start != nullptr) {
+        ++t.run.start->refs;
+        Queue(gpu, held, t.run.start, key, /*chain=*/false);
+      } else {
+        ChargeEstimates(gpu, held);
+      }
+      return t;
+    }
+    // Idle since some time after its last launch: its end is lost.
+    std::lock_guard<std::mutex> l(mu_);
+    ChargeEstimates(gpu, held);
+  } else if (last != nullptr) {
+    if (TESSERA_REAL(cuEventQuery)(last->e) == CUDA_ERROR_NOT_READY) {
+      t.run.start = last;
+      t.busy = true;
+      return t;
+    }
     std::lock_guard<std::mutex> l(mu_);
     Unref(last);
   }
-  t.start = NewEvent(ctx, stream);
+  t.run.start = NewEvent(ctx, stream);
   return t;
 }
 
 void LaunchGate::After(Ticket& t, CUresult r) {
   if (t.gpu < 0) return;
-  Event* end = nullptr;
-  if (r == CUDA_SUCCESS && t.start != nullptr) end = NewEvent(t.ctx, t.stream);
+  Run& run = t.run;
+  const bool launched = r == CUDA_SUCCESS;
+  if (launched && run.start != nullptr) {
+    run.launches[run.n++] = Launch{t.fn, t.estimate_us};
+    run.estimate_us += t.estimate_us;
+  }
+  const StreamKey key{t.ctx, t.stream, t.key_thread};
+  if (run.start != nullptr && run.n > 0 && t.busy && !t.solo && run.n < kRunLaunches &&
+      run.estimate_us < kRunUs) {
+    // Left open, unless another run is (one per GPU), or the bucket or the
+    // arbiter's in-flight cap (a priority below another) needs this
+    // measurement soon.
+    bool kept = false;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      PerGpu& g = gpus_[t.gpu];
+      const uint64_t cap = layout_->compute[t.gpu].inflight_cap_us.load(std::memory_order_relaxed);
+      if (g.open.start == nullptr && (cap == 0 || g.inflight_us + kRunUs <= cap) &&
+          ComputeBucket(layout_->compute[t.gpu]).Admits(g.inflight_us + kRunUs)) {
+        Unref(g.last_end);  // the run continues the chain
+        g.last_end = nullptr;
+        g.open = run;
+        g.open_stream = key;
+        if (launched) layout_->compute[t.gpu].launches.fetch_add(1, std::memory_order_relaxed);
+        kept = true;
+      }
+    }
+    if (kept) {
+      if (t.relaxed) RestoreCapture(t.caller_mode);
+      t.relaxed = false;
+      return;
+    }
+  }
+  Event* end = run.start != nullptr && run.n > 0 ? NewEvent(t.ctx, t.stream) : nullptr;
   if (t.relaxed) RestoreCapture(t.caller_mode);
   t.relaxed = false;
   std::lock_guard<std::mutex> l(mu_);
   PerGpu& g = gpus_[t.gpu];
-  if (end == nullptr) {
-    // Refused: nothing ran. Unmeasurable: charged by its estimate.
-    if (r == CUDA_SUCCESS) ComputeBucket(layout_->compute[t.gpu]).Charge(t.estimate_us);
+  if (launched && run.start == nullptr) {
+    // Unmeasurable (no start event): charged its estimate.
+    ComputeBucket(layout_->compute[t.gpu]).Charge(t.estimate_us);
     Settle(g, t.fn, t.estimate_us, nullptr);
-    Unref(t.start);
+  } else if (!launched) {
+    Settle(g, t.fn, t.estimate_us, nullptr);  // refused: nothing ran
+  }
+  if (run.start == nullptr) return;
+  if (run.n == 0) {
+    Unref(run.start);
     return;
   }
-  ++end->refs;  // the chain
-  Unref(g.last_end);
-  g.last_end = end;
-  g.last_stream = StreamKey{t.ctx, t.stream, t.key_thread};
-  g.pending.push_back(Pending{t.start, end, t.fn, t.estimate_us});
-  layout_->compute[t.gpu].launches.fetch_add(1, std::memory_order_relaxed);
+  if (end == nullptr) {
+    ChargeEstimates(t.gpu, run);
+    return;
+  }
+  Queue(t.gpu, run, end, key, /*chain=*/true);
+  if (launched) layout_->compute[t.gpu].launches.fetch_add(1, std::memory_order_relaxed);
+}
+
+void LaunchGate::ChargeEstimates(int gpu, Run& run) {
+  PerGpu& g = gpus_[gpu];
+  ComputeBucket(layout_->compute[gpu]).Charge(run.estimate_us);
+  for (uint32_t i = 0; i < run.n; ++i) {
+    Settle(g, run.launches[i].fn, run.launches[i].estimate_us, nullptr);
+  }
+  Unref(run.start);
+  run = Run();
+}
+
+void LaunchGate::Queue(int gpu, Run& run, Event* end, const StreamKey& key, bool chain) {
+  PerGpu& g = gpus_[gpu];
+  if (chain && g.open.start == nullptr) {
+    ++end->refs;
+    Unref(g.last_end);
+    g.last_end = end;
+    g.last_stream = key;
+  }
+  g.pending.push_back(Pending{run, end});
+  run = Run();
+}
+
+void LaunchGate::CloseOpenRun(int gpu, const StreamKey& key) {
+  Run held;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    PerGpu& g = gpus_[gpu];
+    if (g.open.start == nullptr) return;
+    held = g.open;
+    g.open = Run();
+    if (!(g.open_stream == key)) {
+      ChargeEstimates(gpu, held);
+      return;
+    }
+  }
+  Event* end = TESSERA_REAL(cuStreamQuery)(key.stream) == CUDA_ERROR_NOT_READY
+                   ? NewEvent(key.ctx, key.stream)
+                   : nullptr;
+  std::lock_guard<std::mutex> l(mu_);
+  if (end != nullptr) {
+    Queue(gpu, held, end, key, /*chain=*/true);
+  } else {
+    ChargeEstimates(gpu, held);
+  }
 }
 
 bool LaunchGate::DrainOne(int gpu) {
@@ -252,19 +369,26 @@ bool LaunchGate::DrainOne(int gpu) {
     --gpus_[gpu].measuring;
     return false;
   }
-  uint64_t us = p.estimate_us;  // an event error (context gone): the estimate
+  uint64_t us = p.run.estimate_us;  // an event error (context gone): the estimates
   float ms = 0;
   if (q == CUDA_SUCCESS &&
-      TESSERA_REAL(cuEventElapsedTime)(&ms, p.start->e, p.end->e) == CUDA_SUCCESS && ms >= 0) {
+      TESSERA_REAL(cuEventElapsedTime)(&ms, p.run.start->e, p.end->e) == CUDA_SUCCESS && ms >= 0) {
     us = static_cast<uint64_t>(static_cast<double>(ms) * 1000.0 + 0.5);
   }
+  // The run's time, charged once; a function learns from it only when the
+  // run holds its launches alone.
+  const uint64_t each = p.run.n > 0 ? us / p.run.n : us;
+  bool one_fn = true;
+  for (uint32_t i = 1; i < p.run.n; ++i) one_fn = one_fn && p.run.launches[i].fn == p.run.launches[0].fn;
   std::lock_guard<std::mutex> l(mu_);
   PerGpu& g = gpus_[gpu];
   --g.measuring;
   ComputeBucket(layout_->compute[gpu]).Charge(us);
-  g.estimate.Observe(us);
-  Settle(g, p.fn, p.estimate_us, &us);
-  Unref(p.start);
+  g.estimate.Observe(each);
+  for (uint32_t i = 0; i < p.run.n; ++i) {
+    Settle(g, p.run.launches[i].fn, p.run.launches[i].estimate_us, one_fn ? &each : nullptr);
+  }
+  Unref(p.run.start);
   Unref(p.end);
   return true;
 }
@@ -310,7 +434,14 @@ void* LaunchGate::HelperMain(void* self) {
   return nullptr;
 }
 
-void LaunchGate::Stop() { stop_.store(true, std::memory_order_release); }
+void LaunchGate::Stop() {
+  stop_.store(true, std::memory_order_release);
+  // No launch follows to close them: charged now.
+  std::lock_guard<std::mutex> l(mu_);
+  for (int gpu = 0; gpu < region::kMaxGpus; ++gpu) {
+    if (gpus_[gpu].open.start != nullptr) ChargeEstimates(gpu, gpus_[gpu].open);
+  }
+}
 
 void LaunchGate::PrepareFork() { mu_.lock(); }
 void LaunchGate::ParentAfterFork() { mu_.unlock(); }
