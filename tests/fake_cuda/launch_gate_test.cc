@@ -270,6 +270,20 @@ TEST_F(LaunchGateTest, MixedRunsShareEventsAndStayUnderTheCap) {
   EXPECT_LT(per_launch, 0.5);
 }
 
+// A run left open when its stream goes idle (the program synchronizes) has
+// lost its end: its launches are charged their estimates at the next launch,
+// so the share still holds.
+TEST_F(LaunchGateTest, RunsCutBySynchronizeAreCharged) {
+  const CUfunction k = Kernel(0x100c, 40);
+  int i = 0;
+  const double got = Saturate(0, [&] {
+    const CUresult r = cuLaunchKernel(k, 1, 1, 1, 32, 1, 1, 0, stream_, nullptr, nullptr);
+    if (r == CUDA_SUCCESS && ++i % 8 == 0) return cuStreamSynchronize(stream_);
+    return r;
+  });
+  EXPECT_NEAR(got, CapFraction(), 0.03);
+}
+
 // Every launch entry point, found through dlsym and cuGetProcAddress, is our
 // hook and reaches the gate (each gated launch records events).
 TEST_F(LaunchGateTest, EveryLaunchSymbolRoutesToTheGate) {
