@@ -436,8 +436,11 @@ void* LaunchGate::HelperMain(void* self) {
 
 void LaunchGate::Stop() {
   stop_.store(true, std::memory_order_release);
-  // No launch follows to close them: charged now.
-  std::lock_guard<std::mutex> l(mu_);
+  // No launch follows to close them: charged now. try_lock: exit may come
+  // from a signal handler that interrupted this thread inside the gate; then
+  // the open runs (at most kRunUs each) stay uncharged rather than hang exit.
+  std::unique_lock<std::mutex> l(mu_, std::try_to_lock);
+  if (!l.owns_lock()) return;
   for (int gpu = 0; gpu < region::kMaxGpus; ++gpu) {
     if (gpus_[gpu].open.start != nullptr) ChargeEstimates(gpu, gpus_[gpu].open);
   }

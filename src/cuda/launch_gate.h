@@ -140,7 +140,8 @@ class LaunchGate {
   void ParentAfterFork();
   void ChildAfterFork();
   // At exit: the helper stops at its next wake-up; exit never waits for it.
-  // Open runs are charged their estimates.
+  // Open runs are charged their estimates (unless another call of the gate
+  // holds its lock: exit never waits).
   void Stop();
 
  private:
