@@ -25,6 +25,9 @@ namespace {
 // How often the helper polls, and the longest the gate sleeps while
 // measurements it waits for are outstanding.
 constexpr uint64_t kPollUs = 1000;
+// Queued runs beyond which an admitted launch drains too (the helper is
+// missing or behind): the queue and the event pool stay bounded.
+constexpr size_t kMaxPending = 256;
 
 uint64_t MonotonicNowUs() {
   timespec ts;
@@ -131,6 +134,7 @@ LaunchGate::Ticket LaunchGate::Before(const void* fn, CUstream stream, bool ptsz
   // admit at once (a decision they may change), not before every launch:
   // the helper drains the queue anyway.
   bool drained = false;
+  bool backlog = false;
   uint64_t counted_to = clock_.now_us();  // throttled_us holds this wait up to here
   bool waited = false;
   for (;;) {
@@ -157,6 +161,7 @@ LaunchGate::Ticket LaunchGate::Before(const void* fn, CUstream stream, bool ptsz
         t.solo = !f.estimate.Known();
         ++f.unmeasured;
         g.inflight_us += t.estimate_us;
+        backlog = g.pending.size() > kMaxPending;
         break;
       }
       // Another thread is settling a measurement this decision may need:
@@ -191,6 +196,11 @@ LaunchGate::Ticket LaunchGate::Before(const void* fn, CUstream stream, bool ptsz
   if (waited) {
     layout_->compute[gpu].throttled_us.fetch_add(clock_.now_us() - counted_to, std::memory_order_relaxed);
     layout_->compute[gpu].waiting.fetch_sub(1, std::memory_order_relaxed);
+  }
+
+  if (backlog) {
+    while (DrainOne(gpu)) {
+    }
   }
 
   t.gpu = gpu;
