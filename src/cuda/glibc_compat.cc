@@ -61,6 +61,7 @@ int tessera_old_pthread_mutexattr_setpshared(pthread_mutexattr_t*, int);
 int tessera_old_pthread_mutexattr_setrobust(pthread_mutexattr_t*, int);
 int tessera_old_pthread_mutex_consistent(pthread_mutex_t*);
 int tessera_old_pthread_mutex_timedlock(pthread_mutex_t*, const struct timespec*);
+int tessera_old_pthread_mutex_trylock(pthread_mutex_t*);
 int tessera_old_pthread_sigmask(int, const sigset_t*, sigset_t*);
 int tessera_old_dladdr1(const void*, Dl_info*, void**, int);
 TESSERA_OLD(tessera_old_dlopen, dlopen, TESSERA_GLIBC_BASE);
@@ -74,6 +75,7 @@ TESSERA_OLD(tessera_old_pthread_mutexattr_setpshared, pthread_mutexattr_setpshar
 TESSERA_OLD(tessera_old_pthread_mutexattr_setrobust, pthread_mutexattr_setrobust, TESSERA_GLIBC_ROBUST);
 TESSERA_OLD(tessera_old_pthread_mutex_consistent, pthread_mutex_consistent, TESSERA_GLIBC_ROBUST);
 TESSERA_OLD(tessera_old_pthread_mutex_timedlock, pthread_mutex_timedlock, TESSERA_GLIBC_BASE);
+TESSERA_OLD(tessera_old_pthread_mutex_trylock, pthread_mutex_trylock, TESSERA_GLIBC_BASE);
 TESSERA_OLD(tessera_old_pthread_sigmask, pthread_sigmask, TESSERA_GLIBC_BASE);
 TESSERA_OLD(tessera_old_dladdr1, dladdr1, TESSERA_GLIBC_DLADDR1);
 
@@ -108,6 +110,9 @@ int pthread_mutex_consistent(pthread_mutex_t* mutex) noexcept {
 }
 int pthread_mutex_timedlock(pthread_mutex_t* mutex, const struct timespec* abstime) noexcept {
   return tessera_old_pthread_mutex_timedlock(mutex, abstime);
+}
+int pthread_mutex_trylock(pthread_mutex_t* mutex) noexcept {
+  return tessera_old_pthread_mutex_trylock(mutex);
 }
 int pthread_sigmask(int how, const sigset_t* set, sigset_t* old) noexcept {
   return tessera_old_pthread_sigmask(how, set, old);

@@ -83,6 +83,9 @@ extern "C" int tessera_glibc_compat_selftest() {
   deadline.tv_sec += 1;
   Expect(pthread_mutex_timedlock(&mu, &deadline) == 0 && pthread_mutex_unlock(&mu) == 0,
          "pthread_mutex_timedlock locks a free mutex");
+  Expect(pthread_mutex_trylock(&mu) == 0 && pthread_mutex_trylock(&mu) == EBUSY &&
+             pthread_mutex_unlock(&mu) == 0,
+         "pthread_mutex_trylock locks a free mutex and not a held one");
 
   char path[] = "/tmp/tessera-compat-XXXXXX";
   const int fd = mkstemp(path);

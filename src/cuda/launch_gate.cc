@@ -12,8 +12,8 @@
 
 namespace tessera::cuda {
 
-// An event of the measurement chain, shared by the launch it ends, the
-// launch it starts, and its stream's chain. Guarded by LaunchGate::mu_.
+// An event of the measurement chain, shared by the run it ends, the run
+// it starts, and its stream's chain. Guarded by LaunchGate::mu_.
 struct LaunchGate::Event {
   CUevent e;
   CUcontext ctx;
@@ -25,6 +25,9 @@ namespace {
 // How often the helper polls, and the longest the gate sleeps while
 // measurements it waits for are outstanding.
 constexpr uint64_t kPollUs = 1000;
+// Queued runs beyond which an admitted launch drains too (the helper is
+// missing or behind): the queue and the event pool stay bounded.
+constexpr size_t kMaxPending = 256;
 
 uint64_t MonotonicNowUs() {
   timespec ts;
@@ -38,24 +41,17 @@ void MonotonicSleepUntilUs(uint64_t us) {
   }
 }
 
-// The calling thread's capture-interaction mode, relaxed for the scope: the
-// gate's event calls are then never "potentially unsafe" under an
-// application's capture. Restored on exit; a driver that cannot exchange
-// modes (no capture) is left alone.
-class RelaxedCaptureScope {
- public:
-  RelaxedCaptureScope()
-      : exchanged_(TESSERA_REAL(cuThreadExchangeStreamCaptureMode)(&mode_) == CUDA_SUCCESS) {}
-  ~RelaxedCaptureScope() {
-    if (exchanged_) TESSERA_REAL(cuThreadExchangeStreamCaptureMode)(&mode_);
-  }
-  RelaxedCaptureScope(const RelaxedCaptureScope&) = delete;
-  RelaxedCaptureScope& operator=(const RelaxedCaptureScope&) = delete;
-
- private:
-  CUstreamCaptureMode mode_ = CU_STREAM_CAPTURE_MODE_RELAXED;  // then the caller's
-  const bool exchanged_;
-};
+// The calling thread's capture-interaction mode, relaxed: the gate's event
+// calls are then never "potentially unsafe" under an application's capture.
+// True when exchanged (*mode: the caller's, for RestoreCapture); a driver
+// that cannot exchange modes (no capture) is left alone.
+bool RelaxCapture(CUstreamCaptureMode* mode) {
+  *mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  return TESSERA_REAL(cuThreadExchangeStreamCaptureMode)(mode) == CUDA_SUCCESS;
+}
+void RestoreCapture(CUstreamCaptureMode mode) {
+  TESSERA_REAL(cuThreadExchangeStreamCaptureMode)(&mode);
+}
 
 }  // namespace
 
@@ -120,11 +116,25 @@ LaunchGate::Ticket LaunchGate::Before(const void* fn, CUstream stream, bool ptsz
   // or charge (an event recorded in a capture cannot be queried). The graph
   // is gated when launched.
   if (StreamCapturing(stream, ptsz)) return t;
-  RelaxedCaptureScope relaxed;
+  // Relaxed from here to the end of After(), the launch included (a launch
+  // on a stream that is not capturing is no unsafe call, so relaxing it
+  // changes nothing): two mode exchanges per launch, not four.
+  t.relaxed = RelaxCapture(&t.caller_mode);
   StartHelper();
-  while (DrainOne(gpu)) {
-  }
 
+  if (stream == nullptr) stream = ptsz ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
+  t.stream = stream;
+  t.key_thread = stream == CU_STREAM_PER_THREAD ? static_cast<uint64_t>(pthread_self()) : 0;
+  CUcontext ctx = nullptr;
+  TESSERA_REAL(cuCtxGetCurrent)(&ctx);
+  t.ctx = ctx;
+  const StreamKey key{ctx, stream, t.key_thread};
+
+  // The queue is drained, and the open run closed, when the bucket does not
+  // admit at once (a decision they may change), not before every launch:
+  // the helper drains the queue anyway.
+  bool drained = false;
+  bool backlog = false;
   uint64_t counted_to = clock_.now_us();  // throttled_us holds this wait up to here
   bool waited = false;
   for (;;) {
@@ -148,8 +158,10 @@ LaunchGate::Ticket LaunchGate::Before(const void* fn, CUstream stream, bool ptsz
       if (!unknown_in_flight && under_cap && bucket.Admits(g.inflight_us)) {
         t.estimate_us = next_us;
         t.fn = fn;
+        t.solo = !f.estimate.Known();
         ++f.unmeasured;
         g.inflight_us += t.estimate_us;
+        backlog = g.pending.size() > kMaxPending;
         break;
       }
       // Another thread is settling a measurement this decision may need:
@@ -160,6 +172,13 @@ LaunchGate::Ticket LaunchGate::Before(const void* fn, CUstream stream, bool ptsz
     }
     if (measuring) {
       MonotonicSleepUntilUs(MonotonicNowUs() + 20);
+      continue;
+    }
+    if (!drained) {
+      drained = true;
+      CloseOpenRun(gpu, key);
+      while (DrainOne(gpu)) {
+      }
       continue;
     }
     if (!waited) layout_->compute[gpu].waiting.fetch_add(1, std::memory_order_relaxed);
@@ -179,59 +198,169 @@ LaunchGate::Ticket LaunchGate::Before(const void* fn, CUstream stream, bool ptsz
     layout_->compute[gpu].waiting.fetch_sub(1, std::memory_order_relaxed);
   }
 
-  t.gpu = gpu;
-  if (stream == nullptr) stream = ptsz ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
-  t.stream = stream;
-  t.key_thread = stream == CU_STREAM_PER_THREAD ? static_cast<uint64_t>(pthread_self()) : 0;
-  CUcontext ctx = nullptr;
-  TESSERA_REAL(cuCtxGetCurrent)(&ctx);
-  t.ctx = ctx;
+  if (backlog) {
+    while (DrainOne(gpu)) {
+    }
+  }
 
-  // While the stream's last launch runs, and nothing ran elsewhere on this
-  // GPU since, its end is this launch's start.
+  t.gpu = gpu;
+  // Where this launch is measured from: the open run on its stream while
+  // the stream is busy; else the stream's last end while it has not
+  // completed (and nothing ran elsewhere on this GPU since); else a fresh
+  // start event. A run open on another stream is not touched (that stream
+  // may be gone): charged its estimates.
   Event* last = nullptr;
+  Run held;
   {
     std::lock_guard<std::mutex> l(mu_);
     PerGpu& g = gpus_[gpu];
-    if (g.last_end != nullptr && g.last_stream == StreamKey{ctx, stream, t.key_thread}) {
+    if (g.open.start != nullptr) {
+      held = g.open;
+      g.open = Run();
+      if (!(g.open_stream == key)) ChargeEstimates(gpu, held);
+    } else if (g.last_end != nullptr && g.last_stream == key) {
       last = g.last_end;
       ++last->refs;
     }
   }
-  if (last != nullptr && TESSERA_REAL(cuEventQuery)(last->e) == CUDA_ERROR_NOT_READY) {
-    t.start = last;
-    return t;
-  }
-  if (last != nullptr) {
+  if (held.start != nullptr) {
+    if (TESSERA_REAL(cuStreamQuery)(stream) == CUDA_ERROR_NOT_READY) {
+      if (!t.solo) {
+        t.run = held;
+        t.busy = true;
+        return t;
+      }
+      // Measured alone: its start, recorded behind the run, ends the run.
+      t.run.start = NewEvent(ctx, stream);
+      std::lock_guard<std::mutex> l(mu_);
+      if (t.run.start != nullptr) {
+        ++t.run.start->refs;
+        Queue(gpu, held, t.run.start, key, /*chain=*/false);
+      } else {
+        ChargeEstimates(gpu, held);
+      }
+      return t;
+    }
+    // Idle since some time after its last launch: its end is lost.
+    std::lock_guard<std::mutex> l(mu_);
+    ChargeEstimates(gpu, held);
+  } else if (last != nullptr) {
+    if (TESSERA_REAL(cuEventQuery)(last->e) == CUDA_ERROR_NOT_READY) {
+      t.run.start = last;
+      t.busy = true;
+      return t;
+    }
     std::lock_guard<std::mutex> l(mu_);
     Unref(last);
   }
-  t.start = NewEvent(ctx, stream);
+  t.run.start = NewEvent(ctx, stream);
   return t;
 }
 
 void LaunchGate::After(Ticket& t, CUresult r) {
   if (t.gpu < 0) return;
-  Event* end = nullptr;
-  if (r == CUDA_SUCCESS && t.start != nullptr) {
-    RelaxedCaptureScope relaxed;
-    end = NewEvent(t.ctx, t.stream);
+  Run& run = t.run;
+  const bool launched = r == CUDA_SUCCESS;
+  if (launched && run.start != nullptr) {
+    run.launches[run.n++] = Launch{t.fn, t.estimate_us};
+    run.estimate_us += t.estimate_us;
   }
+  const StreamKey key{t.ctx, t.stream, t.key_thread};
+  if (run.start != nullptr && run.n > 0 && t.busy && !t.solo && run.n < kRunLaunches &&
+      run.estimate_us < kRunUs) {
+    // Left open, unless another run is (one per GPU), or the bucket or the
+    // arbiter's in-flight cap (a priority below another) needs this
+    // measurement soon.
+    bool kept = false;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      PerGpu& g = gpus_[t.gpu];
+      const uint64_t cap = layout_->compute[t.gpu].inflight_cap_us.load(std::memory_order_relaxed);
+      if (g.open.start == nullptr && (cap == 0 || g.inflight_us + kRunUs <= cap) &&
+          ComputeBucket(layout_->compute[t.gpu]).Admits(g.inflight_us + kRunUs)) {
+        Unref(g.last_end);  // the run continues the chain
+        g.last_end = nullptr;
+        g.open = run;
+        g.open_stream = key;
+        if (launched) layout_->compute[t.gpu].launches.fetch_add(1, std::memory_order_relaxed);
+        kept = true;
+      }
+    }
+    if (kept) {
+      if (t.relaxed) RestoreCapture(t.caller_mode);
+      t.relaxed = false;
+      return;
+    }
+  }
+  Event* end = run.start != nullptr && run.n > 0 ? NewEvent(t.ctx, t.stream) : nullptr;
+  if (t.relaxed) RestoreCapture(t.caller_mode);
+  t.relaxed = false;
   std::lock_guard<std::mutex> l(mu_);
   PerGpu& g = gpus_[t.gpu];
-  if (end == nullptr) {
-    // Refused: nothing ran. Unmeasurable: charged by its estimate.
-    if (r == CUDA_SUCCESS) ComputeBucket(layout_->compute[t.gpu]).Charge(t.estimate_us);
+  if (launched && run.start == nullptr) {
+    // Unmeasurable (no start event): charged its estimate.
+    ComputeBucket(layout_->compute[t.gpu]).Charge(t.estimate_us);
     Settle(g, t.fn, t.estimate_us, nullptr);
-    Unref(t.start);
+  } else if (!launched) {
+    Settle(g, t.fn, t.estimate_us, nullptr);  // refused: nothing ran
+  }
+  if (run.start == nullptr) return;
+  if (run.n == 0) {
+    Unref(run.start);
     return;
   }
-  ++end->refs;  // the chain
-  Unref(g.last_end);
-  g.last_end = end;
-  g.last_stream = StreamKey{t.ctx, t.stream, t.key_thread};
-  g.pending.push_back(Pending{t.start, end, t.fn, t.estimate_us});
-  layout_->compute[t.gpu].launches.fetch_add(1, std::memory_order_relaxed);
+  if (end == nullptr) {
+    ChargeEstimates(t.gpu, run);
+    return;
+  }
+  Queue(t.gpu, run, end, key, /*chain=*/true);
+  if (launched) layout_->compute[t.gpu].launches.fetch_add(1, std::memory_order_relaxed);
+}
+
+void LaunchGate::ChargeEstimates(int gpu, Run& run) {
+  PerGpu& g = gpus_[gpu];
+  ComputeBucket(layout_->compute[gpu]).Charge(run.estimate_us);
+  for (uint32_t i = 0; i < run.n; ++i) {
+    Settle(g, run.launches[i].fn, run.launches[i].estimate_us, nullptr);
+  }
+  Unref(run.start);
+  run = Run();
+}
+
+void LaunchGate::Queue(int gpu, Run& run, Event* end, const StreamKey& key, bool chain) {
+  PerGpu& g = gpus_[gpu];
+  if (chain && g.open.start == nullptr) {
+    ++end->refs;
+    Unref(g.last_end);
+    g.last_end = end;
+    g.last_stream = key;
+  }
+  g.pending.push_back(Pending{run, end});
+  run = Run();
+}
+
+void LaunchGate::CloseOpenRun(int gpu, const StreamKey& key) {
+  Run held;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    PerGpu& g = gpus_[gpu];
+    if (g.open.start == nullptr) return;
+    held = g.open;
+    g.open = Run();
+    if (!(g.open_stream == key)) {
+      ChargeEstimates(gpu, held);
+      return;
+    }
+  }
+  Event* end = TESSERA_REAL(cuStreamQuery)(key.stream) == CUDA_ERROR_NOT_READY
+                   ? NewEvent(key.ctx, key.stream)
+                   : nullptr;
+  std::lock_guard<std::mutex> l(mu_);
+  if (end != nullptr) {
+    Queue(gpu, held, end, key, /*chain=*/true);
+  } else {
+    ChargeEstimates(gpu, held);
+  }
 }
 
 bool LaunchGate::DrainOne(int gpu) {
@@ -250,19 +379,26 @@ bool LaunchGate::DrainOne(int gpu) {
     --gpus_[gpu].measuring;
     return false;
   }
-  uint64_t us = p.estimate_us;  // an event error (context gone): the estimate
+  uint64_t us = p.run.estimate_us;  // an event error (context gone): the estimates
   float ms = 0;
   if (q == CUDA_SUCCESS &&
-      TESSERA_REAL(cuEventElapsedTime)(&ms, p.start->e, p.end->e) == CUDA_SUCCESS && ms >= 0) {
+      TESSERA_REAL(cuEventElapsedTime)(&ms, p.run.start->e, p.end->e) == CUDA_SUCCESS && ms >= 0) {
     us = static_cast<uint64_t>(static_cast<double>(ms) * 1000.0 + 0.5);
   }
+  // The run's time, charged once; a function learns from it only when the
+  // run holds its launches alone.
+  const uint64_t each = p.run.n > 0 ? us / p.run.n : us;
+  bool one_fn = true;
+  for (uint32_t i = 1; i < p.run.n; ++i) one_fn = one_fn && p.run.launches[i].fn == p.run.launches[0].fn;
   std::lock_guard<std::mutex> l(mu_);
   PerGpu& g = gpus_[gpu];
   --g.measuring;
   ComputeBucket(layout_->compute[gpu]).Charge(us);
-  g.estimate.Observe(us);
-  Settle(g, p.fn, p.estimate_us, &us);
-  Unref(p.start);
+  g.estimate.Observe(each);
+  for (uint32_t i = 0; i < p.run.n; ++i) {
+    Settle(g, p.run.launches[i].fn, p.run.launches[i].estimate_us, one_fn ? &each : nullptr);
+  }
+  Unref(p.run.start);
   Unref(p.end);
   return true;
 }
@@ -308,7 +444,17 @@ void* LaunchGate::HelperMain(void* self) {
   return nullptr;
 }
 
-void LaunchGate::Stop() { stop_.store(true, std::memory_order_release); }
+void LaunchGate::Stop() {
+  stop_.store(true, std::memory_order_release);
+  // No launch follows to close them: charged now. try_lock: exit may come
+  // from a signal handler that interrupted this thread inside the gate; then
+  // the open runs (at most kRunUs each) stay uncharged rather than hang exit.
+  std::unique_lock<std::mutex> l(mu_, std::try_to_lock);
+  if (!l.owns_lock()) return;
+  for (int gpu = 0; gpu < region::kMaxGpus; ++gpu) {
+    if (gpus_[gpu].open.start != nullptr) ChargeEstimates(gpu, gpus_[gpu].open);
+  }
+}
 
 void LaunchGate::PrepareFork() { mu_.lock(); }
 void LaunchGate::ParentAfterFork() { mu_.unlock(); }

@@ -1,7 +1,8 @@
 // The compute gate of libtessera-cuda.so: holds launches while the GPU's
 // bucket (compute_gate.h) is in debt and measures the GPU time each launch
 // really took with a pair of events, which a helper thread (and the gate
-// itself, before it decides) polls with cuEventQuery / cuEventElapsedTime.
+// itself, when the bucket does not admit a launch at once) polls with
+// cuEventQuery / cuEventElapsedTime.
 // The application's streams are never synchronized. A launch is one unit
 // whatever it holds: a kernel, a cooperative kernel or a whole graph.
 //
@@ -13,17 +14,38 @@
 // different streams that run concurrently are each charged in full
 // (conservative).
 //
+// Runs: while a stream stays busy, back-to-back launches on it share one
+// pair of events, so the GPU does not stop for a timestamp between every
+// two kernels. A launch that continues the chain (the stream busy) leaves
+// its run open, with no end event, and the next launch on the same stream
+// joins it when cuStreamQuery finds the stream still busy (no idle time
+// then lies between them). A run is closed, its end event recorded after
+// its last launch, when it holds kRunLaunches launches or kRunUs of
+// estimated time, when its stream was idle before the launch, when the
+// launch's function has no estimate yet (measured alone), when another
+// run is open on the GPU, or when the bucket is close to its limit; its
+// measured time is charged once, and settles its launches. One run is open
+// per GPU at a time. A run that cannot be closed after its last launch (the
+// stream went idle before the next one, the next launch is on another
+// stream, which the gate never touches later, or the process exits) charges
+// its launches their estimates.
+//
 // Estimates are kept per function (kernel or graph): until one launch of a
 // function has been measured, its next launch waits for that measurement, so
 // a long kernel seen for the first time cannot be queued many times over on
-// a guess.
+// a guess. A function's estimate learns only from measurements it can be
+// given: a run of its launches alone (each the run's mean); a run of
+// several functions is charged whole and settles them at their estimates.
 //
 // Stream capture: a launch on a capturing stream (StreamCapturing,
 // runtime.h) runs nothing, so it passes straight to the driver, neither
 // held, recorded nor charged; its graph is gated and charged as one launch
 // at cuGraphLaunch. Every event call of the gate (create, record, query,
 // elapsed time, destroy) runs with the calling thread's capture-interaction
-// mode relaxed, restored afterwards (the helper is relaxed throughout):
+// mode relaxed: a gated launch relaxes it once in Before() and After()
+// restores it, so the launch itself runs relaxed too, which changes nothing
+// for a launch on a stream that is not capturing (the helper is relaxed
+// throughout):
 // under a global capture in any thread, or a global or thread-local one in
 // this thread, a query from a thread that is not relaxed would fail and
 // invalidate the application's capture.
@@ -62,6 +84,20 @@ GateClock MonotonicClock();
 class LaunchGate {
  public:
   struct Event;
+  // Back-to-back launches on one stream measured by one pair of events.
+  static constexpr uint32_t kRunLaunches = 16;
+  static constexpr uint64_t kRunUs = 500;  // estimated GPU time of a run, at most
+  struct Launch {
+    const void* fn = nullptr;
+    uint64_t estimate_us = 0;
+  };
+  // Launches since `start` (one reference) on one stream, with no end yet.
+  struct Run {
+    Event* start = nullptr;
+    uint32_t n = 0;
+    uint64_t estimate_us = 0;  // the sum of the launches'
+    Launch launches[kRunLaunches];
+  };
   // What Before() admitted; After() completes it. gpu: the container's GPU
   // index (not the CUDA ordinal); < 0: not gated.
   struct Ticket {
@@ -69,9 +105,15 @@ class LaunchGate {
     CUstream stream = nullptr;
     CUcontext ctx = nullptr;
     uint64_t key_thread = 0;
-    Event* start = nullptr;
+    Run run;               // the run this launch joins (run.start: none, unmeasured)
+    bool busy = false;     // the stream was busy before the launch: the run may stay open
+    bool solo = false;     // its function has no estimate: measured alone
     const void* fn = nullptr;
     uint64_t estimate_us = 0;
+    // The thread's capture-interaction mode is relaxed from Before() until
+    // After(), which restores caller_mode.
+    bool relaxed = false;
+    CUstreamCaptureMode caller_mode = CU_STREAM_CAPTURE_MODE_RELAXED;
   };
 
   // `layout` outlives the gate.
@@ -79,12 +121,18 @@ class LaunchGate {
 
   // Blocks (sleeping) while the bucket of the current device (the one of
   // its index among the container's GPUs, device_map.h) does not admit a
-  // launch of `fn` (a CUfunction or CUgraphExec), then records the launch's
-  // start event on `stream` (`ptsz`: a NULL stream is the per-thread
-  // default stream). On a capturing stream: returns at once, not gated.
+  // launch of `fn` (a CUfunction or CUgraphExec), then finds where the
+  // launch is measured from on `stream` (`ptsz`: a NULL stream is the
+  // per-thread default stream): the stream's open run, its last end, or a
+  // start event recorded now. On a capturing stream: returns at once, not
+  // gated.
+  // A gated ticket leaves the thread's capture-interaction mode relaxed:
+  // the caller makes no call but the launch before passing it to After().
   Ticket Before(const void* fn, CUstream stream, bool ptsz);
-  // After the driver accepted (or refused, `r`) the launch: records its end
-  // event and queues it for measurement.
+  // After the driver accepted (or refused, `r`) the launch: leaves its run
+  // open, or records the run's end event and queues it for measurement;
+  // restores the thread's mode. Called once for every ticket Before()
+  // returned, gated or not.
   void After(Ticket& t, CUresult r);
   // Fork handlers (pthread_atfork, through the runtime): the child has no
   // helper thread, and its parent's events and contexts are not its own.
@@ -92,14 +140,14 @@ class LaunchGate {
   void ParentAfterFork();
   void ChildAfterFork();
   // At exit: the helper stops at its next wake-up; exit never waits for it.
+  // Open runs are charged their estimates (unless another call of the gate
+  // holds its lock: exit never waits).
   void Stop();
 
  private:
   struct Pending {
-    Event* start;
+    Run run;
     Event* end;
-    const void* fn;
-    uint64_t estimate_us;
   };
   struct FnEstimate {
     LaunchEstimate estimate;
@@ -121,7 +169,9 @@ class LaunchGate {
     std::deque<Pending> pending;
     int measuring = 0;            // entries taken off `pending` by a drainer, not yet settled
     StreamKey last_stream{};      // the stream of the last launch admitted here
-    Event* last_end = nullptr;    // its end event (one reference)
+    Event* last_end = nullptr;    // its end event (one reference); none while a run is open
+    Run open;                     // the open run (open.start: none), on open_stream
+    StreamKey open_stream{};
   };
 
   Event* NewEvent(CUcontext ctx, CUstream stream);  // recorded, 1 reference
@@ -129,7 +179,16 @@ class LaunchGate {
   // A launch left the in-flight set: measured (`measured_us`) or not.
   void Settle(PerGpu& g, const void* fn, uint64_t estimate_us,
               const uint64_t* measured_us);  // requires mu_
-  // Charges the oldest queued launch of `gpu` if its events have completed;
+  // Charges `run`'s launches their estimates, settles them, and empties it.
+  void ChargeEstimates(int gpu, Run& run);  // requires mu_
+  // Queues `run` for measurement, ended by `end` (one reference, taken);
+  // `chain`: `end` becomes the end of the last launch on `key`.
+  void Queue(int gpu, Run& run, Event* end, const StreamKey& key, bool chain);  // requires mu_
+  // Closes gpu's open run when the bucket does not admit: measured when it
+  // is on `key`'s stream and that is still busy, else at its estimates.
+  // Requires the calling thread's capture-interaction mode relaxed.
+  void CloseOpenRun(int gpu, const StreamKey& key);
+  // Charges the oldest queued run of `gpu` if its events have completed;
   // false when there is none. Never blocks. Drain: every GPU, until none.
   // Both require the calling thread's capture-interaction mode relaxed.
   bool DrainOne(int gpu);

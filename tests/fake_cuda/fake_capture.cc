@@ -180,6 +180,7 @@ CUresult cuStreamEndCapture(CUstream s, CUgraph* graph) {
 }
 
 CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus* status) {
+  CountCall("cuStreamIsCapturing");
   return Info(s, false, status, nullptr, nullptr, nullptr, nullptr);
 }
 CUresult cuStreamGetCaptureInfo(CUstream s, CUstreamCaptureStatus* status, cuuint64_t* id) {
@@ -200,6 +201,7 @@ CUresult cuStreamGetCaptureInfo_v3(CUstream s, CUstreamCaptureStatus* status, cu
 }
 
 CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
+  CountCall("cuThreadExchangeStreamCaptureMode");
   if (mode == nullptr || !ValidMode(*mode)) return CUDA_ERROR_INVALID_VALUE;
   const CUstreamCaptureMode was = t_mode;
   t_mode = *mode;

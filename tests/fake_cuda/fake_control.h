@@ -43,6 +43,12 @@ uint64_t tessera_fake_cuda_cooperative_launches(int dev, uint64_t* last_grid_blo
 uint64_t tessera_fake_cuda_used_bytes(int dev);
 // Events recorded (cuEventRecord) in this process, on any stream.
 uint64_t tessera_fake_cuda_events_recorded();
+// Calls of the driver function named `api` made by the calling thread, for
+// the calls the gate makes per launch: cuStreamIsCapturing,
+// cuThreadExchangeStreamCaptureMode, cuCtxGetCurrent, cuEventQuery,
+// cuEventRecord, cuStreamQuery (others: 0). Per thread, so the gate's
+// helper thread does not count.
+uint64_t tessera_fake_cuda_thread_calls(const char* api);
 // What the fake's cuGetProcAddress(symbol, version, flags) answers: its
 // result, and in *abi the exported name of the variant it hands out (the
 // ABI), or nullptr when it hands out none. Whatever the address it gives

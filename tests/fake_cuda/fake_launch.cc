@@ -16,7 +16,9 @@
 // added to the capture's graph instead: nothing runs and the clock stays.
 #include <algorithm>
 #include <deque>
+#include <map>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "fake_cuda/fake_control.h"
@@ -158,6 +160,7 @@ CUresult LaunchEx(const CUlaunchConfig* config, CUfunction f, bool ptsz) {
 }
 
 CUresult Record(CUevent e, CUstream s, bool ptsz) {
+  CountCall("cuEventRecord");
   std::lock_guard<std::mutex> l(S().mu);
   Stream* st = Resolve(s, ptsz);
   if (e == nullptr || st == nullptr) return CUDA_ERROR_INVALID_HANDLE;
@@ -197,6 +200,7 @@ CUresult StreamSync(CUstream s, bool ptsz) {
 }
 
 CUresult StreamQuery(CUstream s, bool ptsz) {
+  CountCall("cuStreamQuery");
   std::lock_guard<std::mutex> l(S().mu);
   Stream* st = Resolve(s, ptsz);
   if (st == nullptr) return CUDA_ERROR_INVALID_HANDLE;
@@ -204,7 +208,12 @@ CUresult StreamQuery(CUstream s, bool ptsz) {
   return ReadyAt(st) <= T().now_ns ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
+// This thread's calls per counted API (tessera_fake_cuda_thread_calls).
+thread_local std::map<std::string, uint64_t> t_calls;
+
 }  // namespace
+
+void CountCall(const char* api) { ++t_calls[api]; }
 
 uint64_t EnqueueLocked(void* stream, uint64_t duration_ns) {
   Timeline& t = T();
@@ -309,12 +318,17 @@ uint64_t tessera_fake_cuda_cooperative_launches(int dev, uint64_t* last_grid_blo
   if (last_grid_blocks != nullptr) *last_grid_blocks = T().coop_grid[dev];
   return T().coop[dev];
 }
+uint64_t tessera_fake_cuda_thread_calls(const char* api) {
+  const auto it = t_calls.find(api);
+  return it != t_calls.end() ? it->second : 0;
+}
 uint64_t tessera_fake_cuda_events_recorded() {
   std::lock_guard<std::mutex> l(S().mu);
   return T().events_recorded;
 }
 
 CUresult cuCtxGetCurrent(CUcontext* ctx) {
+  CountCall("cuCtxGetCurrent");
   if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (t_ctx != nullptr) {
     *ctx = t_ctx;
@@ -375,6 +389,7 @@ CUresult cuEventDestroy(CUevent e) { return cuEventDestroy_v2(e); }
 CUresult cuEventRecord(CUevent e, CUstream s) { return Record(e, s, false); }
 CUresult cuEventRecord_ptsz(CUevent e, CUstream s) { return Record(e, s, true); }
 CUresult cuEventQuery(CUevent e) {
+  CountCall("cuEventQuery");
   std::lock_guard<std::mutex> l(S().mu);
   if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   const Event* ev = reinterpret_cast<Event*>(e);

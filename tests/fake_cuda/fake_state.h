@@ -120,6 +120,8 @@ struct Capture {
 };
 // This thread's identity, for capture ownership and modes.
 uint64_t ThreadId();
+// Counts one call of `api` by the calling thread (tessera_fake_cuda_thread_calls).
+void CountCall(const char* api);
 // The capture `stream` belongs to, or nullptr.
 Capture* CaptureOfLocked(void* stream);
 // Whether work may be added to `c`: CUDA_ERROR_STREAM_CAPTURE_INVALIDATED

@@ -191,6 +191,72 @@ TEST_F(LaunchGateTest, RefusedLaunchesCostNothing) {
               CapFraction(), 0.03);
 }
 
+// An admitted launch on a busy stream costs few driver calls in the
+// launching thread: one capture check, one exchange of the capture mode to
+// relaxed and one back (for the whole launch), the context, and the chain's
+// event calls; the queue of measurements is left to the helper while the
+// bucket admits.
+TEST_F(LaunchGateTest, AnAdmittedLaunchMakesFewDriverCalls) {
+  const CUfunction k = Kernel(0x1009, 20);
+  ASSERT_EQ(cuLaunchKernel(k, 1, 1, 1, 32, 1, 1, 0, stream_, nullptr, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(stream_), CUDA_SUCCESS);  // its estimate is measured
+  // A fresh window: the bucket admits all of them (at most 2 ms of 10 ms).
+  tessera_fake_cuda_sleep_until_us((tessera_fake_cuda_now_us() / kWindowUs + 1) * kWindowUs);
+  const char* apis[] = {"cuStreamIsCapturing", "cuThreadExchangeStreamCaptureMode",
+                        "cuCtxGetCurrent", "cuEventQuery", "cuEventRecord", "cuStreamQuery"};
+  uint64_t before[6];
+  for (int i = 0; i < 6; ++i) before[i] = tessera_fake_cuda_thread_calls(apis[i]);
+  constexpr uint64_t kLaunches = 100;
+  for (uint64_t i = 0; i < kLaunches; ++i) {
+    ASSERT_EQ(cuLaunchKernel(k, 1, 1, 1, 32, 1, 1, 0, stream_, nullptr, nullptr), CUDA_SUCCESS);
+  }
+  uint64_t calls[6];
+  for (int i = 0; i < 6; ++i) {
+    calls[i] = tessera_fake_cuda_thread_calls(apis[i]) - before[i];
+    std::printf("  %s: %.2f per launch\n", apis[i], static_cast<double>(calls[i]) / kLaunches);
+  }
+  EXPECT_EQ(calls[0], kLaunches);
+  EXPECT_EQ(calls[1], 2 * kLaunches);
+  EXPECT_LE(calls[2], kLaunches);
+  // The chain: at most one query per launch, and an end event only per run
+  // of back-to-back launches on the busy stream.
+  EXPECT_LE(calls[3] + calls[5], kLaunches + kLaunches / 10);
+  EXPECT_LE(calls[4], kLaunches / 8);
+}
+
+// Back-to-back launches of several functions on one busy stream share
+// events (runs), and their measured time is charged in full.
+TEST_F(LaunchGateTest, MixedRunsShareEventsAndGetTheShare) {
+  const CUfunction a = Kernel(0x100a, 100);
+  const CUfunction b = Kernel(0x100b, 250);
+  int i = 0;
+  const uint64_t events = tessera_fake_cuda_events_recorded();
+  uint64_t launches = 0;
+  const double got = Saturate(0, [&] {
+    ++launches;
+    return cuLaunchKernel((i++ % 3) ? a : b, 1, 1, 1, 32, 1, 1, 0, stream_, nullptr, nullptr);
+  });
+  EXPECT_NEAR(got, CapFraction(), 0.03);
+  const double per_launch =
+      static_cast<double>(tessera_fake_cuda_events_recorded() - events) / launches;
+  std::printf("  %.3f events per launch\n", per_launch);
+  EXPECT_LT(per_launch, 0.5);
+}
+
+// A run left open when its stream goes idle (the program synchronizes) has
+// lost its end: its launches are charged their estimates at the next launch,
+// so the share still holds.
+TEST_F(LaunchGateTest, RunsCutBySynchronizeAreCharged) {
+  const CUfunction k = Kernel(0x100c, 40);
+  int i = 0;
+  const double got = Saturate(0, [&] {
+    const CUresult r = cuLaunchKernel(k, 1, 1, 1, 32, 1, 1, 0, stream_, nullptr, nullptr);
+    if (r == CUDA_SUCCESS && ++i % 8 == 0) return cuStreamSynchronize(stream_);
+    return r;
+  });
+  EXPECT_NEAR(got, CapFraction(), 0.03);
+}
+
 TEST_F(LaunchGateTest, ForkedChildIsGatedAndExits) {
   const CUfunction k = Kernel(0x1007, 1000);
   // Start the helper thread in the parent first.
