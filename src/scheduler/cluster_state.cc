@@ -119,6 +119,25 @@ ClusterView::NodeKind ClusterView::KindOf(std::string_view node, const std::stri
 
 uint64_t ClusterView::topology_version() const { return state_->topology_version_; }
 
+std::string ClusterView::AdmissionStall(std::string_view node, Clock::time_point now) const {
+  auto a = state_->awaiting_.find(node);
+  if (a == state_->awaiting_.end()) return "";
+  const std::string* oldest = nullptr;
+  Clock::time_point since = now;
+  for (const std::string& key : a->second) {
+    const Clock::time_point t = state_->pods_.at(key).awaiting_since;
+    if (oldest == nullptr || t < since) {
+      oldest = &key;
+      since = t;
+    }
+  }
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - since);
+  if (oldest == nullptr || waited <= state_->options_.admission_wait) return "";
+  return "node " + std::string(node) + " has not admitted pod " + *oldest + " for " +
+         std::to_string(waited.count() / 1000) + " s; tessera-scheduler binds one pod at a time to a node with a "
+         "node agent, so new pods go to other nodes until it does";
+}
+
 const std::map<std::string, int64_t, std::less<>>& ClusterView::Models() const {
   if (state_->models_dirty_) {
     state_->models_.clear();
@@ -425,6 +444,7 @@ Status ClusterState::ClaimAdmissionTurn(std::string_view pod_key, Clock::time_po
       return NotFound("pod " + std::string(pod_key) + " is not assumed by this extender");
     }
     PodRecord& rec = it->second;
+    GiveUpStaleAwaiting(rec.assignment.node, Clock::now());
     auto a = awaiting_.find(rec.assignment.node);
     if (a == awaiting_.end()) {
       rec.unposted = false;
@@ -636,8 +656,8 @@ void ClusterState::NoteUsage(const std::string& key, const PodRecord& rec, const
 
 void ClusterState::SyncAwaiting(const std::string& key, PodRecord& rec) {
   auto n = nodes_.find(rec.assignment.node);
-  const bool want =
-      rec.place == Place::kHeld && !rec.admitted && !rec.unposted && n != nodes_.end() && n->second.has_agent;
+  const bool want = rec.place == Place::kHeld && !rec.admitted && !rec.unposted && !rec.gave_up_awaiting &&
+                    n != nodes_.end() && n->second.has_agent;
   if (want == rec.awaiting) return;
   if (!want) {
     ClearAwaiting(key, rec);
@@ -645,7 +665,24 @@ void ClusterState::SyncAwaiting(const std::string& key, PodRecord& rec) {
     return;
   }
   rec.awaiting = true;
+  rec.awaiting_since = Clock::now();
   awaiting_[rec.assignment.node].insert(key);
+}
+
+void ClusterState::GiveUpStaleAwaiting(const std::string& node, Clock::time_point now) {
+  auto a = awaiting_.find(node);
+  if (a == awaiting_.end()) return;
+  const auto limit = options_.admission_wait * kAdmissionGiveUpFactor;
+  const std::set<std::string, std::less<>> keys = a->second;
+  for (const std::string& key : keys) {
+    PodRecord& rec = pods_.at(key);
+    if (now - rec.awaiting_since < limit) continue;
+    log_->warn("pod {} was bound to node {} {} s ago and its node agent has not admitted it; binds to {} no "
+               "longer wait for it (is the node's kubelet running?)",
+               key, node, std::chrono::duration_cast<std::chrono::seconds>(now - rec.awaiting_since).count(), node);
+    rec.gave_up_awaiting = true;
+    ClearAwaiting(key, rec);
+  }
 }
 
 void ClusterState::ClearAwaiting(const std::string& key, PodRecord& rec) {

@@ -70,6 +70,12 @@ namespace tessera::scheduler {
 
 using Clock = std::chrono::steady_clock;
 
+// A bound pod that has awaited admission this many admission waits (60 s at
+// the default 4 s) no longer holds binds to its node back: its node's kubelet
+// may never admit it (down, or the pod stuck), and the node must not be
+// wedged for everyone else.
+inline constexpr int kAdmissionGiveUpFactor = 15;
+
 struct ClusterStateOptions {
   // Extended resource names pods use (to recognise GPU pods).
   core::ResourceNames resources;
@@ -78,7 +84,10 @@ struct ClusterStateOptions {
   std::chrono::seconds assume_ttl{60};
   // How long AssumeOnNode waits for the node to admit the pod bound before
   // (nodes with an agent only). Keep it below kube-scheduler's extender
-  // httpTimeout. Default 4 s.
+  // httpTimeout. Default 4 s. A node whose bound pod has awaited admission
+  // longer than this is filtered out for new pods (AdmissionStall), and after
+  // kAdmissionGiveUpFactor times this the pod no longer holds binds to its
+  // node back.
   std::chrono::milliseconds admission_wait{4000};
   // Where decisions are logged; nullptr: spdlog's default logger.
   std::shared_ptr<spdlog::logger> logger;
@@ -155,6 +164,11 @@ class ClusterView {
   const core::PodRequest* HeldRequest(std::string_view key) const;
   // Predicted load of every GPU and the learned history.
   const LoadTracker& load() const;
+  // Why `node` should get no new pods now: a pod bound there has awaited its
+  // admission by the node agent for longer than admission_wait, so a bind
+  // there would wait behind it. "" when none. The text names the node, the
+  // pod and how long.
+  std::string AdmissionStall(std::string_view node, Clock::time_point now) const;
 
  private:
   friend class ClusterState;
@@ -252,6 +266,8 @@ class ClusterState {
     bool admitted = false;        // its node's agent allocated every GPU container, or it runs
     bool awaiting = false;        // listed in awaiting_ (SyncAwaiting)
     bool unposted = false;        // assumed here, its Binding not sent yet (ClaimAdmissionTurn)
+    Clock::time_point awaiting_since{};  // when it started awaiting admission
+    bool gave_up_awaiting = false;  // awaited kAdmissionGiveUpFactor waits: holds no bind back
     // For preemption: spec.priority, start time (status.startTime, else
     // creation; unix seconds), deletionTimestamp set; known once the pod
     // watch showed the pod.
@@ -286,6 +302,9 @@ class ClusterState {
   // longer does.
   void SyncAwaiting(const std::string& key, PodRecord& record);
   void ClearAwaiting(const std::string& key, PodRecord& record);
+  // Stops the pods that have awaited admission on `node` for
+  // kAdmissionGiveUpFactor admission waits from holding its binds back.
+  void GiveUpStaleAwaiting(const std::string& node, Clock::time_point now);
   void SetWaitingReason(const std::string& node, const std::string& why);
   // Feeds a held pod's tessera.io/usage to the LoadTracker; gives its node a
   // new version when its booked load changed.

@@ -289,6 +289,47 @@ TEST(ClusterStateTest, NodesWithAnAgentAdmitOneBoundPodAtATime) {
   EXPECT_TRUE(state.ClaimAdmissionTurn("ns/e", soon()).ok());
 }
 
+// Issue 19: a pod bound to a node whose kubelet never admits it must not
+// wedge the node. Past one admission wait the node is reported stalled (the
+// extender filters it out); past kAdmissionGiveUpFactor waits the pod no
+// longer holds binds to the node back.
+TEST(ClusterStateTest, ANodeThatDoesNotAdmitIsSteeredAroundThenNoLongerWaitedFor) {
+  ClusterStateOptions o = Options();
+  o.admission_wait = std::chrono::milliseconds(20);
+  ClusterState state(o);
+  json node = NodeJson("n1", 2, "A100", 40960);
+  node["metadata"]["annotations"][std::string(core::kNodeAgentAnnotation)] = "tessera-node/v1";
+  state.UpsertNode(node);
+  auto request = [](const std::string& name) {
+    return core::PodRequestFromJson(PodJson("ns", name, {{"main", 1, 4096, 25}}), core::ResourceNames{}).value();
+  };
+  auto on = [](int gpu) {
+    return [gpu](const core::NodeState& n) -> Result<core::Assignment> { return Share(n.info.name, gpu, 4096, 250); };
+  };
+  auto stall = [&] {
+    std::string why;
+    state.Read([&](const ClusterView& view) { why = view.AdmissionStall("n1", Clock::now()); });
+    return why;
+  };
+  const Clock::time_point start = Clock::now();
+  ASSERT_TRUE(state.AssumeOnNode(request("a"), "uid-ns-a", "n1", on(0), {}).ok());
+  ASSERT_TRUE(state.ClaimAdmissionTurn("ns/a", Clock::now() + o.admission_wait).ok());
+  EXPECT_EQ(stall(), "");  // just bound: admission takes a moment
+  std::this_thread::sleep_for(o.admission_wait * 2);
+  const std::string why = stall();
+  EXPECT_NE(why.find("node n1 has not admitted pod ns/a for "), std::string::npos) << why;
+  EXPECT_EQ(why.find('%'), std::string::npos) << why;  // goes into kube-scheduler's Event as written
+  // Before giving up, a second pod's bind still waits for a.
+  ASSERT_TRUE(state.AssumeOnNode(request("b"), "uid-ns-b", "n1", on(1), {}).ok());
+  if (Clock::now() - start < o.admission_wait * (kAdmissionGiveUpFactor - 3)) {
+    EXPECT_EQ(state.ClaimAdmissionTurn("ns/b", Clock::now() + o.admission_wait).code(), StatusCode::kUnavailable);
+  }
+  // Past the give-up, a no longer holds the node.
+  std::this_thread::sleep_until(start + o.admission_wait * (kAdmissionGiveUpFactor + 1));
+  EXPECT_TRUE(state.ClaimAdmissionTurn("ns/b", Clock::now() + o.admission_wait).ok());
+  EXPECT_EQ(stall(), "");  // b awaits now, from now
+}
+
 TEST(ClusterStateTest, AssumeChecksTheNodeAndThePick) {
   ClusterState state(Options());
   json plain = NodeJson("cpu", 0, "", 0);

@@ -128,9 +128,16 @@ HttpReply Extender::Filter(std::string_view body) {
     const int shape = ShapeIdLocked(*req);
     const auto& nodes = view.ledger().nodes();
     verdicts_[static_cast<size_t>(shape)].resize(std::max(verdicts_[static_cast<size_t>(shape)].size(), nodes.size()));
+    const Clock::time_point now = Clock::now();  // the admission clock (ClusterState's)
     for (size_t i = 0; i < n; ++i) {
       if (index[i] >= 0) {
         const core::NodeState& node = nodes[static_cast<size_t>(index[i])];
+        // A node still admitting an earlier pod for longer than the admission
+        // wait would hold this pod's bind back: steer it elsewhere (issue 19).
+        if (std::string stall = view.AdmissionStall(args->node_names[i], now); !stall.empty()) {
+          out.failed.emplace_back(i, owned.emplace_back(std::move(stall)));
+          continue;
+        }
         if (!nominations.empty()) {
           core::NodeState reserved = node;
           if (const std::string holders = ReserveAll(view, nominations, &reserved); !holders.empty()) {
