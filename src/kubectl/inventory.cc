@@ -16,6 +16,7 @@ using Json = nlohmann::json;
 
 
 struct Candidate {
+  bool handed_out = false;  // its node agent allocated a container (tessera.io/allocated)
   std::string assigned_at, created_at, key;
   core::PodRequest request;
   core::Assignment assignment;
@@ -99,14 +100,19 @@ Inventory BuildInventory(const Json& nodes, const Json& pods, const core::Resour
         continue;
       }
       const Json* at = Annotation(pod, core::kAssignedAtAnnotation);
-      candidates.push_back({at && at->is_string() ? at->get<std::string>() : std::string(),
+      const Json* allocated = Annotation(pod, core::kAllocatedAnnotation);
+      const bool handed_out = allocated != nullptr && allocated->is_string() && !allocated->get<std::string>().empty();
+      candidates.push_back({handed_out, at && at->is_string() ? at->get<std::string>() : std::string(),
                             StringAt(pod, {"metadata", "creationTimestamp"}), *key, std::move(request).value(),
                             std::move(assignment).value()});
     }
   }
-  // RFC 3339 times in UTC with whole seconds, as Kubernetes writes them, sort as text.
+  // What the node agents handed out first (a pod can write any assigned-at,
+  // but only the agent writes tessera.io/allocated), then by time: RFC 3339
+  // times in UTC with whole seconds, as Kubernetes writes them, sort as text.
   std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
-    return std::tie(a.assigned_at, a.created_at, a.key) < std::tie(b.assigned_at, b.created_at, b.key);
+    return std::tie(b.handed_out, a.assigned_at, a.created_at, a.key) <
+           std::tie(a.handed_out, b.assigned_at, b.created_at, b.key);
   });
   for (const Candidate& c : candidates) {
     if (ledger.FindNode(c.assignment.node) == nullptr) {
@@ -115,7 +121,14 @@ Inventory BuildInventory(const Json& nodes, const Json& pods, const core::Resour
       continue;
     }
     if (Status s = ledger.Assume(c.request, c.assignment); !s.ok()) {
-      inv.problems.push_back({"pod " + c.key, "its assignment does not fit: " + s.message()});
+      // Said as what it is: with a node agent's share handed out beyond the
+      // GPU the GPU is over-committed; otherwise the pod's assignment (not
+      // handed out yet) no longer fits beside what is.
+      inv.problems.push_back(
+          {"pod " + c.key, c.handed_out ? "over-committed: its node agent handed it a share that does not fit "
+                                          "beside the shares counted before it (shown): " + s.message()
+                                        : "its assignment does not fit beside the shares handed out (not "
+                                          "allocated yet; it will be refused at the node): " + s.message()});
       continue;
     }
     (void)ledger.Confirm(c.key);

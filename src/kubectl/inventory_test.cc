@@ -95,6 +95,30 @@ TEST(InventoryTest, OverCommitKeepsTheOlderHolderAndReportsTheOther) {
   EXPECT_NE(inv.problems[0].message.find("does not fit"), std::string::npos) << inv.problems[0].message;
 }
 
+// Issue 19: a pod that wrote itself an earlier assigned-at (or copied one)
+// must not push out the pod its node agent actually handed the GPU to.
+TEST(InventoryTest, WhatTheNodeAgentHandedOutIsCountedFirst) {
+  const Json nodes = Json::array({GpuNode("n", 1, "T4", 15360)});
+  Json legit = AssignedPod("default", "legit", OnNode("n", "main", {Share(0, 10240, 500)}), "Running",
+                           "2026-03-01T10:00:05Z");
+  legit["metadata"]["annotations"]["tessera.io/allocated"] = "main";
+  const Json forged = AssignedPod("default", "forged", OnNode("n", "main", {Share(0, 10240, 500)}), "Pending",
+                                  "2026-03-01T10:00:00Z");
+  const Inventory inv = BuildInventory(nodes, Json::array({forged, legit}));
+  ASSERT_EQ(inv.nodes[0].gpus[0].shares.size(), 1u);
+  EXPECT_EQ(inv.nodes[0].gpus[0].shares[0].pod, "legit");
+  ASSERT_EQ(inv.problems.size(), 1u);
+  EXPECT_EQ(inv.problems[0].object, "pod default/forged");
+  EXPECT_NE(inv.problems[0].message.find("not allocated yet; it will be refused at the node"), std::string::npos)
+      << inv.problems[0].message;
+  // Two handed out past the GPU (before node agents checked): an over-commit.
+  Json copy = forged;
+  copy["metadata"]["annotations"]["tessera.io/allocated"] = "main";
+  const Inventory over = BuildInventory(nodes, Json::array({copy, legit}));
+  ASSERT_EQ(over.problems.size(), 1u);
+  EXPECT_NE(over.problems[0].message.find("over-committed"), std::string::npos) << over.problems[0].message;
+}
+
 TEST(InventoryTest, TerminatingPodsStillHoldTheirShare) {
   Json pod = AssignedPod("default", "leaving", OnNode("n", "main", {Share(0, 2048, 100)}));
   pod["metadata"]["deletionTimestamp"] = "2026-03-01T10:00:00Z";
