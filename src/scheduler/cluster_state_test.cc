@@ -241,20 +241,28 @@ TEST(ClusterStateTest, AssumedPodsAreConfirmedByTheWatchOrExpire) {
   EXPECT_EQ(state.ForgetAssumed("ns/q").code(), StatusCode::kNotFound);
 }
 
+// For the admission tests: a node whose agent marked it, a 4096 MiB / 25 %
+// request, and a pick of that share on GPU `gpu`.
+json AgentNodeJson(const std::string& name) {
+  json node = NodeJson(name, 2, "A100", 40960);
+  node["metadata"]["annotations"][std::string(core::kNodeAgentAnnotation)] = "tessera-node/v1";
+  return node;
+}
+core::PodRequest QuarterRequest(const std::string& name) {
+  return core::PodRequestFromJson(PodJson("ns", name, {{"main", 1, 4096, 25}}), core::ResourceNames{}).value();
+}
+ClusterState::PickFn QuarterOn(int gpu) {
+  return [gpu](const core::NodeState& n) -> Result<core::Assignment> { return Share(n.info.name, gpu, 4096, 250); };
+}
+
 TEST(ClusterStateTest, NodesWithAnAgentAdmitOneBoundPodAtATime) {
   ClusterStateOptions o = Options();
   o.admission_wait = std::chrono::milliseconds(100);
   ClusterState state(o);
-  json node = NodeJson("n1", 2, "A100", 40960);
-  node["metadata"]["annotations"][std::string(core::kNodeAgentAnnotation)] = "tessera-node/v1";
-  state.UpsertNode(node);
+  state.UpsertNode(AgentNodeJson("n1"));
   state.UpsertNode(NodeJson("plain", 2, "A100", 40960));  // no agent: nothing waits there
-  auto request = [](const std::string& name) {
-    return core::PodRequestFromJson(PodJson("ns", name, {{"main", 1, 4096, 25}}), core::ResourceNames{}).value();
-  };
-  auto on = [](int gpu) {
-    return [gpu](const core::NodeState& n) -> Result<core::Assignment> { return Share(n.info.name, gpu, 4096, 250); };
-  };
+  auto request = QuarterRequest;
+  auto on = QuarterOn;
   auto soon = [&] { return Clock::now() + o.admission_wait; };
   auto a = state.AssumeOnNode(request("a"), "uid-ns-a", "n1", on(0), {});
   ASSERT_TRUE(a.ok()) << a.status().ToString();
@@ -297,15 +305,9 @@ TEST(ClusterStateTest, ANodeThatDoesNotAdmitIsSteeredAroundThenNoLongerWaitedFor
   ClusterStateOptions o = Options();
   o.admission_wait = std::chrono::milliseconds(20);
   ClusterState state(o);
-  json node = NodeJson("n1", 2, "A100", 40960);
-  node["metadata"]["annotations"][std::string(core::kNodeAgentAnnotation)] = "tessera-node/v1";
-  state.UpsertNode(node);
-  auto request = [](const std::string& name) {
-    return core::PodRequestFromJson(PodJson("ns", name, {{"main", 1, 4096, 25}}), core::ResourceNames{}).value();
-  };
-  auto on = [](int gpu) {
-    return [gpu](const core::NodeState& n) -> Result<core::Assignment> { return Share(n.info.name, gpu, 4096, 250); };
-  };
+  state.UpsertNode(AgentNodeJson("n1"));
+  auto request = QuarterRequest;
+  auto on = QuarterOn;
   auto stall = [&] {
     std::string why;
     state.Read([&](const ClusterView& view) { why = view.AdmissionStall("n1", Clock::now()); });

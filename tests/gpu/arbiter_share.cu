@@ -80,19 +80,9 @@
 #include <vector>
 
 #include "result_line.h"
+#include "test_kernels.cuh"
 
 namespace {
-
-// A fixed amount of work, ~1 ms alone: a dependent multiply-add chain per
-// thread. Not a clock64 spin: the SM clock runs on while the GPU
-// time-slices to another context, so a spin preempted mid-way finishes
-// early and counts GPU time it never had (two uncapped spin loops each
-// "got" 0.64 of an H200).
-__global__ void Chain(long long iters, float* sink) {
-  float x = static_cast<float>(threadIdx.x);
-  for (long long i = 0; i < iters; ++i) x = fmaf(x, 0.999999f, 0.5f);
-  if (x == -1.0f) *sink = x;  // never true; keeps the chain
-}
 
 // FMA-bound: throughput follows the SMs a context may use.
 __global__ void Fma(int iters, float* sink) {
@@ -105,16 +95,6 @@ __global__ void Fma(int iters, float* sink) {
   }
   if (a0 + a1 + a2 + a3 == -1.0f) *sink = a0;
 }
-
-#define CUDA_OK(expr)                                                                            \
-  do {                                                                                           \
-    cudaError_t e_ = (expr);                                                                     \
-    if (e_ != cudaSuccess) {                                                                     \
-      std::printf("%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_));         \
-      std::fflush(stdout);                                                                       \
-      std::exit(2);                                                                              \
-    }                                                                                            \
-  } while (0)
 
 double NowReal() {
   timespec ts;
@@ -158,7 +138,7 @@ int RunWorker(const std::string& kind, double seconds, long work, long sleep_ms,
     if (kind == "fma") {
       Fma<<<sms * 64, 256, 0, s>>>(4096, sink);
     } else {
-      Chain<<<sms, 128, 0, s>>>(chain_iters, sink);
+      Chain<<<sms, 128, 0, s>>>(chain_iters, nullptr, sink);
     }
     CUDA_OK(cudaGetLastError());
   };

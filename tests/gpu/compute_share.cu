@@ -23,39 +23,9 @@
 #include <utility>
 
 #include "result_line.h"
+#include "test_kernels.cuh"
 
 namespace {
-
-// Spins for `cycles` of the SM's clock: a fixed time alone, but not a fixed
-// amount of work beside another context, since the clock runs on while the
-// GPU time-slices to the other one (two uncapped processes "got" 0.64 of
-// the GPU each on an H200). Used where a process is alone on the GPU.
-__global__ void Spin(long long cycles, unsigned long long* done) {
-  const long long start = clock64();
-  while (clock64() - start < cycles) {
-  }
-  if (threadIdx.x == 0 && blockIdx.x == 0) atomicAdd(done, 1ull);
-}
-
-// A fixed amount of work (a dependent chain of `iters` multiply-adds per
-// thread): kernels completed measure GPU time received even while the GPU
-// time-slices between contexts. Used where processes share the GPU.
-__global__ void Work(long long iters, unsigned long long* done, float* sink) {
-  float x = static_cast<float>(threadIdx.x);
-  for (long long i = 0; i < iters; ++i) x = fmaf(x, 0.999999f, 0.5f);
-  if (x == -1.0f) *sink = x;  // never true; keeps the chain
-  if (threadIdx.x == 0 && blockIdx.x == 0) atomicAdd(done, 1ull);
-}
-
-#define CUDA_OK(expr)                                                                   \
-  do {                                                                                  \
-    cudaError_t e_ = (expr);                                                            \
-    if (e_ != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr,                \
-                   cudaGetErrorString(e_));                                             \
-      std::exit(2);                                                                     \
-    }                                                                                   \
-  } while (0)
 
 // Kernels completed per second over `seconds` of wall time.
 double Child(const std::string& mode, double seconds) {
@@ -89,7 +59,7 @@ double Child(const std::string& mode, double seconds) {
                                           args, 0, s));
     } else {
       if (mode == "work") {
-        Work<<<sms, 128, 0, s>>>(work_iters, done, sink);
+        Chain<<<sms, 128, 0, s>>>(work_iters, done, sink);
       } else {
         Spin<<<sms, 128, 0, s>>>(cycles, done);
       }

@@ -40,27 +40,13 @@
 #include <vector>
 
 #include "result_line.h"
+#include "test_kernels.cuh"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
 __global__ void Empty() {}
-
-__global__ void Spin(long long cycles) {
-  const long long start = clock64();
-  while (clock64() - start < cycles) {
-  }
-}
-
-// A fixed amount of work (a dependent multiply-add chain): unlike Spin, its
-// GPU time does not shrink when the GPU time-slices to another context
-// mid-kernel (the SM clock runs on meanwhile).
-__global__ void Work(long long iters, float* sink) {
-  float x = static_cast<float>(threadIdx.x);
-  for (long long i = 0; i < iters; ++i) x = fmaf(x, 0.999999f, 0.5f);
-  if (x == -1.0f) *sink = x;
-}
 
 #define CU_OK(expr)                                                          \
   do {                                                                       \
@@ -71,23 +57,6 @@ __global__ void Work(long long iters, float* sink) {
       std::exit(2);                                                          \
     }                                                                        \
   } while (0)
-
-#define CUDA_OK(expr)                                                           \
-  do {                                                                          \
-    cudaError_t e_ = (expr);                                                    \
-    if (e_ != cudaSuccess) {                                                    \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr,        \
-                   cudaGetErrorString(e_));                                     \
-      std::exit(2);                                                             \
-    }                                                                           \
-  } while (0)
-
-double Us(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? -1 : v[v.size() / 2];
-}
 
 // Median over 51 batches of `n` calls of `f`, in microseconds per call;
 // `between` runs after each batch, untimed.
@@ -157,7 +126,7 @@ void Events(CUstream s, long long cycles20us, ResultLine& r) {
     for (int b = 0; b < 101; ++b) {
       const auto t0 = Clock::now();
       for (int i = 0; i < 32; ++i) {
-        Spin<<<1, 32, 0, s>>>(cycles20us);
+        Spin<<<1, 32, 0, s>>>(cycles20us, nullptr);
         if (every > 0 && i % every == every - 1) cuEventRecord(ev[i], s);
       }
       cuStreamSynchronize(s);
@@ -200,7 +169,7 @@ int SliceChild(bool chained, double pace, double alone_ms, double seconds, doubl
   float* sink = nullptr;
   CUDA_OK(cudaMalloc(&sink, sizeof(*sink)));
   const long long iters = khz / 4;  // ~1 ms: a multiply-add's latency is ~4 cycles
-  for (int i = 0; i < 5; ++i) Work<<<sms, 128, 0, s>>>(iters, sink);
+  for (int i = 0; i < 5; ++i) Chain<<<sms, 128, 0, s>>>(iters, nullptr, sink);
   CU_OK(cuStreamSynchronize(s));
   struct Launch {
     CUevent start;  // may be the previous launch's end
@@ -260,7 +229,7 @@ int SliceChild(bool chained, double pace, double alone_ms, double seconds, doubl
       l.start = take();
       CU_OK(cuEventRecord(l.start, s));
     }
-    Work<<<sms, 128, 0, s>>>(iters, sink);
+    Chain<<<sms, 128, 0, s>>>(iters, nullptr, sink);
     l.end = take();
     CU_OK(cuEventRecord(l.end, s));
     q.push_back(l);

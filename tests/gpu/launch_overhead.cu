@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "result_line.h"
+#include "test_kernels.cuh"
 
 namespace {
 
@@ -33,18 +34,6 @@ using Clock = std::chrono::steady_clock;
 
 __global__ void Empty() {}
 
-__global__ void Spin(long long cycles) {
-  const long long start = clock64();
-  while (clock64() - start < cycles) {
-  }
-}
-
-double Us(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? -1 : v[v.size() / 2];
-}
 
 bool Ok(cudaError_t e) {
   if (e != cudaSuccess) std::fprintf(stderr, "CUDA error %s\n", cudaGetErrorString(e));
@@ -62,7 +51,7 @@ int Child() {
   const long long cycles = khz / 50;  // ~20 us at the peak clock
   for (int i = 0; i < 50; ++i) {
     Empty<<<1, 32, 0, s>>>();
-    Spin<<<1, 32, 0, s>>>(cycles);
+    Spin<<<1, 32, 0, s>>>(cycles, nullptr);
   }
   if (!Ok(cudaStreamSynchronize(s))) return 1;
   std::vector<double> launch, burst;
@@ -74,7 +63,7 @@ int Child() {
     launch.push_back(Us(t1 - t0) / 64);
     std::this_thread::sleep_for(std::chrono::microseconds(500));
     const auto t2 = Clock::now();
-    for (int i = 0; i < 32; ++i) Spin<<<1, 32, 0, s>>>(cycles);
+    for (int i = 0; i < 32; ++i) Spin<<<1, 32, 0, s>>>(cycles, nullptr);
     cudaStreamSynchronize(s);
     burst.push_back(Us(Clock::now() - t2));
     std::this_thread::sleep_for(std::chrono::microseconds(1500));
