@@ -111,8 +111,8 @@ Inventory BuildInventory(const Json& nodes, const Json& pods, const core::Resour
   // but only the agent writes tessera.io/allocated), then by time: RFC 3339
   // times in UTC with whole seconds, as Kubernetes writes them, sort as text.
   std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
-    return std::tie(b.handed_out, a.assigned_at, a.created_at, a.key) <
-           std::tie(a.handed_out, b.assigned_at, b.created_at, b.key);
+    const bool a_later = !a.handed_out, b_later = !b.handed_out;
+    return std::tie(a_later, a.assigned_at, a.created_at, a.key) < std::tie(b_later, b.assigned_at, b.created_at, b.key);
   });
   for (const Candidate& c : candidates) {
     if (ledger.FindNode(c.assignment.node) == nullptr) {
