@@ -367,6 +367,54 @@ TEST_F(NodePathTest, VanishedGpuFailsTheAllocateWithItsReason) {
   EXPECT_NE(events.back().find(lost), std::string::npos) << events.back();
 }
 
+// Issue 19, end to end: pods that skip the scheduler (spec.nodeName set) with
+// a hand-written assignment larger than they ask for, or with a running pod's
+// assignment copied onto them, get no share: the kubelet fails them with the
+// node agent's reason, each carries TesseraAssignmentRefused, and the running
+// pod keeps its GPU.
+TEST_F(NodePathTest, PodsThatSkipTheSchedulerGetNoShareBeyondWhatTheyAskAndFits) {
+  StartFarm(1, 2, 40960);
+  ASSERT_TRUE(Submit("legit", {{"main", 1, 8192, 60}}).ok());
+  ExpectRunningAsAssigned("legit");
+  auto legit = client_->Get(kube::PodPath(ns_, "legit"));
+  ASSERT_TRUE(legit.ok()) << legit.status().ToString();
+  const std::string node = (*legit)["spec"]["nodeName"].get<std::string>();
+  const core::GpuShare share = AssignmentOf(*legit).containers.at(0).gpus.at(0);
+  const core::Assignment larger{node, {{"main", {{share.index, share.uuid, 15360, 1000}}}}};
+  struct Case {
+    const char* name;
+    ContainerShape shape;
+    std::string assignment;
+    std::string why;
+  };
+  const Case cases[] = {
+      {"forged", {"main", 1, 1024, 5}, *core::EncodeAssignment(larger),
+       "is given 15360 MiB and 100 percent of GPU " + std::to_string(share.index) +
+           ", but asks for 1024 MiB and 5 percent"},
+      {"copied", {"main", 1, 8192, 60}, Annotation(*legit, core::kAssignmentAnnotation),
+       "together over 100 percent"},
+  };
+  for (const Case& c : cases) {
+    json pod = GpuPod(ns_, c.name, {c.shape}, GroupSelector(),
+                      {{std::string(core::kAssignmentAnnotation), c.assignment},
+                       {std::string(core::kAssignedAtAnnotation), "2026-01-01T00:00:00Z"}});
+    pod["spec"]["nodeName"] = node;
+    ASSERT_TRUE(client_->Create(kube::PodsPath(ns_), pod).ok()) << c.name;
+  }
+  for (const Case& c : cases) {
+    auto pod = Settled(c.name);
+    ASSERT_TRUE(pod.ok()) << pod.status().ToString();
+    EXPECT_EQ(Phase(*pod), "Failed") << c.name << " ran with a share the scheduler never granted";
+    const std::string message = (*pod)["status"].value("message", "");
+    EXPECT_NE(message.find(c.why), std::string::npos) << c.name << ": " << message;
+    EXPECT_TRUE(Annotation(*pod, kSimAllocationsAnnotation).empty()) << c.name;
+    EXPECT_FALSE(WaitForEvents(c.name, "TesseraAssignmentRefused", seconds(10)).empty()) << c.name;
+  }
+  ExpectRunningAsAssigned("legit");
+  auto overcommit = FindOvercommit(*client_);
+  EXPECT_TRUE(overcommit.empty()) << ::testing::PrintToString(overcommit);
+}
+
 // What a container uses reaches the node agent's /metrics, the pod's
 // tessera.io/usage annotation, an Event when an allocation is refused at the
 // limit, and kubectl tessera top. The container's processes are the fake-CUDA
