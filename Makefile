@@ -2,6 +2,12 @@
 # Both run scripts/setup.sh first, which is a no-op once packages are present.
 BUILD ?= build
 JOBS ?= $(shell nproc)
+# ccache (installed by setup) keeps compiled objects in ~/.cache/ccache, outside
+# the clone, keyed on paths relative to the clone: another clone or worktree of
+# the same commit reuses them. Turn it off with CCACHE_DISABLE=1.
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := 1
+LAUNCHER = $(if $(shell command -v ccache),-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 
 .PHONY: setup build demo sim-demo test test-asan clean
 
@@ -9,7 +15,7 @@ setup:
 	./scripts/setup.sh
 
 build: setup
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_WERROR=ON
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_WERROR=ON $(LAUNCHER)
 	cmake --build $(BUILD) -j $(JOBS)
 
 # The main job on its embedded default: a local control plane with
@@ -31,7 +37,7 @@ test: build
 
 test-asan: setup
 	cmake -S . -B $(BUILD)-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTESSERA_WERROR=ON \
-	  -DTESSERA_SANITIZE=ON -DTESSERA_BUILD_BENCH=OFF
+	  -DTESSERA_SANITIZE=ON -DTESSERA_BUILD_BENCH=OFF $(LAUNCHER)
 	cmake --build $(BUILD)-asan -j $(JOBS)
 	cd $(BUILD)-asan && ctest --output-on-failure -j $(JOBS) -L 'unit|fuzz'
 

@@ -9,6 +9,7 @@ set -euo pipefail
 
 PACKAGES=(
   cmake ninja-build g++ make pkg-config
+  ccache                              # compiler cache outside the clone (~/.cache/ccache): rebuilds and CI reuse objects
   clang-14 libclang-rt-14-dev         # fuzzing (libFuzzer) and sanitizer runtimes
   libgtest-dev libgmock-dev           # unit tests
   libbenchmark-dev                    # bench/
