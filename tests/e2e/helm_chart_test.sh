@@ -99,6 +99,12 @@ extender:
 scheduler:
   extender:
     extraManagedResources: [{name: example.com/gpu-share, ignoredByScheduler: true}]
+# The admission policy checks this test's namespace only, so suites that
+# share the cluster fixture are never in its way.
+admissionPolicy:
+  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: tessera-chart-e2e}}
+networkPolicy:
+  metricsFrom: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}]
 VALUES
 
 step "0. docs/install.md agrees with this test and with values.yaml"
@@ -192,13 +198,33 @@ echo "configOnly: $(kinds "$work/configonly.yaml")"
 grep -q 'schedulerName: tessera-scheduler' "$work/default.yaml" || fail "default: no tessera-scheduler profile"
 if grep -q 'schedulerName:' "$work/configonly.yaml"; then fail "configOnly: renders a profile"; fi
 grep -q 'urlPrefix: http://tessera-extender.tessera-system.svc:12345' "$work/configonly.yaml" || fail "configOnly: no extender entry"
+# Who may grant a share, and who may reach the ports: the admission policy
+# and its binding everywhere; the extender's NetworkPolicy where the chart
+# knows its caller (its own kube-scheduler, or networkPolicy.extenderFrom);
+# the metrics port's only when metricsFrom names a scraper.
+count() { grep -c "^kind: $2\$" "$1" || true; }
+for f in default configonly sim; do
+  [[ $(count "$work/$f.yaml" ValidatingAdmissionPolicy) == 1 && $(count "$work/$f.yaml" ValidatingAdmissionPolicyBinding) == 1 ]] \
+    || fail "$f: expected one ValidatingAdmissionPolicy and its binding"
+done
+[[ $(count "$work/default.yaml" NetworkPolicy) == 1 ]] || fail "default: expected the extender's NetworkPolicy only"
+[[ $(count "$work/configonly.yaml" NetworkPolicy) == 0 ]] || fail "configOnly without extenderFrom: expected no NetworkPolicy"
+[[ $(count "$work/sim.yaml" NetworkPolicy) == 2 ]] || fail "metricsFrom set: expected the extender's and the metrics NetworkPolicy"
+"$helm" template tessera "$chart" --namespace "$docs_ns" --set scheduler.mode=configOnly \
+  --set-json 'networkPolicy.extenderFrom=[{"ipBlock":{"cidr":"192.0.2.0/24"}}]' > "$work/configonly-np.yaml"
+[[ $(count "$work/configonly-np.yaml" NetworkPolicy) == 1 ]] && grep -qF 'cidr: 192.0.2.0/24' "$work/configonly-np.yaml" \
+  || fail "configOnly with extenderFrom: no extender NetworkPolicy admitting it"
+"$helm" template tessera "$chart" --namespace "$docs_ns" --set admissionPolicy.enabled=false --set networkPolicy.enabled=false \
+  > "$work/no-policies.yaml"
+[[ $(count "$work/no-policies.yaml" ValidatingAdmissionPolicy) == 0 && $(count "$work/no-policies.yaml" NetworkPolicy) == 0 ]] \
+  || fail "policies rendered although disabled"
 
 step "2. kubectl apply --dry-run=server against the pinned release's API server"
 drop_namespace "$ns"; drop_namespace "$docs_ns"   # left by an earlier run on this cluster
 "$kubectl" version -o json | python3 -c 'import json,sys; print("server", json.load(sys.stdin)["serverVersion"]["gitVersion"])'
 "$kubectl" create namespace "$docs_ns" --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
 "$kubectl" create namespace "$ns" --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
-for f in default configonly sim gpushare-rendered hami-rendered; do
+for f in default configonly configonly-np sim gpushare-rendered hami-rendered; do
   "$kubectl" apply --dry-run=server --validate=strict -f "$work/$f.yaml" > "$work/$f.dry-run"
   echo "$f: $(wc -l < "$work/$f.dry-run") objects accepted"
 done
@@ -244,6 +270,58 @@ for o in deployment/$rel-extender deployment/$rel-kube-scheduler daemonset/$rel-
 done
 "$kubectl" get clusterrole/$rel-extender clusterrole/$rel-node clusterrolebinding/$rel-kube-scheduler -o name >/dev/null
 echo "every object created (no pods: the fixture has no controller-manager or kubelet)"
+
+step "4b. only the chart's service accounts write grants (the ValidatingAdmissionPolicy at work)"
+# A pod author (alice, who may create, patch and bind pods in $ns) tries
+# what issue 19 found: a pod created with a hand-written assignment, an
+# assignment or an allocation added to her own pod, one removed, and a
+# Binding carrying an assignment. The API server must refuse each, naming
+# the component that owns the annotation; unrelated changes still pass.
+"$kubectl" -n "$ns" create role pod-author --verb=create,get,patch,update --resource=pods,pods/binding \
+  --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
+"$kubectl" -n "$ns" create rolebinding pod-author --role=pod-author --user=alice \
+  --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
+as_alice() { "$kubectl" --as=alice -n "$ns" "$@"; }
+forged() {  # forged NAME: a pod on node helm-gpu with an assignment written by hand
+  printf '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"%s","annotations":{"tessera.io/assignment":"%s"}},%s}' "$1" \
+    '{\"v\":1,\"containers\":[{\"name\":\"c\",\"gpus\":[{\"index\":0,\"memMiB\":40960,\"corePercent\":100}]}]}' \
+    '"spec":{"nodeName":"helm-gpu","containers":[{"name":"c","image":"busybox"}]}'
+}
+refused() {  # refused WHAT WANT CMD...: CMD must fail with a message containing WANT
+  local what=$1 want=$2; shift 2
+  if "$@" > "$work/refused.out" 2>&1; then fail "$what: accepted"; fi
+  grep -qF -- "$want" "$work/refused.out" || fail "$what: $(cat "$work/refused.out")"
+  printf '  refused: %-44s %s\n' "$what" "$(grep -o 'only tessera-[a-z]*.*' "$work/refused.out" | cut -c1-110)"
+}
+# The policy takes a moment to reach the API server's admission chain.
+deadline=$((SECONDS + 30))
+until ! forged forged-0 | as_alice create -f - > "$work/refused.out" 2>&1; do
+  as_alice delete pod forged-0 --wait=false >/dev/null 2>&1 || true
+  "$kubectl" -n "$ns" delete pod forged-0 --grace-period=0 --force >/dev/null 2>&1 || true
+  ((SECONDS < deadline)) || fail "the admission policy did not refuse a forged assignment within 30 s"
+  sleep 1
+done
+ext_user="system:serviceaccount:$ns:$rel-extender" node_user="system:serviceaccount:$ns:$rel-node"
+refused "create with a hand-written assignment" "only tessera-scheduler ($ext_user) grants GPU shares: alice may not set or change tessera.io/assignment" \
+  as_alice create -f - < <(forged forged-1)
+printf '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"own","annotations":{"note":"mine"}},"spec":{"nodeName":"helm-gpu","containers":[{"name":"c","image":"busybox"}]}}' \
+  | as_alice create -f - >/dev/null || fail "alice cannot create a plain pod"
+refused "annotate an assignment onto her pod" "alice may not set or change tessera.io/assignment, tessera.io/assigned-at" \
+  as_alice annotate pod own tessera.io/assignment=x tessera.io/assigned-at=2026-01-01T00:00:00Z
+refused "annotate an allocation onto her pod" "only tessera-node ($node_user) records allocations and usage: alice may not set or change tessera.io/allocated" \
+  as_alice annotate pod own tessera.io/allocated=c
+"$kubectl" -n "$ns" annotate pod own tessera.io/assignment=granted >/dev/null   # as a cluster admin: exempt
+refused "remove the assignment" "alice may not set or change tessera.io/assignment" \
+  as_alice annotate pod own tessera.io/assignment-
+as_alice annotate pod own note=changed --overwrite >/dev/null || fail "an unrelated annotation on a pod with a grant was refused"
+as_alice label pod own team=a >/dev/null || fail "a label on a pod with a grant was refused"
+printf '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"unbound"},"spec":{"containers":[{"name":"c","image":"busybox"}]}}' \
+  | as_alice create -f - >/dev/null
+refused "bind with an assignment in the Binding" "alice may not set or change tessera.io/assignment" \
+  as_alice create --raw "/api/v1/namespaces/$ns/pods/unbound/binding" -f - < <(printf \
+  '{"apiVersion":"v1","kind":"Binding","metadata":{"name":"unbound","annotations":{"tessera.io/assignment":"x"}},"target":{"kind":"Node","name":"helm-gpu"}}')
+"$kubectl" -n "$ns" delete pod own unbound --grace-period=0 --force >/dev/null 2>&1
+echo "unrelated changes pass; step 6 shows the chart's own service accounts granting and allocating through the policy"
 
 step "5. RBAC: kubectl auth can-i as each ServiceAccount"
 can() {  # can yes|no SA VERB RESOURCE[/NAME][#SUBRESOURCE] [NAMESPACE]
