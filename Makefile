@@ -9,7 +9,7 @@ export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 LAUNCHER = $(if $(shell command -v ccache),-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 
-.PHONY: setup build demo sim-demo test test-asan clean
+.PHONY: setup build images demo sim-demo test test-asan clean
 
 setup:
 	./scripts/setup.sh
@@ -17,6 +17,11 @@ setup:
 build: setup
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_WERROR=ON $(LAUNCHER)
 	cmake --build $(BUILD) -j $(JOBS)
+
+# Tessera's images, built by buildah from deploy/images/Dockerfile with this
+# build's artifacts, as OCI archives in $(BUILD)/images (no daemon, no registry).
+images: build
+	./scripts/build-images.sh $(BUILD) $(BUILD)/images
 
 # The main job on its embedded default: a local control plane with
 # tessera-scheduler as kube-scheduler's extender, simulated GPU nodes and the
@@ -29,10 +34,10 @@ demo: build
 sim-demo: build
 	./scripts/sim-demo.sh $(BUILD)
 
-# Every test: the -Werror build under ctest, then the unit and fuzz tests
+# Every test: the -Werror build and its images under ctest, then the unit and fuzz tests
 # again under AddressSanitizer + UBSan.
-test: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+test: build images
+	cd $(BUILD) && TESSERA_REQUIRE_IMAGES=1 ctest --output-on-failure -j $(JOBS)
 	$(MAKE) test-asan
 
 test-asan: setup

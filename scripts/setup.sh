@@ -26,6 +26,7 @@ PACKAGES=(
   curl                                # control plane readiness checks
   prometheus                          # promtool: `promtool check metrics` on /metrics (metrics_promtool_test)
   tmux                                # kubectl-tessera terminal captures (scripts/kubectl-tessera-captures.sh)
+  buildah mmdebstrap                  # Tessera's images from deploy/images/Dockerfile without a daemon (scripts/build-images.sh)
   valgrind                            # callgrind instruction counts of the hooked CUDA path (bench/hook_instructions.sh)
 )
 

@@ -6,12 +6,16 @@
 STAGE_DIR is what scripts/build-release.sh staged (CI runs it first). Rules,
 each failure printed with its line:
   - every FROM names a pinned tag (not :latest, not untagged) or a digest,
-    or an earlier stage; stage names are unique;
+    an earlier stage or `scratch`, with ${ARG}s read from the global ARGs'
+    defaults (before the first FROM); stage names are unique;
+  - the stage named `build` runs the recipe below; `staged` (if present)
+    copies only the build context's stage/; `artifacts` is FROM one of the
+    two and its COPYs are checked as the build stage's;
   - no ADD (COPY only: no URLs, no archive auto-extraction);
   - COPY --from names an earlier stage; a file copied from the build stage's
-    /stage exists in STAGE_DIR, and the build stage runs scripts/setup.sh
+    (or artifacts') /stage exists in STAGE_DIR, and the build stage runs scripts/setup.sh
     and scripts/build-release.sh ... /stage (the recipe CI runs);
-  - every stage after the build stage ends with a USER, non-root unless named
+  - every runtime stage (all but build, staged, artifacts) ends with a USER, non-root unless named
     with --root-stage, and then a comment in the stage says why (contains
     "Root");
   - ENTRYPOINT is in exec form and names a file COPY'd into that stage;
@@ -67,7 +71,8 @@ def main(argv):
     def err(line, msg):
         errors.append(f"{dockerfile}:{line}: {msg}")
 
-    stages = []  # dicts: name, line, instrs, comments
+    stages = []  # dicts: name, line, instrs, comments, base
+    global_args = {}
     for line, kw, rest, comments in parse(dockerfile):
         if kw == "FROM":
             m = re.match(r"(?:--platform=\S+\s+)?(\S+)(?:\s+AS\s+(\S+))?$", rest, re.I)
@@ -75,18 +80,25 @@ def main(argv):
                 err(line, f"cannot read FROM {rest!r}")
                 continue
             image, name = m.group(1), m.group(2) or str(len(stages))
+            for arg in re.findall(r"\$\{(\w+)\}", image):
+                if arg not in global_args:
+                    err(line, f"FROM uses ${{{arg}}}, which no global ARG gives a default")
+                image = image.replace("${" + arg + "}", global_args.get(arg, ""))
             known = [s["name"] for s in stages]
             if name in known:
                 err(line, f"stage name {name} used twice")
-            if image not in known:
+            if image not in known and image != "scratch":
                 ref = image.rsplit("/", 1)[-1]
                 if "@sha256:" not in image and (":" not in ref or ref.endswith(":latest")):
                     err(line, f"base image {image} is not pinned to a tag or digest")
-            stages.append({"name": name, "line": line, "instrs": [], "comments": list(comments)})
+            stages.append({"name": name, "line": line, "instrs": [], "comments": list(comments), "base": image})
             continue
         if not stages:
             if kw != "ARG":
                 err(line, f"{kw} before the first FROM")
+            else:
+                key, _, default = rest.partition("=")
+                global_args[key.strip()] = default.strip()
             continue
         stages[-1]["instrs"].append((line, kw, rest))
         stages[-1]["comments"] += comments
@@ -94,7 +106,24 @@ def main(argv):
     if not stages:
         err(1, "no FROM")
     names = [s["name"] for s in stages]
-    build = stages[0] if stages else None
+    build = next((s for s in stages if s["name"] == "build"), None)
+    if build is None:
+        err(1, "no stage named build")
+    support = {"build", "staged", "artifacts"}
+    # Stages whose /stage is the build stage's: build itself, and artifacts.
+    builds = {"build"}
+    art = next((s for s in stages if s["name"] == "artifacts"), None)
+    if art:
+        if art["base"] not in ("build", "staged"):
+            err(art["line"], f"artifacts is FROM {art['base']}, not build or staged")
+        if art["instrs"]:
+            err(art["line"], "artifacts must only name where the artifacts come from")
+        builds.add("artifacts")
+    staged = next((s for s in stages if s["name"] == "staged"), None)
+    if staged:
+        for line, kw, rest in staged["instrs"]:
+            if kw != "COPY" or shlex.split(rest) != ["stage/", "/stage/"]:
+                err(line, "the staged stage may only COPY stage/ /stage/")
     if build:
         runs = " ".join(r for _, k, r in build["instrs"] if k == "RUN")
         if "scripts/setup.sh" not in runs:
@@ -117,7 +146,7 @@ def main(argv):
                 if frm:
                     if frm[0] not in names[:idx]:
                         err(line, f"COPY --from={frm[0]} names no earlier stage")
-                    elif frm[0] == names[0]:
+                    elif frm[0] in builds:
                         for s in srcs:
                             if s.startswith("/stage/"):
                                 local = os.path.join(stage_dir, s[len("/stage/"):])
@@ -139,9 +168,9 @@ def main(argv):
                     err(line, "ENTRYPOINT must be in exec form")
                 elif cmd[0] not in copied:
                     err(line, f"ENTRYPOINT {cmd[0]} is not copied into stage {st['name']}")
-        copied_anywhere |= copied if idx > 0 else set()
-        if idx == 0:
+        if st["name"] in support:
             continue
+        copied_anywhere |= copied
         if user is None:
             err(st["line"], f"stage {st['name']} sets no USER")
         elif user in ("0", "root"):

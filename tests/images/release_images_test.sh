@@ -57,13 +57,15 @@ expect_refused() {  # expect_refused WHAT MESSAGE SED-SCRIPT
   grep -q "$2" <<<"$out" || fail "$1: $out"
   echo "refused as it should: $1"
 }
-expect_refused "unpinned base image" "is not pinned" 's|^FROM debian:12.11-slim AS tessera-scheduler|FROM debian AS tessera-scheduler|'
-expect_refused ":latest base image" "is not pinned" 's|^FROM debian:12.11 AS build|FROM debian:latest AS build|'
+expect_refused "unpinned base image" "is not pinned" 's|^FROM ${DEBIAN_SLIM} AS tessera-scheduler|FROM debian AS tessera-scheduler|'
+expect_refused ":latest base image" "is not pinned" 's|^ARG DEBIAN=debian:12.11$|ARG DEBIAN=debian:latest|'
 expect_refused "ADD of a URL" "ADD is not allowed" 's|^WORKDIR /src|ADD https://example.com/x.tgz /x\nWORKDIR /src|'
 expect_refused "root scheduler" "tessera-scheduler runs as root" '0,/^USER 65532:65532/s//USER root/'
 expect_refused "no USER" "sets no USER" '0,/^USER 65532:65532/{//d}'
-expect_refused "COPY --from unknown stage" "names no earlier stage" 's|COPY --from=build /stage/bin/kubectl-tessera|COPY --from=builder /stage/bin/kubectl-tessera|'
+expect_refused "COPY --from unknown stage" "names no earlier stage" 's|COPY --from=artifacts /stage/bin/kubectl-tessera|COPY --from=builder /stage/bin/kubectl-tessera|'
 expect_refused "file not staged" "not in the staged build output" 's|/stage/bin/tessera-node /usr|/stage/bin/tessera-nodes /usr|'
 expect_refused "another build recipe" "build-release.sh" 's|./scripts/build-release.sh /build /stage|cmake -S . -B /build \&\& cmake --build /build|'
+expect_refused "artifacts from elsewhere" "not build or staged" 's|^FROM ${ARTIFACTS} AS artifacts|FROM ${DEBIAN} AS artifacts|'
+expect_refused "staged copies the context" "may only COPY stage/ /stage/" 's|^COPY stage/ /stage/|COPY . /stage/|'
 expect_refused "shell-form ENTRYPOINT" "exec form" 's|^ENTRYPOINT \["/usr/local/bin/tessera-scheduler"\]|ENTRYPOINT /usr/local/bin/tessera-scheduler|'
 echo "PASS"
