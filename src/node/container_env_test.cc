@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "node/handout.h"
+
 namespace tessera::node {
 namespace {
 
@@ -234,6 +236,30 @@ TEST(ContainerEnvTest, MpsContainerOnTwoGpusIsAnError) {
   ASSERT_FALSE(env.ok());
   EXPECT_EQ(env.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(env.status().message().find("MPS gives a container one GPU"), std::string::npos);
+}
+
+// The hand-out check refuses pods whose spec sets what Allocate gives
+// (handout.h, IsReservedVariable): it must know every name given here.
+TEST(ContainerEnvTest, EveryVariableGivenIsAnAgentVariable) {
+  PendingPod compat = Pod();
+  compat.specs["g"] = Spec("g", {{"aliyun.com/gpu-mem", "3"}});
+  compat.specs["h"] = Spec("h", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"}, {"nvidia.com/gpucores", "30"}});
+  PendingPod hard = Pod();
+  hard.core_hard = true;
+  std::vector<Result<ContainerEnv>> envs;
+  envs.push_back(BuildContainerEnv(hard, {"main", {{0, "GPU-a", 4096, 300}, {1, "GPU-b", 4096, 300}}}, Gpus(), MountPaths{}));
+  envs.push_back(BuildContainerEnv(compat, {"g", {{1, "GPU-b", 3072, 0}}}, Gpus(), CompatPaths()));
+  envs.push_back(BuildContainerEnv(compat, {"h", {{0, "GPU-a", 3000, 300}}}, Gpus(), CompatPaths()));
+  envs.push_back(BuildContainerEnv(MpsPod(), {"main", {{1, "GPU-b", 8192, 300}}}, MpsGpus(), MpsPaths()));
+  size_t names = 0;
+  for (const auto& env : envs) {
+    ASSERT_TRUE(env.ok()) << env.status().ToString();
+    for (const auto& [name, value] : env->envs) {
+      EXPECT_TRUE(IsReservedVariable(name)) << name << "=" << value;
+      ++names;
+    }
+  }
+  EXPECT_GT(names, 30u);
 }
 
 }  // namespace

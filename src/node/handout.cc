@@ -62,7 +62,38 @@ std::map<int, Booked> HandedOut(const std::vector<nlohmann::json>& node_pods, co
   return booked;
 }
 
+// Part 3: the first container of `pod` whose spec sets a reserved variable,
+// as "container \"c\" sets NAME", or "" when none does.
+std::string ReservedVariableSetBy(const nlohmann::json& pod) {
+  const nlohmann::json spec = pod.value("spec", nlohmann::json::object());
+  for (const char* list : {"initContainers", "containers"}) {
+    auto containers = spec.find(list);
+    if (containers == spec.end() || !containers->is_array()) continue;
+    for (const nlohmann::json& c : *containers) {
+      auto env = c.find("env");
+      if (env == c.end() || !env->is_array()) continue;
+      for (const nlohmann::json& e : *env) {
+        if (const std::string name = Str(e, "name"); IsReservedVariable(name)) {
+          return "container \"" + Str(c, "name") + "\" sets " + name;
+        }
+      }
+    }
+  }
+  return "";
+}
+
 }  // namespace
+
+bool IsReservedVariable(std::string_view name) {
+  for (std::string_view exact : {"NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_SM_LIMIT"}) {
+    if (name == exact) return true;
+  }
+  if (name == "TESSERA_LOG_LEVEL") return false;
+  for (std::string_view prefix : {"TESSERA_", "ALIYUN_COM_GPU_MEM_", "CUDA_DEVICE_MEMORY_LIMIT", "CUDA_MPS_"}) {
+    if (name.starts_with(prefix)) return true;
+  }
+  return false;
+}
 
 Status CheckHandOut(const nlohmann::json& pod, const std::vector<nlohmann::json>& node_pods, const std::string& node,
                     const std::vector<core::GpuInfo>& gpus, const core::ResourceNames& names) {
@@ -75,6 +106,11 @@ Status CheckHandOut(const nlohmann::json& pod, const std::vector<nlohmann::json>
   if (!request.ok()) {
     return PermissionDenied(refused + "the pod's own GPU request is unreadable (" + request.status().message() +
                             "), so no assignment can match it");
+  }
+  if (const std::string set = ReservedVariableSetBy(pod); !set.empty()) {
+    return PermissionDenied("pod " + key + ": no GPU share is handed out: its " + set +
+                            " in its spec, a variable only tessera-node may give a sharing container; remove it (it could "
+                            "override or switch off the share's limits)");
   }
   std::map<std::string, const core::ContainerRequest*> asked;
   for (const core::ContainerRequest& c : request->containers) asked[c.name] = &c;

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/model.h"
@@ -30,11 +31,28 @@ namespace tessera::node {
 //      (tessera.io/allocated) and not finished (Succeeded or Failed) are
 //      summed per GPU; with this pod's, no GPU may go over its memory, 100 %
 //      of its compute or its max_sharers slots.
+//   3. against the pod's own environment: no container (init containers
+//      included) sets, in its spec's `env`, a variable the agent gives or
+//      the library's enforcement reads (IsReservedVariable). Container runtimes merge the two lists
+//      differently (one lets the later, the pod's, value replace the
+//      agent's; another keeps both, and which one a program reads depends
+//      on how it reads), so a share must not depend on which runtime a
+//      node has. `envFrom` sources are not read (the agent may not read
+//      ConfigMaps or Secrets).
 // Pods being deleted still count (their containers may still run), as the
-// scheduler counts them until they are gone. OK when both hold;
+// scheduler counts them until they are gone. OK when all hold;
 // PERMISSION_DENIED with a message that names the pod, the container, the
-// GPU and the numbers otherwise (the assignment is then not the scheduler's,
-// or was copied onto a pod it does not fit).
+// GPU and the numbers (or the variable) otherwise (the assignment is then
+// not the scheduler's, or was copied onto a pod it does not fit).
+// Whether a pod's spec may not set `name`: the variables the node agent's
+// Allocate answer gives (container_env.h: NVIDIA_VISIBLE_DEVICES, TESSERA_*,
+// gpushare's ALIYUN_COM_GPU_MEM_*, HAMi's CUDA_DEVICE_MEMORY_LIMIT* and
+// CUDA_DEVICE_SM_LIMIT, MPS's CUDA_MPS_*), and every other TESSERA_* the
+// interception library reads (TESSERA_CUDA_DISABLE, TESSERA_MANAGED_MEMORY,
+// ... would switch enforcement off or loosen it), except TESSERA_LOG_LEVEL,
+// which only says how much it logs.
+bool IsReservedVariable(std::string_view name);
+
 Status CheckHandOut(const nlohmann::json& pod, const std::vector<nlohmann::json>& node_pods, const std::string& node,
                     const std::vector<core::GpuInfo>& gpus, const core::ResourceNames& names);
 

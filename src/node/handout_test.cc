@@ -126,6 +126,43 @@ TEST(HandOutTest, GpusMustBeThisNodesAndEachOnce) {
   EXPECT_NE(st.message().find("as GPU-elsewhere, but GPU 0 is GPU-0"), std::string::npos) << st.message();
 }
 
+TEST(HandOutTest, ContainersMayNotSetTheVariablesTheAgentGives) {
+  // A pod that sets its own limit beside the scheduler's assignment: the
+  // runtime might let it win, so no share is handed out.
+  json pod = Pod("p", 4096, 30, {{0, 4096, 300}});
+  pod["spec"]["containers"][0]["env"] = json::array({{{"name", "HOME"}, {"value", "/root"}},
+                                                     {{"name", "TESSERA_GPU_MEM_LIMIT_MIB_0"}, {"value", "16384"}}});
+  Status st = Check(pod, {});
+  EXPECT_EQ(st.code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(st.message().find("pod ns/p: no GPU share is handed out: its container \"main\" sets "
+                              "TESSERA_GPU_MEM_LIMIT_MIB_0 in its spec"),
+            std::string::npos)
+      << st.message();
+  // An init container counts too; so do the GPU list and the front ends' names.
+  pod = Pod("p", 4096, 30, {{0, 4096, 300}});
+  pod["spec"]["initContainers"] = json::array({{{"name", "setup"}, {"env", json::array({{{"name", "NVIDIA_VISIBLE_DEVICES"}, {"value", "all"}}})}}});
+  st = Check(pod, {});
+  EXPECT_NE(st.message().find("container \"setup\" sets NVIDIA_VISIBLE_DEVICES"), std::string::npos) << st.message();
+  // Other variables are the pod's own business.
+  pod = Pod("p", 4096, 30, {{0, 4096, 300}});
+  pod["spec"]["containers"][0]["env"] = json::array({{{"name", "CUDA_VISIBLE_DEVICES"}, {"value", "0"}},
+                                                     {{"name", "TESSERA"}, {"value", "x"}}});
+  EXPECT_TRUE(Check(pod, {}).ok()) << Check(pod, {}).ToString();
+}
+
+TEST(HandOutTest, ReservedVariablesAreWhatAllocateGivesAndWhatEnforcementReads) {
+  for (const char* name : {"TESSERA_GPU_MEM_LIMIT_MIB_0", "TESSERA_GPU_CORE_PERCENT", "TESSERA_REGION_DIR",
+                           "TESSERA_CUDA_DISABLE", "TESSERA_MANAGED_MEMORY", "TESSERA_GPU_CONTEXT_MIB",
+                           "NVIDIA_VISIBLE_DEVICES", "ALIYUN_COM_GPU_MEM_IDX", "CUDA_DEVICE_MEMORY_LIMIT_0",
+                           "CUDA_DEVICE_SM_LIMIT", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "CUDA_MPS_PIPE_DIRECTORY"}) {
+    EXPECT_TRUE(IsReservedVariable(name)) << name;
+  }
+  // How much the library logs is the pod's own choice (docs/user-guide.md).
+  for (const char* name : {"TESSERA_LOG_LEVEL", "CUDA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "TESSERA", "PATH"}) {
+    EXPECT_FALSE(IsReservedVariable(name)) << name;
+  }
+}
+
 TEST(HandOutTest, AWholeGpuAskedWithoutASizeMayHoldTheCard) {
   json whole = Pod("whole", 0, 0, {{1, 16384, 1000}});
   EXPECT_TRUE(Check(whole, {}).ok()) << Check(whole, {}).ToString();

@@ -117,11 +117,13 @@ class NodeAgentTest : public ::testing::Test {
   kube::Client& Client() { return *suite->client; }
 
   // Creates a pod already bound to the node with `assignment` (raw text) and assigned-at.
+  // `env`: the first container's spec env, when not null.
   void CreateBound(const std::string& name, const std::vector<ContainerShape>& shapes, const std::string& assignment,
-                   const std::string& assigned_at) {
+                   const std::string& assigned_at, const json& env = nullptr) {
     json pod = GpuPod(suite->ns, name, shapes, {},
                       {{std::string(core::kAssignmentAnnotation), assignment}, {"tessera.io/assigned-at", assigned_at}});
     pod["spec"]["nodeName"] = suite->node;
+    if (!env.is_null()) pod["spec"]["containers"][0]["env"] = env;
     auto created = Client().Create(kube::PodsPath(suite->ns), pod);
     ASSERT_TRUE(created.ok()) << created.status().ToString();
   }
@@ -337,8 +339,20 @@ TEST_F(NodeAgentTest, ForgedOrCopiedAssignmentsAreRefused) {
   EXPECT_NE(copied.find("60 percent of it already handed to 1 container(s): together over 100 percent"),
             std::string::npos)
       << copied;
-  EXPECT_GE(CounterOrZero("tessera_node_assignments_refused_total"), refused_before + 2);
-  for (const char* name : {"forged", "holder", "copy"}) (void)Client().Delete(kube::PodPath(suite->ns, name), 0);
+
+  // The scheduler's own assignment, but the pod sets its limit in its spec
+  // too: whichever copy its runtime lets the program see, no share.
+  CreateBound("own-limit", {{"main", 1, 2048, 20}}, Assignment({{"main", {{0, u[0], 2048, 200}}}}),
+              "2026-01-01T00:00:07Z", json::array({{{"name", "TESSERA_GPU_MEM_LIMIT_MIB_0"}, {"value", "40960"}}}));
+  auto own = Settled("own-limit");
+  ASSERT_TRUE(own.ok()) << own.status().ToString();
+  EXPECT_EQ((*own)["status"]["phase"], "Failed");
+  EXPECT_NE((*own)["status"].value("message", "").find("container \"main\" sets TESSERA_GPU_MEM_LIMIT_MIB_0 in its spec"),
+            std::string::npos)
+      << own->dump();
+  EXPECT_EQ(WaitForEvents("own-limit", "TesseraAssignmentRefused", seconds(20)).size(), 1u);
+  EXPECT_GE(CounterOrZero("tessera_node_assignments_refused_total"), refused_before + 3);
+  for (const char* name : {"forged", "holder", "copy", "own-limit"}) (void)Client().Delete(kube::PodPath(suite->ns, name), 0);
 }
 
 TEST_F(NodeAgentTest, EditingTheGpuFileTogglesSlotHealth) {
