@@ -114,6 +114,7 @@ start kube-apiserver "$bin/kube-apiserver" \
   --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
   --service-cluster-ip-range 10.0.0.0/24 \
   --disable-admission-plugins ServiceAccount \
+  --kubelet-preferred-address-types InternalIP,Hostname \
   --cert-dir "$dir/pki/apiserver-generated" \
   --profiling=false --v=1
 wait_for kube-apiserver kube-apiserver 90 curl -sf --cacert "$pki/ca.crt" \
