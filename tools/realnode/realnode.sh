@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Real Kubernetes nodes beside the loopback control plane of
 # tools/controlplane/cluster-up.sh: per node its own network namespace, its own
-# mount namespace, its own containerd and its own kubelet (see
-# docs/real-node.md for what each setting is for).
+# mount namespace, its own containerd and its own kubelet. The settings are
+# those a kubelet needs on a CI-class VM (cgroup v1, no systemd, no
+# CAP_SYS_RESOURCE, no registry); each is commented where it is written.
 #
 #   realnode.sh up    CLUSTER_DIR NAME        # starts node NAME; returns once its Node is Ready
 #   realnode.sh down  CLUSTER_DIR NAME        # stops it and removes what up made
@@ -35,7 +36,8 @@
 #    to create (state in /run/tessera-realnode, under flock of /run/lock).
 # On failure up prints the last log lines and undoes itself (down).
 #
-# `down` stops every process of the node by pid (SIGTERM, SIGKILL after 10 s),
+# `down` stops every process of the node by pid (SIGTERM, SIGKILL after 10 s;
+# the node's cgroup and every process in its mount namespace),
 # deletes the Node object, unmounts the namespace, deletes the netns (its
 # veth, bridge and pod interfaces go with it) and the cgroups. It is safe on
 # a node that is half up or already down; exits non-zero if anything stays.
@@ -300,8 +302,20 @@ facts() {  # from the slot: the names and addresses of this node
   host_ip="10.250.${slot}.1" node_ip="10.250.${slot}.2" pod_cidr="10.251.${slot}.0/24"
 }
 
-cgroup_pids() { cat "/sys/fs/cgroup/pids/tessera-rn${slot}"/cgroup.procs \
-                    "/sys/fs/cgroup/pids/tessera-rn${slot}"/**/cgroup.procs 2>/dev/null || true; }
+# The node's processes: all in its pids cgroup, and any other process in its
+# mount namespace (a device plugin started with `enter`).
+node_pids() {
+  cat "/sys/fs/cgroup/pids/tessera-rn${slot}"/cgroup.procs \
+      "/sys/fs/cgroup/pids/tessera-rn${slot}"/**/cgroup.procs 2>/dev/null || true
+  # Only while the namespace file is still bound (nsfs): a plain file's inode
+  # number means nothing here.
+  [[ "$(stat -f -c %T "$node/ns/mnt" 2>/dev/null)" == nsfs ]] || return 0
+  local ns p; ns="mnt:[$(stat -L -c %i "$node/ns/mnt")]"
+  for p in /proc/[0-9]*; do
+    [[ "$(readlink "$p/ns/mnt" 2>/dev/null)" == "$ns" ]] && echo "${p#/proc/}"
+  done
+  return 0
+}
 
 stop_pids() {  # SIGTERM, then SIGKILL after 10 s, to the given pids; 1 if one survives
   local pids=("$@") p
@@ -325,10 +339,13 @@ down() {
   shopt -s globstar nullglob
   local rc=0
   # The kubelet first, so it restarts nothing; then every process left in the
-  # node's cgroup: containers, shims, containerd, the forwarder.
+  # node: containers, shims, containerd, the forwarder, anything entered.
   [[ -f "$node/pids/kubelet.pid" ]] && { stop_pids "$(cat "$node/pids/kubelet.pid")" || rc=1; }
+  # Containers go as on a power cut: their PID 1 often ignores SIGTERM.
+  mapfile -t pids < <(cat "/sys/fs/cgroup/pids/tessera-rn${slot}"/kubepods/**/cgroup.procs 2>/dev/null)
+  ((${#pids[@]} == 0)) || kill -KILL "${pids[@]}" 2>/dev/null || true
   for _ in 1 2 3; do
-    mapfile -t pids < <(cgroup_pids)
+    mapfile -t pids < <(node_pids | sort -u)
     ((${#pids[@]})) || break
     stop_pids "${pids[@]}" || rc=1
   done
