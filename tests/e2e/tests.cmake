@@ -56,8 +56,8 @@ set_tests_properties(e2e_helm_chart_test PROPERTIES
 
 # Every example under examples/ (but the node list in examples/cluster/):
 # validated by the API server, applied, and each pod Running on simulated
-# nodes of examples/cluster/nodes.yaml (the test does the Deployment and Job
-# controllers' part: the loopback cluster runs no controller-manager), except
+# nodes of examples/cluster/nodes.yaml (Deployments' and Jobs' pods made by
+# the fixture's kube-controller-manager), except
 # those meant not to fit, which must carry their FailedScheduling reason; and
 # the TF Serving example's three replicas on one 16 GB GPU.
 tessera_cluster_test(e2e_examples_test SRCS ${CMAKE_CURRENT_LIST_DIR}/examples_test.cc
