@@ -48,7 +48,7 @@
 # gcc (scripts/setup.sh installs them all).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-usage() { sed -n '7,11p' "${BASH_SOURCE[0]}" >&2; exit 2; }
+usage() { sed -n '8,13p' "${BASH_SOURCE[0]}" >&2; exit 2; }
 (($# >= 3)) || usage
 verb="$1" dir="$(cd "$2" && pwd)" name="$3"; shift 3
 [[ "$name" =~ ^[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?$ ]] || { echo "realnode: bad node name '$name'" >&2; exit 2; }
