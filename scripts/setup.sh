@@ -2,8 +2,8 @@
 # Installs everything Tessera's build and tests need, from Debian packages.
 # Idempotent: packages already present are not touched, so a second run is
 # quick and needs no network. Later components add their packages here.
-# Then builds the local control plane (kube-apiserver, kube-scheduler, kubectl,
-# etcd) and helm (for the chart test) from pinned Go modules; skip that with
+# Then builds the local control plane (kube-apiserver, kube-controller-manager,
+# kube-scheduler, kubectl, etcd), the kubelet for real nodes, and helm (for the chart test) from pinned Go modules; skip that with
 # TESSERA_SKIP_CONTROLPLANE=1.
 set -euo pipefail
 
@@ -28,6 +28,9 @@ PACKAGES=(
   tmux                                # kubectl-tessera terminal captures (scripts/kubectl-tessera-captures.sh)
   buildah mmdebstrap                  # Tessera's images from deploy/images/Dockerfile without a daemon (scripts/build-images.sh)
   valgrind                            # callgrind instruction counts of the hooked CUDA path (bench/hook_instructions.sh)
+  containerd runc                     # real nodes (tools/realnode/): the container runtime each node's kubelet drives
+  containernetworking-plugins         # real nodes: the CNI bridge, host-local and loopback plugins (pulls in iptables)
+  busybox-static                      # real nodes: the shell image's only binary; `pause` is built with gcc -static
 )
 
 missing=()

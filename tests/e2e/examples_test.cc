@@ -17,12 +17,11 @@
 //    test's nodes (named "<group>-<example node>") and
 //    terminationGracePeriodSeconds 0. Resources, annotations, schedulerName
 //    and the rest stay as written.
-//  - Deployments and Jobs: the loopback cluster runs no
-//    kube-controller-manager, so no controller makes their pods. The test
-//    creates the object (validated and stored by the API server) and then
-//    does the controller's part itself: `replicas` (Deployment) or
-//    `parallelism` (Job, default 1) pods from the pod template, named
-//    "<name>-<i>". Rollouts, Job completion and restarts are not tested.
+//  - Deployments and Jobs: their pod template gets the same nodeSelector and
+//    grace period; the fixture's kube-controller-manager makes the pods
+//    (`replicas`, or a Job's `parallelism`, default 1), which the test finds
+//    by the Deployment's selector or the Job's job-name label. Rollouts, Job
+//    completion and restarts are not tested (the stand-in never ends a pod).
 //  - Services are created as they are (nothing routes to the pods here).
 //  - schedulerName: tessera-scheduler (the Helm chart's default profile,
 //    docs/install.md): the test runs a second kube-scheduler from the
@@ -49,6 +48,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "core/codec.h"
 #include "kube/paths.h"
@@ -259,17 +259,21 @@ class ExamplesTest : public FarmSuite {
         pods.push_back(name);
       } else if (kind == "Deployment" || kind == "Job") {
         const bool job = kind == "Job";
+        json& pod_spec = obj["spec"]["template"]["spec"];
+        pod_spec["nodeSelector"][kGroupLabel] = group_;
+        pod_spec["terminationGracePeriodSeconds"] = 0;
         const std::string api = job ? "/apis/batch/v1/namespaces/" : "/apis/apps/v1/namespaces/";
         TESSERA_RETURN_IF_ERROR(client_->Create(api + ns_ + (job ? "/jobs" : "/deployments"), obj).status());
         const json& spec = obj["spec"];
         const int64_t n = job ? spec.value("parallelism", int64_t{1}) : spec.value("replicas", int64_t{1});
-        for (int64_t i = 0; i < n; ++i) {
-          json pod = spec["template"];
-          const std::string pod_name = name + "-" + std::to_string(i);
-          if (job) pod["metadata"]["labels"]["job-name"] = name;
-          TESSERA_RETURN_IF_ERROR(client_->Create(kube::PodsPath(ns_), Adapt(pod, pod_name)).status());
-          pods.push_back(pod_name);
+        std::string selector = job ? "batch.kubernetes.io/job-name=" + name : "";
+        if (!job) {
+          for (const auto& [key, value] : spec["selector"]["matchLabels"].items()) {
+            selector += (selector.empty() ? "" : ",") + key + "=" + value.get<std::string>();
+          }
         }
+        TESSERA_ASSIGN_OR_RETURN(std::vector<std::string> made, ControllerPods(kind + " " + name, selector, n));
+        pods.insert(pods.end(), made.begin(), made.end());
       } else if (kind == "Service") {
         TESSERA_RETURN_IF_ERROR(client_->Create("/api/v1/namespaces/" + ns_ + "/services", obj).status());
       } else {
@@ -278,6 +282,26 @@ class ExamplesTest : public FarmSuite {
       }
     }
     return pods;
+  }
+
+  // The names of the `n` pods matching `selector` once a controller has made
+  // them all (within 60 s); `what` names the owner in the error.
+  Result<std::vector<std::string>> ControllerPods(const std::string& what, const std::string& selector, int64_t n) {
+    const auto deadline = std::chrono::steady_clock::now() + seconds(60);
+    size_t seen = 0;
+    while (std::chrono::steady_clock::now() < deadline) {
+      TESSERA_ASSIGN_OR_RETURN(json list, client_->List(kube::PodsPath(ns_), selector));
+      seen = list["items"].size();
+      if (static_cast<int64_t>(seen) >= n) {
+        std::vector<std::string> names;
+        for (const auto& p : list["items"]) names.push_back(p["metadata"].value("name", ""));
+        std::sort(names.begin(), names.end());
+        return names;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    return FailedPrecondition(what + ": kube-controller-manager made " + std::to_string(seen) + " of " +
+                              std::to_string(n) + " pods (" + selector + ") in 60 s");
   }
 
   ChildProcess scheduler_;

@@ -15,9 +15,10 @@
 #  3. The operator commands of docs/install.md, as written there: helm
 #     install, helm upgrade, helm uninstall (nothing of the release left).
 #  4. kubectl apply of the simulated rendering into a fresh namespace; the
-#     objects exist. Their pods never start: the fixture runs no
-#     kube-controller-manager and no kubelet, so Deployments and DaemonSets
-#     stay at zero pods.
+#     objects exist. The fixture's kube-controller-manager makes their pods,
+#     but no kubelet runs the chart's images here (they are not built in CI
+#     yet): the pods stay Pending, or a kubelet stand-in of step 6 marks one
+#     Running without running it.
 #  5. RBAC: kubectl auth can-i as each ServiceAccount, for every call its
 #     binary makes and for some it must not be able to make.
 #  6. The chart's configuration at work: tessera-scheduler, a kube-scheduler
@@ -51,8 +52,8 @@ pids=()
 step() { echo; echo "=== $*"; }
 fail() { echo "FAIL: $*"; exit 1; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-# The fixture runs no kube-controller-manager, so no namespace controller: a
-# deleted namespace stays Terminating. Empty it, then finalize it by hand.
+# Empties a namespace and finalizes it by hand: sooner than the fixture's
+# namespace controller, which first walks every resource type.
 drop_namespace() {
   local n=$1
   "$kubectl" get namespace "$n" >/dev/null 2>&1 || return 0
@@ -269,7 +270,7 @@ for o in deployment/$rel-extender deployment/$rel-kube-scheduler daemonset/$rel-
   "$kubectl" -n "$ns" get "$o" -o name >/dev/null || fail "$o not created"
 done
 "$kubectl" get clusterrole/$rel-extender clusterrole/$rel-node clusterrolebinding/$rel-kube-scheduler -o name >/dev/null
-echo "every object created (no pods: the fixture has no controller-manager or kubelet)"
+echo "every object created (their pods never run here: no kubelet has the chart's images)"
 
 step "4b. only the chart's service accounts write grants (the ValidatingAdmissionPolicy at work)"
 # A pod author (alice, who may create, patch and bind pods in $ns) tries

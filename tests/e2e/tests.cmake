@@ -56,8 +56,8 @@ set_tests_properties(e2e_helm_chart_test PROPERTIES
 
 # Every example under examples/ (but the node list in examples/cluster/):
 # validated by the API server, applied, and each pod Running on simulated
-# nodes of examples/cluster/nodes.yaml (the test does the Deployment and Job
-# controllers' part: the loopback cluster runs no controller-manager), except
+# nodes of examples/cluster/nodes.yaml (Deployments' and Jobs' pods made by
+# the fixture's kube-controller-manager), except
 # those meant not to fit, which must carry their FailedScheduling reason; and
 # the TF Serving example's three replicas on one 16 GB GPU.
 tessera_cluster_test(e2e_examples_test SRCS ${CMAKE_CURRENT_LIST_DIR}/examples_test.cc
@@ -78,3 +78,20 @@ tessera_cluster_test(e2e_interference_test SRCS ${CMAKE_CURRENT_LIST_DIR}/interf
                      DEPS tessera_test_support LABELS e2e)
 set_tests_properties(e2e_interference_test PROPERTIES TIMEOUT 300)
 add_dependencies(e2e_interference_test tessera-scheduler)
+
+# One real node (tools/realnode: its own netns, mount namespace, containerd
+# and kubelet) on the fixture's cluster: a busybox pod to completion, then
+# tessera-node registered with the real kubelet and a sharing pod checked from
+# inside its container. Needs root (namespaces) and the kubelet from
+# scripts/setup.sh; skipped (77) without root.
+add_test(NAME e2e_real_node_test COMMAND ${CMAKE_CURRENT_LIST_DIR}/real_node_test.sh)
+set_tests_properties(e2e_real_node_test PROPERTIES
+  FIXTURES_REQUIRED cluster
+  RESOURCE_LOCK cluster
+  LABELS e2e
+  TIMEOUT 300
+  SKIP_RETURN_CODE 77
+  ENVIRONMENT "TESSERA_TEST_KUBECONFIG=${TESSERA_TEST_CLUSTER_DIR}/kubeconfig;TESSERA_TEST_CLUSTER_DIR=${TESSERA_TEST_CLUSTER_DIR};TESSERA_BIN_DIR=${CMAKE_BINARY_DIR}/bin")
+if(NOT TESSERA_SANITIZE)
+  set_property(TEST e2e_real_node_test APPEND PROPERTY ENVIRONMENT "TESSERA_TEST_PRELOAD=$<TARGET_FILE:tessera-cuda>")
+endif()

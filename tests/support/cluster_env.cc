@@ -217,8 +217,10 @@ Status CreateNamespace(kube::Client& client, const std::string& ns) {
 }
 
 Status DeleteNamespace(kube::Client& client, const std::string& ns) {
-  // Without a controller-manager a namespace never finishes terminating, so
-  // delete its pods first (grace 0) to release their shares, then the namespace.
+  // Pods first, with grace 0: their shares are released at once, and a pod
+  // on a simulated node has no kubelet to finish a graceful deletion, which
+  // would keep the namespace terminating. Then the namespace, which the
+  // fixture's namespace controller empties and removes.
   auto pods = client.List("/api/v1/namespaces/" + ns + "/pods");
   if (pods.ok()) {
     for (const auto& p : pods.value()["items"]) {

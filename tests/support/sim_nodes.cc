@@ -8,6 +8,7 @@
 
 #include "core/codec.h"
 #include "core/quantity.h"
+#include "tests/support/node_leases.h"
 
 namespace tessera::testing {
 namespace {
@@ -174,15 +175,19 @@ Status CreateSimNodes(kube::Client& client, const std::vector<SimNode>& nodes) {
     if (client.Get(path).ok()) TESSERA_RETURN_IF_ERROR(client.Delete(path, 0));
     TESSERA_RETURN_IF_ERROR(client.Create("/api/v1/nodes", NodeObject(node)).status());
     // The TaintNodesByCondition admission plugin marks every new node
-    // not-ready; the node lifecycle controller would lift it once the node is
-    // Ready. Without a controller-manager, lift it here.
+    // not-ready; kube-controller-manager's node lifecycle controller lifts it
+    // once it sees the node Ready, up to --node-monitor-period (5 s) later.
+    // Lift it now, so the node takes pods at once (and where no
+    // controller-manager runs).
     TESSERA_RETURN_IF_ERROR(client.Patch(path, kube::PatchType::kMerge, {{"spec", {{"taints", nullptr}}}}).status());
+    TESSERA_RETURN_IF_ERROR(KeepNodeAlive(client, node.info.name));
   }
   return Status::Ok();
 }
 
 Status DeleteSimNodes(kube::Client& client, const std::vector<SimNode>& nodes) {
   for (const auto& node : nodes) {
+    ForgetNode(node.info.name);
     Status s = client.Delete("/api/v1/nodes/" + node.info.name);
     if (!s.ok() && s.code() != StatusCode::kNotFound) return s;
   }

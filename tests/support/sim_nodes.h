@@ -41,7 +41,9 @@ std::string SimGpuUuid(const std::string& node, int index);
 // allocatable (cpu, memory, pods, tessera.io/gpu) and a Ready condition.
 nlohmann::json NodeObject(const SimNode& node, const std::string& gpu_resource = "tessera.io/gpu");
 
-// Creates the nodes (replacing ones of the same name) / deletes them.
+// Creates the nodes (replacing ones of the same name) / deletes them. While
+// this process runs it renews the created nodes' Leases, as their kubelet
+// would (node_leases.h), so kube-controller-manager keeps them Ready.
 Status CreateSimNodes(kube::Client& client, const std::vector<SimNode>& nodes);
 Status DeleteSimNodes(kube::Client& client, const std::vector<SimNode>& nodes);
 

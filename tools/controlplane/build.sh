@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, kube-scheduler, kubectl and etcd from the pinned Go
-# modules into tools/controlplane/bin. Skips the build when the binaries match
+# Builds kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, the
+# kubelet and etcd from the pinned Go modules into tools/controlplane/bin (the
+# kubelet runs real nodes: tools/realnode/). Skips the build when the binaries match
 # the current go.mod/go.sum (a stamp records their hash); Go's module and build
 # caches make a rebuild on the same machine quick.
 set -euo pipefail
@@ -11,7 +12,7 @@ k8s_version="$(awk '$1=="k8s.io/kubernetes"{print $2; exit}' go.mod)"
 [[ -n "$k8s_version" ]] || { echo "build.sh: k8s.io/kubernetes not found in go.mod" >&2; exit 1; }
 minor="${k8s_version#v1.}"; minor="${minor%%.*}"
 stamp="$(cat go.mod go.sum cmd/etcd/main.go build.sh | sha256sum | cut -c1-16)"
-bins=(kube-apiserver kube-scheduler kubectl etcd)
+bins=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet etcd)
 
 if [[ -f bin/.stamp && "$(cat bin/.stamp)" == "$stamp" ]]; then
   ok=1
@@ -31,8 +32,10 @@ mkdir -p bin
 start=$SECONDS
 go build -trimpath -ldflags "$ldflags" -o bin/ \
   k8s.io/kubernetes/cmd/kube-apiserver \
+  k8s.io/kubernetes/cmd/kube-controller-manager \
   k8s.io/kubernetes/cmd/kube-scheduler \
   k8s.io/kubernetes/cmd/kubectl \
+  k8s.io/kubernetes/cmd/kubelet \
   ./cmd/etcd
 echo "$stamp" > bin/.stamp
 echo "built ${bins[*]} in $((SECONDS - start)) s into $here/bin"

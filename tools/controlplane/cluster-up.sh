@@ -1,11 +1,20 @@
 #!/usr/bin/env bash
 # Starts a loopback Kubernetes control plane for tests and the demo: etcd,
-# kube-apiserver and kube-scheduler (built by build.sh), with generated
-# certificates, a static admin token and a kubeconfig, all under DIR.
+# kube-apiserver, kube-controller-manager and kube-scheduler (built by
+# build.sh), with generated certificates, a static admin token and a
+# kubeconfig, all under DIR.
 #
 #   cluster-up.sh DIR          # kube-scheduler calls tessera-scheduler at $TESSERA_EXTENDER_PORT
 #   EXTENDER=0 cluster-up.sh DIR   # plain kube-scheduler, no extender
 #   SCHEDULER=0 cluster-up.sh DIR  # no kube-scheduler yet: start it later with scheduler-up.sh DIR
+#   CONTROLLER_MANAGER=0 cluster-up.sh DIR  # no kube-controller-manager
+#
+# kube-controller-manager makes the workload controllers (Deployments, Jobs,
+# DaemonSets, StatefulSets), namespace deletion, garbage collection and node
+# lifecycle real. Node lifecycle means a Node whose Lease in kube-node-lease
+# is not renewed for 50 s is tainted unreachable and its pods evicted: real
+# nodes' kubelets (tools/realnode) renew theirs, and so does every process
+# that creates simulated nodes (tests/support/node_leases.h).
 #
 # Writes DIR/kubeconfig, DIR/cluster.env (ports and paths to source), logs in
 # DIR/logs and pids in DIR/pids. Stop with cluster-down.sh DIR. Ports are
@@ -19,7 +28,8 @@ dir="$(cd "$dir" && pwd)"
 bin="${TESSERA_CONTROLPLANE_BIN:-$here/bin}"
 extender="${EXTENDER:-1}"
 
-for b in etcd kube-apiserver kube-scheduler; do
+controller_manager="${CONTROLLER_MANAGER:-1}"
+for b in etcd kube-apiserver kube-scheduler $([[ $controller_manager == 1 ]] && echo kube-controller-manager); do
   [[ -x "$bin/$b" ]] || { echo "cluster-up: $bin/$b missing; run tools/controlplane/build.sh (or scripts/setup.sh)" >&2; exit 1; }
 done
 if [[ -d "$dir/pids" ]] && compgen -G "$dir/pids/*.pid" >/dev/null; then
@@ -31,7 +41,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 etcd_port="${ETCD_PORT:-$(free_port)}"
 etcd_peer_port="$(free_port)"
 api_port="${APISERVER_PORT:-$(free_port)}"
-sched_port="$(free_port)"
+kcm_port="$(free_port)"
 ext_port="${TESSERA_EXTENDER_PORT:-$(free_port)}"
 
 mkdir -p "$dir/pki" "$dir/logs" "$dir/pids"
@@ -114,10 +124,23 @@ start kube-apiserver "$bin/kube-apiserver" \
   --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
   --service-cluster-ip-range 10.0.0.0/24 \
   --disable-admission-plugins ServiceAccount \
+  --kubelet-preferred-address-types InternalIP,Hostname \
   --cert-dir "$dir/pki/apiserver-generated" \
   --profiling=false --v=1
 wait_for kube-apiserver kube-apiserver 90 curl -sf --cacert "$pki/ca.crt" \
   -H "Authorization: Bearer ${token}" "https://127.0.0.1:${api_port}/readyz"
+
+# Real nodes' kubelets (tools/realnode) are reached on their InternalIP, an
+# address the harness assigns; simulated nodes have none and are never dialled.
+if [[ "$controller_manager" == 1 ]]; then
+  start kube-controller-manager "$bin/kube-controller-manager" \
+    --kubeconfig "$dir/kubeconfig" --leader-elect=false \
+    --bind-address 127.0.0.1 --secure-port "${kcm_port}" \
+    --authentication-skip-lookup --authentication-tolerate-lookup-failure \
+    --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
+    --profiling=false --v=1
+  wait_for kube-controller-manager kube-controller-manager 60 curl -sfk "https://127.0.0.1:${kcm_port}/healthz"
+fi
 
 # The extender entry matches deploy/ (docs/scheduler-extender.md explains it),
 # with the compatibility front ends' names too (docs/migration.md): pods that
