@@ -20,6 +20,16 @@ Allocator::Allocator(kube::Client client, std::string node, MountPaths paths, st
 
 Status Allocator::Start() { return pods_.Start(); }
 
+void Allocator::DropRefused(NodePods::Snapshot& read) {
+  if (refused_uids_.empty()) return;
+  std::erase_if(read.pending, [this](const PendingPod& p) { return refused_uids_.count(p.uid) != 0; });
+  std::set<std::string> present;
+  for (const nlohmann::json& p : read.pods) {
+    present.insert(p.value("metadata", nlohmann::json::object()).value("uid", ""));
+  }
+  std::erase_if(refused_uids_, [&present](const std::string& uid) { return present.count(uid) == 0; });
+}
+
 Result<ContainerEnv> Allocator::Allocate(const std::vector<std::string>& device_ids,
                                          const std::vector<core::GpuInfo>& gpus, std::vector<PodRef>* named) {
   std::vector<PodRef> ignored;
@@ -36,6 +46,7 @@ Result<ContainerEnv> Allocator::Allocate(const std::vector<std::string>& device_
   std::optional<ContainerRef> steered;
   if (steered_ && sorted_ids == steered_ids_) steered = steered_;
   TESSERA_ASSIGN_OR_RETURN(NodePods::Snapshot read, pods_.Read(false));
+  DropRefused(read);
   std::vector<size_t> candidates;
   Result<Identified> identified = IdentifyContainer(slot_gpus, read.pending, steered, &candidates);
   if (!identified.ok() && !read.listed) {
@@ -43,6 +54,7 @@ Result<ContainerEnv> Allocator::Allocate(const std::vector<std::string>& device_
     log_->debug("Allocate [{}]: no single match in the pod cache; listing: {}", JoinUuids(device_ids),
                 identified.status().message());
     TESSERA_ASSIGN_OR_RETURN(read, pods_.Read(true));
+    DropRefused(read);
     identified = IdentifyContainer(slot_gpus, read.pending, steered, &candidates);
   }
   const std::vector<PendingPod>& pending = read.pending;
@@ -62,6 +74,7 @@ Result<ContainerEnv> Allocator::Allocate(const std::vector<std::string>& device_
     if (self == read.pods.end()) return Internal("pod " + pod.Key() + " is gone from the pod list just read");
     if (Status st = CheckHandOut(*self, read.pods, node_, gpus, paths_.resources); !st.ok()) {
       log_->warn("Allocate [{}]: {}", JoinUuids(device_ids), st.message());
+      refused_uids_.insert(pod.uid);
       return st;
     }
   }
@@ -154,10 +167,12 @@ Result<std::vector<std::string>> Allocator::Prefer(const std::vector<std::string
     available_gpus.push_back(std::move(uuid));
   }
   TESSERA_ASSIGN_OR_RETURN(NodePods::Snapshot read, pods_.Read(false));
+  DropRefused(read);
   std::optional<Identified> next = NextToSteer(read.pending, size, available_gpus);
   if (!next && !read.listed) {
     // The cache may lag behind a pod bound a moment ago: decide on a LIST.
     TESSERA_ASSIGN_OR_RETURN(read, pods_.Read(true));
+    DropRefused(read);
     next = NextToSteer(read.pending, size, available_gpus);
   }
   const std::vector<PendingPod>& pending = read.pending;

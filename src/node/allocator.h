@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,11 @@ class Allocator {
   Status MarkAllocated(const PendingPod& pod, const std::string& container);
   // The compute arbiter's record of `container` (logged, not fatal, when it cannot be written).
   void WriteArbiterFor(const PendingPod& pod, const PendingContainer& container, const std::string& region_dir);
+  // Drops from `read.pending` the pods whose hand-out this agent refused
+  // (the kubelet fails such a pod, but until its status says so it still
+  // looks pending, and would be named for the next Allocate on its GPUs);
+  // forgets refused pods no longer in `read.pods`. Requires mu_.
+  void DropRefused(NodePods::Snapshot& read);
 
   kube::Client client_;
   const std::string node_;
@@ -92,6 +98,7 @@ class Allocator {
   std::mutex mu_;  // one handshake at a time
   std::optional<ContainerRef> steered_;        // GUARDED_BY(mu_)
   std::vector<std::string> steered_ids_;       // GUARDED_BY(mu_), sorted
+  std::set<std::string> refused_uids_;         // GUARDED_BY(mu_): pods CheckHandOut refused
 };
 
 }  // namespace tessera::node
