@@ -154,7 +154,9 @@ double TesseraPolicy::ValueOf(int model_id, int64_t cpu_left, std::span<const in
   for (size_t i = 0; i < gpu_left.size(); ++i)
     key.w[2 + i / 6] |= static_cast<uint64_t>(sorted[i]) << (10 * (i % 6));
   if (auto it = memo_.find(key); it != memo_.end()) return it->second;
-  if (memo_.size() >= (1u << 20)) memo_.clear();  // bound memory in long-running schedulers
+  // Bound memory in long-running schedulers (about 10 MB); a cleared memo only
+  // costs recomputation, never a different value.
+  if (memo_.size() >= (1u << 17)) memo_.clear();
   // The value does not depend on the GPUs' order: compute it on the sorted copy.
   const double v = value({sorted.data(), gpu_left.size()});
   memo_.emplace(key, v);
@@ -165,21 +167,23 @@ int64_t TesseraPolicy::DeadMilli(const std::string& model, int64_t cpu_left, std
   return ComputeTerms(ModelId(model), cpu_left, gpu_left).dead;
 }
 
-double TesseraPolicy::FragNow(const NodeState& node) {
-  auto& [version, epoch, value] = now_cache_[&node];
+double TesseraPolicy::FragNow(const NodeState& node, int* model_id) {
+  auto& [version, epoch, value, id] = now_cache_[&node];
   if (version != node.version || epoch != epoch_ || node.version == 0) {
     const GpuLeft left = FreeCore(node);
-    value = ValueOf(ModelId(node.model()), node.CpuFree(), left.span());
+    id = ModelId(node.model());
+    value = ValueOf(id, node.CpuFree(), left.span());
     version = node.version;
     epoch = epoch_;
   }
+  *model_id = id;
   return value;
 }
 
 template <typename Fn>
-void TesseraPolicy::Picks(const PodRequest& pod, const NodeState& node, Fn&& fn) {
-  const double before = FragNow(node);
-  const int model_id = ModelId(node.model());
+void TesseraPolicy::Picks(const PodRequest& pod, const NodeState& node, bool distinct_only, Fn&& fn) {
+  int model_id = 0;
+  const double before = FragNow(node, &model_id);
   const GpuLeft left = FreeCore(node);
   const int64_t cpu_after = node.CpuFree() - pod.cpu_milli;
   auto consider = [&](const GpuPick& pick) {
@@ -194,19 +198,31 @@ void TesseraPolicy::Picks(const PodRequest& pod, const NodeState& node, Fn&& fn)
     PickGpus(pod, node, GpuSelect::kBestFit, nullptr, &pick);
     consider(pick);
   } else {
-    for (const GpuPick& pick : ShareCandidates(pod, node)) consider(pick);
+    // GPUs with equal free shares give equal values, and the lowest index
+    // wins ties: with distinct_only, only the first GPU of each free share
+    // is weighed (an empty 8-GPU node costs one evaluation, not eight).
+    std::array<int64_t, 64> seen{};
+    int nseen = 0;
+    for (const GpuPick& pick : ShareCandidates(pod, node)) {
+      if (distinct_only) {
+        const int64_t free = left.left[pick.index[0]];
+        if (std::find(seen.begin(), seen.begin() + nseen, free) != seen.begin() + nseen) continue;
+        if (nseen < static_cast<int>(seen.size())) seen[static_cast<size_t>(nseen++)] = free;
+      }
+      consider(pick);
+    }
   }
 }
 
 void TesseraPolicy::ForEachPick(const PodRequest& pod, const NodeState& node,
                                 const std::function<void(const GpuPick&, int64_t)>& fn) {
-  Picks(pod, node, fn);
+  Picks(pod, node, /*distinct_only=*/false, fn);
 }
 
 Candidate TesseraPolicy::Evaluate(const PodRequest& pod, const NodeState& node, Rng& /*rng*/) {
   Candidate best;
   bool first = true;
-  Picks(pod, node, [&](const GpuPick& pick, int64_t score) {
+  Picks(pod, node, /*distinct_only=*/true, [&](const GpuPick& pick, int64_t score) {
     if (first || score > best.score) {  // lowest GPU index wins ties
       best.score = score;
       best.pick = pick;

@@ -91,14 +91,15 @@ class TesseraPolicy final : public PlacementPolicy {
 
  private:
   void Refresh();
-  double FragNow(const NodeState& node);
+  // The node's value as it is, and its model's id, cached per node version.
+  double FragNow(const NodeState& node, int* model_id);
   struct NodeTerms {
     double frag = 0, strand = 0;
     int64_t dead = 0;
   };
   double ValueOf(int model_id, int64_t cpu_left, std::span<const int64_t> gpu_left);
   template <typename Fn>
-  void Picks(const PodRequest& pod, const NodeState& node, Fn&& fn);
+  void Picks(const PodRequest& pod, const NodeState& node, bool distinct_only, Fn&& fn);
   NodeTerms ComputeTerms(int model_id, int64_t cpu_left, std::span<const int64_t> gpu_left) const;
   // Per learned class, whether it allows the GPU model with this id.
   int ModelId(const std::string& model);
@@ -114,7 +115,7 @@ class TesseraPolicy final : public PlacementPolicy {
   int64_t next_refresh_ = 32;
   uint64_t epoch_ = 0;
   TargetWorkload workload_;
-  std::unordered_map<const NodeState*, std::tuple<uint64_t, uint64_t, double>> now_cache_;
+  std::unordered_map<const NodeState*, std::tuple<uint64_t, uint64_t, double, int>> now_cache_;
 
   std::unordered_map<std::string, int> model_ids_;
   std::vector<std::vector<char>> allows_;  // [model id][class]: class allows the model
