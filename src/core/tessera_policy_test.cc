@@ -131,12 +131,14 @@ TEST(TesseraPolicy, WorkloadDistance) {
 }
 
 TEST(TesseraPolicy, RegisteredNames) {
-  auto next = MakePolicy("tessera-next", {});
-  ASSERT_TRUE(next.ok());
-  EXPECT_EQ((*next)->name(), "tessera-next");
   auto cur = MakePolicy("tessera", {});
   ASSERT_TRUE(cur.ok());
   EXPECT_EQ((*cur)->name(), "tessera");
+  EXPECT_GT(static_cast<TesseraPolicy&>(**cur).options().dead_weight, 0);
+  auto v1 = MakePolicy("tessera-v1", {});
+  ASSERT_TRUE(v1.ok());
+  EXPECT_EQ((*v1)->name(), "tessera-v1");
+  EXPECT_EQ(static_cast<TesseraPolicy&>(**v1).options().dead_weight, 0);
 }
 
 }  // namespace
