@@ -14,6 +14,7 @@
 // the run ends with the HTTP / in-process ratios.
 //
 //   build/bench/extender_bench [--benchmark_filter=http]
+//   TESSERA_BENCH_POLICY=tessera-v1 build/bench/extender_bench   (default: the extender's default policy)
 #include <benchmark/benchmark.h>
 #include <httplib.h>
 #include <spdlog/sinks/null_sink.h>
@@ -22,6 +23,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <map>
 #include <thread>
@@ -119,6 +121,8 @@ Cluster& TheCluster() {
     out->core_used = static_cast<double>(used) / (kNodes * kGpusPerNode * 1000.0);
     ExtenderOptions eo;
     eo.logger = Quiet();
+    // TESSERA_BENCH_POLICY=tessera-v1 measures another policy the same way.
+    if (const char* policy = std::getenv("TESSERA_BENCH_POLICY")) eo.policy = policy;
     auto e = Extender::Create(*out->state, out->binder, eo);
     if (!e.ok()) std::abort();
     out->extender = std::move(e).value();

@@ -56,7 +56,7 @@ class InterferencePolicy final : public PlacementPolicy {
 
   InterferenceOptions options_;
   const GpuLoadBook* book_;
-  TesseraPolicy packing_;
+  TesseraPolicy packing_{TesseraPolicyOptions::V1()};  // its measured knobs build on tessera-v1
   // The penalty's share kept, in steps of 1/kFadeSteps (kFadeSteps: all).
   static constexpr int kFadeSteps = 20;
   int fade_step_ = kFadeSteps;

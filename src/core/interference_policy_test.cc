@@ -66,7 +66,7 @@ TEST(InterferencePolicy, KeepsAGpuUnderTheCeilingWhereTesseraWouldPackIt) {
     Ledger l;
     ASSERT_TRUE(l.AddNode(Node("n", 2)).ok());
     ASSERT_TRUE(l.Assume(Pod("a", 1, 500), On("n", 0, 500)).ok());
-    TesseraPolicy tessera;
+    TesseraPolicy tessera{TesseraPolicyOptions::V1()};
     InterferencePolicy ip;  // ceiling 0.70, factor 1.0: GPU 0 is predicted 50 % busy
     PlacementPolicy& policy = interference ? static_cast<PlacementPolicy&>(ip) : tessera;
     // 500 + 400 = 90 % > 70 %: tessera packs onto GPU 0, interference takes GPU 1.
@@ -115,7 +115,7 @@ TEST(InterferencePolicy, PrefersAnotherNodeWithRoomUnderTheCeiling) {
   ASSERT_TRUE(l.AddNode(Node("busy", 1)).ok());
   ASSERT_TRUE(l.AddNode(Node("idle", 1)).ok());
   ASSERT_TRUE(l.Assume(Pod("a", 1, 600), On("busy", 0, 600)).ok());
-  TesseraPolicy tessera;
+  TesseraPolicy tessera{TesseraPolicyOptions::V1()};
   InterferencePolicy ip;
   Ledger copy = l;
   EXPECT_EQ(PlaceAndBook(tessera, copy, Pod("b", 1, 300)).node, "busy");  // ties go to the first node
@@ -172,7 +172,7 @@ TEST(InterferencePolicy, WithWeightZeroPlacesExactlyAsTessera) {
   InterferenceOptions o;
   o.weight = 0;
   InterferencePolicy ip(o);
-  TesseraPolicy tessera;
+  TesseraPolicy tessera{TesseraPolicyOptions::V1()};
   Ledger la, lb;
   for (int i = 0; i < 6; ++i) {
     ASSERT_TRUE(la.AddNode(Node("n" + std::to_string(i), 4)).ok());

@@ -1,10 +1,31 @@
 #include "core/tessera_policy.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/fgd_policy.h"
 
 namespace tessera::core {
+
+double WorkloadDistance(const TargetWorkload& a, const TargetWorkload& b) {
+  auto same = [](const TaskClass& x, const TaskClass& y) {
+    return x.cpu_milli == y.cpu_milli && x.gpu_milli == y.gpu_milli && x.num_gpu == y.num_gpu && x.models == y.models;
+  };
+  double d = 0;
+  for (const TaskClass& x : a.classes) {
+    double w = 0;
+    for (const TaskClass& y : b.classes)
+      if (same(x, y)) { w = y.weight; break; }
+    d += std::abs(x.weight - w);
+  }
+  for (const TaskClass& y : b.classes) {
+    bool found = false;
+    for (const TaskClass& x : a.classes)
+      if (same(x, y)) { found = true; break; }
+    if (!found) d += y.weight;
+  }
+  return d;
+}
 
 void TesseraPolicy::OnArrival(const PodRequest& pod) {
   TaskClass c = ClassOf(pod);
@@ -20,7 +41,7 @@ void TesseraPolicy::Refresh() {
   std::vector<std::pair<int64_t, const TaskClass*>> order;
   for (const auto& [key, entry] : seen_) order.push_back({entry.first, &entry.second});
   std::stable_sort(order.begin(), order.end(), [](auto& a, auto& b) { return a.first > b.first; });
-  workload_.classes.clear();
+  TargetWorkload fresh;
   int64_t covered = 0;
   const double need = options_.coverage * static_cast<double>(arrivals_);
   for (const auto& [count, cls] : order) {
@@ -28,12 +49,25 @@ void TesseraPolicy::Refresh() {
     covered += count;
     TaskClass c = *cls;
     c.weight = static_cast<double>(count);
-    workload_.classes.push_back(c);
+    fresh.classes.push_back(c);
   }
-  for (auto& c : workload_.classes) c.weight /= static_cast<double>(covered);
-  if (gpu_milli_seen_ > 0)
-    cpu_per_gpu_ = 1000.0 * static_cast<double>(gpu_cpu_seen_) / static_cast<double>(gpu_milli_seen_);
+  for (auto& c : fresh.classes) c.weight /= static_cast<double>(covered);
+  const double ratio = gpu_milli_seen_ > 0 ? 1000.0 * static_cast<double>(gpu_cpu_seen_) /
+                                                 static_cast<double>(gpu_milli_seen_)
+                                           : cpu_per_gpu_;
   next_refresh_ = std::min(arrivals_ * 2, arrivals_ + options_.refresh_every);
+  // Keep the current workload (and every cached score) when the new one is
+  // within the tolerance: late refreshes barely move the weights, and each
+  // adopted refresh makes every node be scored afresh.
+  if (options_.refresh_tolerance > 0 && epoch_ > 0 &&
+      WorkloadDistance(workload_, fresh) < options_.refresh_tolerance &&
+      std::abs(ratio - cpu_per_gpu_) <= options_.refresh_tolerance * cpu_per_gpu_)
+    return;
+  workload_ = std::move(fresh);
+  cpu_per_gpu_ = ratio;
+  memo_.clear();
+  allows_.clear();
+  model_ids_.clear();
   ++epoch_;
 }
 
@@ -43,44 +77,152 @@ double TesseraPolicy::Strand(int64_t cpu_left, int64_t idle_milli) const {
   return options_.strand_weight * std::max(0.0, static_cast<double>(idle_milli) - feedable);
 }
 
-double TesseraPolicy::FragNow(const NodeState& node) {
-  auto& [version, epoch, value] = now_cache_[&node];
+size_t TesseraPolicy::StateHash::operator()(const StateKey& k) const {
+  uint64_t h = 0x9e3779b97f4a7c15ULL;
+  for (uint64_t w : k.w) {
+    h ^= w + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    h *= 0xff51afd7ed558ccdULL;
+  }
+  return static_cast<size_t>(h ^ (h >> 33));
+}
+
+int TesseraPolicy::ModelId(const std::string& model) {
+  auto [it, inserted] = model_ids_.emplace(model, static_cast<int>(allows_.size()));
+  if (inserted) {
+    std::vector<char> row(workload_.classes.size());
+    for (size_t i = 0; i < row.size(); ++i) row[i] = workload_.classes[i].models.Allows(model) ? 1 : 0;
+    allows_.push_back(std::move(row));
+  }
+  return it->second;
+}
+
+TesseraPolicy::NodeTerms TesseraPolicy::ComputeTerms(int model_id, int64_t cpu_left,
+                                                     std::span<const int64_t> gpu_left) const {
+  NodeTerms t;
+  int64_t idle = 0;
+  for (int64_t l : gpu_left) idle += l;
+  t.strand = Strand(cpu_left, idle);
+  if (idle == 0) return t;
+  // FGD's fragmentation (NodeFragAmount) and the dead milli in one pass over
+  // the classes. usable[g]: some GPU class could take a share of GPU g.
+  std::array<bool, 64> usable{};
+  const std::vector<char>& allows = allows_[static_cast<size_t>(model_id)];
+  double frag = 0;
+  for (size_t ci = 0; ci < workload_.classes.size(); ++ci) {
+    const TaskClass& c = workload_.classes[ci];
+    bool fits = c.num_gpu > 0 && c.gpu_milli > 0 && cpu_left >= c.cpu_milli && allows[ci];
+    int64_t small = 0;
+    if (fits) {
+      int enough = 0;
+      for (int64_t l : gpu_left) {
+        if (l >= c.gpu_milli) ++enough; else small += l;
+      }
+      fits = enough >= c.num_gpu;
+    }
+    if (fits) {
+      frag += c.weight * static_cast<double>(small);
+      for (size_t g = 0; g < gpu_left.size() && g < usable.size(); ++g)
+        if (gpu_left[g] >= c.gpu_milli) usable[g] = true;
+    } else {
+      frag += c.weight * static_cast<double>(idle);
+    }
+  }
+  t.frag = frag;
+  for (size_t g = 0; g < gpu_left.size(); ++g)
+    if (gpu_left[g] > 0 && !(g < usable.size() && usable[g])) t.dead += gpu_left[g];
+  return t;
+}
+
+double TesseraPolicy::NodeValue(const std::string& model, int64_t cpu_left, std::span<const int64_t> gpu_left) {
+  return ValueOf(ModelId(model), cpu_left, gpu_left);
+}
+
+double TesseraPolicy::ValueOf(int model_id, int64_t cpu_left, std::span<const int64_t> gpu_left) {
+  // Sorted shares, 10 bits each, 6 to a word: up to 18 GPUs memoised.
+  constexpr size_t kMemoGpus = 18;
+  auto value = [&](std::span<const int64_t> left) {
+    const NodeTerms t = ComputeTerms(model_id, cpu_left, left);
+    return t.frag + t.strand + options_.dead_weight * static_cast<double>(t.dead);
+  };
+  if (gpu_left.size() > kMemoGpus) return value(gpu_left);
+  std::array<int64_t, kMemoGpus> sorted{};
+  for (size_t i = 0; i < gpu_left.size(); ++i) sorted[i] = std::clamp<int64_t>(gpu_left[i], 0, kCoreMilliPerGpu);
+  std::sort(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(gpu_left.size()));
+  StateKey key;
+  key.w[0] = (static_cast<uint64_t>(model_id) << 32) | gpu_left.size();
+  key.w[1] = static_cast<uint64_t>(cpu_left);
+  for (size_t i = 0; i < gpu_left.size(); ++i)
+    key.w[2 + i / 6] |= static_cast<uint64_t>(sorted[i]) << (10 * (i % 6));
+  if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+  // Bound memory in long-running schedulers (about 10 MB); a cleared memo only
+  // costs recomputation, never a different value.
+  if (memo_.size() >= (1u << 17)) memo_.clear();
+  // The value does not depend on the GPUs' order: compute it on the sorted copy.
+  const double v = value({sorted.data(), gpu_left.size()});
+  memo_.emplace(key, v);
+  return v;
+}
+
+int64_t TesseraPolicy::DeadMilli(const std::string& model, int64_t cpu_left, std::span<const int64_t> gpu_left) {
+  return ComputeTerms(ModelId(model), cpu_left, gpu_left).dead;
+}
+
+double TesseraPolicy::FragNow(const NodeState& node, int* model_id) {
+  auto& [version, epoch, value, id] = now_cache_[&node];
   if (version != node.version || epoch != epoch_ || node.version == 0) {
     const GpuLeft left = FreeCore(node);
-    int64_t idle = 0;
-    for (int i = 0; i < left.n; ++i) idle += left.left[i];
-    value = NodeFragAmount(workload_, node.model(), node.CpuFree(), left.span()) +
-            Strand(node.CpuFree(), idle);
+    id = ModelId(node.model());
+    value = ValueOf(id, node.CpuFree(), left.span());
     version = node.version;
     epoch = epoch_;
   }
+  *model_id = id;
   return value;
 }
 
-void TesseraPolicy::ForEachPick(const PodRequest& pod, const NodeState& node,
-                                const std::function<void(const GpuPick&, int64_t)>& fn) {
-  const double before = FragNow(node);
-  // The stranding term after placement does not depend on which GPUs.
+template <typename Fn>
+void TesseraPolicy::Picks(const PodRequest& pod, const NodeState& node, bool distinct_only, Fn&& fn) {
+  int model_id = 0;
+  const double before = FragNow(node, &model_id);
   const GpuLeft left = FreeCore(node);
-  int64_t idle_after = -pod.TotalCoreMilli();
-  for (int i = 0; i < left.n; ++i) idle_after += left.left[i];
-  const double strand_after = Strand(node.CpuFree() - pod.cpu_milli, idle_after);
+  const int64_t cpu_after = node.CpuFree() - pod.cpu_milli;
   auto consider = [&](const GpuPick& pick) {
-    fn(pick, FgdScore(FragAfter(workload_, pod, node, pick) + strand_after - before));
+    GpuLeft after = left;
+    int k = 0;
+    for (const auto& c : pod.containers)
+      for (int g = 0; g < c.gpu_count; ++g) after.left[pick.index[k++]] -= c.core_milli_per_gpu;
+    fn(pick, FgdScore(ValueOf(model_id, cpu_after, after.span()) - before));
   };
   if (!IsSingleShare(pod)) {
     GpuPick pick;
     PickGpus(pod, node, GpuSelect::kBestFit, nullptr, &pick);
     consider(pick);
   } else {
-    for (const GpuPick& pick : ShareCandidates(pod, node)) consider(pick);
+    // GPUs with equal free shares give equal values, and the lowest index
+    // wins ties: with distinct_only, only the first GPU of each free share
+    // is weighed (an empty 8-GPU node costs one evaluation, not eight).
+    std::array<int64_t, 64> seen{};
+    int nseen = 0;
+    for (const GpuPick& pick : ShareCandidates(pod, node)) {
+      if (distinct_only) {
+        const int64_t free = left.left[pick.index[0]];
+        if (std::find(seen.begin(), seen.begin() + nseen, free) != seen.begin() + nseen) continue;
+        if (nseen < static_cast<int>(seen.size())) seen[static_cast<size_t>(nseen++)] = free;
+      }
+      consider(pick);
+    }
   }
+}
+
+void TesseraPolicy::ForEachPick(const PodRequest& pod, const NodeState& node,
+                                const std::function<void(const GpuPick&, int64_t)>& fn) {
+  Picks(pod, node, /*distinct_only=*/false, fn);
 }
 
 Candidate TesseraPolicy::Evaluate(const PodRequest& pod, const NodeState& node, Rng& /*rng*/) {
   Candidate best;
   bool first = true;
-  ForEachPick(pod, node, [&](const GpuPick& pick, int64_t score) {
+  Picks(pod, node, /*distinct_only=*/true, [&](const GpuPick& pick, int64_t score) {
     if (first || score > best.score) {  // lowest GPU index wins ties
       best.score = score;
       best.pick = pick;

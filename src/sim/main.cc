@@ -119,11 +119,42 @@ void PrintSummary(const std::vector<RunResult>& runs, const std::vector<std::str
   }
 }
 
+// With --breakdown: where the unallocated GPUs sit at the end, means over
+// seeds in % of the cluster's GPUs, and how many small shares the trace has
+// to fill the slivers large shares leave.
+void PrintBreakdown(const std::vector<RunResult>& runs, const std::vector<std::string>& policies,
+                    const std::vector<core::PodRequest>& pods) {
+  int64_t large = 0, small = 0;
+  for (const auto& p : pods) {
+    if (p.containers.size() != 1 || p.containers[0].gpu_count != 1) continue;
+    const int64_t m = p.containers[0].core_milli_per_gpu;
+    if (m >= 800 && m < core::kCoreMilliPerGpu) ++large;
+    if (m > 0 && m <= 200) ++small;
+  }
+  std::printf("end state, %% of GPUs: %-12s %10s %12s %12s   (trace: %lld shares >= 800 milli, %lld <= 200)\n",
+              "policy", "idle GPUs", "beside>=800", "other", static_cast<long long>(large),
+              static_cast<long long>(small));
+  for (const auto& p : policies) {
+    double w = 0, l = 0, o = 0;
+    int n = 0;
+    for (const auto& r : runs) {
+      if (r.policy != p || r.total_gpus == 0) continue;
+      const double t = 10.0 * static_cast<double>(r.total_gpus);
+      w += static_cast<double>(r.end.whole_idle_milli) / t;
+      l += static_cast<double>(r.end.large_share_milli) / t;
+      o += static_cast<double>(r.end.other_sliver_milli) / t;
+      ++n;
+    }
+    if (n > 0) std::printf("end state, %% of GPUs: %-12s %10.2f %12.2f %12.2f\n", p.c_str(), w / n, l / n, o / n);
+  }
+}
+
 struct FgdArgs {
   std::string nodes, pods, policy = "tessera", seeds = "42", out, workload;
   double tune = 1.3;
   int jobs = 0;
   bool quiet = false;
+  bool breakdown = false;
   core::InterferenceOptions interference;
 };
 
@@ -171,6 +202,7 @@ int RunFgd(const FgdArgs& args) {
   });
   if (!runs.ok()) return Fail(runs.status(), kExitRuntime);
   PrintSummary(*runs, *policies);
+  if (args.breakdown) PrintBreakdown(*runs, *policies, pods);
   if (Status s = CreateOutputDir(args.out); !s.ok()) return Fail(s, kExitRuntime);
   for (const auto& [file, fn] : {std::pair{"alloc.csv", &WriteAllocCsv}, std::pair{"frag.csv", &WriteFragCsv},
                                  std::pair{"frag_ratio.csv", &WriteFragRatioCsv}}) {
@@ -330,6 +362,8 @@ int main(int argc, char** argv) {
   fgd_cmd->add_option("--workload", fgd.workload, "workload name in the CSVs (default: pods file stem)");
   fgd_cmd->add_option("--jobs", fgd.jobs, "parallel runs (default: CPU count)");
   fgd_cmd->add_flag("--quiet", fgd.quiet, "no per-run summary lines");
+  fgd_cmd->add_flag("--breakdown", fgd.breakdown,
+                    "also print where the unallocated GPUs sit at the end (idle GPUs, beside large shares, other)");
   fgd_cmd->add_option("--fade-below-free", fgd.interference.fade_below_free,
                       "tessera-interference: fade the penalty out below this free fraction of GPU compute (0: never)")
       ->capture_default_str();

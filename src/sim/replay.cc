@@ -72,6 +72,15 @@ Result<RunResult> Replay(const std::vector<core::NodeInfo>& nodes,
     run.samples.push_back({arrived, used, frag_sum, idle_sum});
   }
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (const core::NodeState& node : ledger.nodes()) {
+    for (size_t g = 0; g < node.gpus.size(); ++g) {
+      if (!node.info.gpus[g].healthy) continue;
+      const int64_t free = node.GpuCoreFree(static_cast<int>(g));
+      if (free == core::kCoreMilliPerGpu) run.end.whole_idle_milli += free;
+      else if (node.gpus[g].sharers == 1 && node.gpus[g].core_used_milli >= 800) run.end.large_share_milli += free;
+      else run.end.other_sliver_milli += free;
+    }
+  }
   if (stats) *stats = st;
   return run;
 }

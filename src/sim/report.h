@@ -37,6 +37,13 @@ struct Sample {
   double idle_milli = 0;      // idle GPU milli (sum of all FGD buckets)
 };
 
+// Where the GPU milli left unallocated at the end of a replay sit.
+struct EndState {
+  int64_t whole_idle_milli = 0;    // GPUs with nothing on them
+  int64_t large_share_milli = 0;   // free beside a single share of >= 800 milli
+  int64_t other_sliver_milli = 0;  // free on any other partly used GPU
+};
+
 // One replay: a workload under a policy with one tuning seed.
 struct RunResult {
   std::string workload;  // e.g. "openb_pod_list_default"
@@ -45,6 +52,7 @@ struct RunResult {
   uint64_t seed = 0;
   int64_t total_gpus = 0;  // T: GPUs in the cluster
   std::vector<Sample> samples;  // in arrival order
+  EndState end;                 // the cluster after the last arrival
 };
 
 // Column k holds the value at arrived workload k %; empty where no sample fell

@@ -40,7 +40,7 @@ std::string TempDirFor(const std::string& name) {
 }
 
 RunResult MakeRun(int64_t total_gpus, std::vector<Sample> samples) {
-  return RunResult{"openb_pod_list_default", "fgd", "1.3", 42, total_gpus, std::move(samples)};
+  return RunResult{"openb_pod_list_default", "fgd", "1.3", 42, total_gpus, std::move(samples), {}};
 }
 
 TEST(ReportCurveTest, ArrivedPercentRoundsHalfToEvenAndFallsBackToWindow) {

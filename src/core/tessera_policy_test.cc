@@ -1,0 +1,145 @@
+#include "core/tessera_policy.h"
+
+#include <gtest/gtest.h>
+
+#include "core/fgd_policy.h"
+#include "core/fragmentation.h"
+
+namespace tessera::core {
+namespace {
+
+NodeInfo Node(const std::string& name, std::vector<int64_t> used, int64_t cpu = 64000, const std::string& model = "T4") {
+  NodeInfo n{name, cpu, 262144, {}};
+  for (size_t i = 0; i < used.size(); ++i) n.gpus.push_back({static_cast<int>(i), "", model, 0});
+  return n;
+}
+
+PodRequest Pod(const std::string& key, int gpus, int64_t core, int64_t cpu = 1000) {
+  return PodRequest{key, cpu, 1024, {{"main", gpus, 0, core, {}}}};
+}
+
+// Teaches `p` a workload: 20 pods of 400 milli, 12 whole GPUs (32 arrivals,
+// the first refresh).
+void Teach(TesseraPolicy& p) {
+  for (int i = 0; i < 20; ++i) p.OnArrival(Pod("s" + std::to_string(i), 1, 400));
+  for (int i = 0; i < 12; ++i) p.OnArrival(Pod("w" + std::to_string(i), 1, 1000));
+  ASSERT_EQ(p.workload().classes.size(), 2u);
+}
+
+TEST(TesseraPolicy, DeadMilliIsFreeShareNoLearnedClassCanUse) {
+  TesseraPolicy p;
+  Teach(p);
+  // 300 is below every class (400, 1000); 500 takes a 400 pod; whole GPUs take anything.
+  EXPECT_EQ(p.DeadMilli("T4", 64000, std::vector<int64_t>{1000, 300, 0}), 300);
+  EXPECT_EQ(p.DeadMilli("T4", 64000, std::vector<int64_t>{500, 1000}), 0);
+  // No class fits the node's CPU: all of its free share is dead.
+  EXPECT_EQ(p.DeadMilli("T4", 500, std::vector<int64_t>{1000, 300}), 1300);
+}
+
+TEST(TesseraPolicy, DeadMilliHonoursModelsAndMultiGpuClasses) {
+  TesseraPolicy p;
+  for (int i = 0; i < 32; ++i) {
+    PodRequest pod = Pod("m" + std::to_string(i), 2, 1000);
+    pod.containers[0].models.allowed = {"A100"};
+    p.OnArrival(pod);
+  }
+  // The only class wants two whole A100s.
+  EXPECT_EQ(p.DeadMilli("A100", 64000, std::vector<int64_t>{1000, 1000}), 0);
+  EXPECT_EQ(p.DeadMilli("A100", 64000, std::vector<int64_t>{1000, 900}), 1900);
+  EXPECT_EQ(p.DeadMilli("T4", 64000, std::vector<int64_t>{1000, 1000}), 2000);
+}
+
+TEST(TesseraPolicy, NodeValueIsFgdFragmentationPlusDeadMilliAndIgnoresGpuOrder) {
+  TesseraPolicy p;
+  TesseraPolicy v1(TesseraPolicyOptions::V1(), "tessera-v1");
+  Teach(p);
+  Teach(v1);
+  const std::vector<int64_t> a = {1000, 300, 0}, b = {0, 1000, 300};
+  // Plenty of CPU: no stranding, so v1's value is FGD's fragmentation alone.
+  EXPECT_DOUBLE_EQ(v1.NodeValue("T4", 64000, a), NodeFragAmount(v1.workload(), "T4", 64000, a));
+  EXPECT_DOUBLE_EQ(p.NodeValue("T4", 64000, a), NodeFragAmount(p.workload(), "T4", 64000, a) + 300.0);
+  // Memoised on the sorted shares: the same value in any GPU order, twice.
+  EXPECT_DOUBLE_EQ(p.NodeValue("T4", 64000, b), p.NodeValue("T4", 64000, a));
+  EXPECT_DOUBLE_EQ(p.NodeValue("T4", 64000, b), p.NodeValue("T4", 64000, b));
+}
+
+TEST(TesseraPolicy, ScoresASliverNoClassCanUseBelowV1) {
+  TesseraPolicy p;
+  TesseraPolicy v1(TesseraPolicyOptions::V1(), "tessera-v1");
+  Teach(p);
+  Teach(v1);
+  Ledger ledger;
+  ASSERT_TRUE(ledger.AddNode(Node("n", {0, 0})).ok());
+  // 400 on a free GPU leaves 600: a 400 pod still fits, nothing dead.
+  // 700 leaves 300, which no class can use.
+  Rng rng(1);
+  const NodeState& node = ledger.nodes()[0];
+  const Candidate a = p.Evaluate(Pod("x", 1, 400), node, rng);
+  const Candidate a1 = v1.Evaluate(Pod("x", 1, 400), node, rng);
+  EXPECT_EQ(a.score, a1.score);
+  const Candidate b = p.Evaluate(Pod("y", 1, 700), node, rng);
+  const Candidate b1 = v1.Evaluate(Pod("y", 1, 700), node, rng);
+  EXPECT_LT(b.score, b1.score);
+  // The score is FGD's squash of the value's change.
+  const double before = p.NodeValue("T4", 64000, std::vector<int64_t>{1000, 1000});
+  const double after = p.NodeValue("T4", 63000, std::vector<int64_t>{300, 1000});
+  EXPECT_EQ(b.score, FgdScore(after - before));
+}
+
+TEST(TesseraPolicy, PrefersTheGpuWhereTheShareLeavesNothingDead) {
+  TesseraPolicy p;
+  Teach(p);
+  Ledger ledger;
+  ASSERT_TRUE(ledger.AddNode(Node("n", {0, 0})).ok());
+  PodRequest first = Pod("first", 1, 600);
+  Assignment a{"n", {{"main", {{0, "", 0, 600}}}}};
+  ASSERT_TRUE(ledger.Assume(first, a).ok());
+  // GPU 0 has 400 free: a 400 pod fills it exactly; on GPU 1 it would leave 600.
+  Rng rng(1);
+  const Candidate c = p.Evaluate(Pod("x", 1, 400), ledger.nodes()[0], rng);
+  ASSERT_EQ(c.pick.count, 1);
+  EXPECT_EQ(c.pick.index[0], 0);
+}
+
+TEST(TesseraPolicy, RefreshWithinToleranceKeepsCachedScores) {
+  TesseraPolicy p;
+  TesseraPolicy v1(TesseraPolicyOptions::V1(), "tessera-v1");
+  Teach(p);
+  Teach(v1);
+  EXPECT_EQ(p.epoch(), 1u);
+  EXPECT_EQ(v1.epoch(), 1u);
+  Teach(p);  // the same mix again: the refresh at 64 arrivals changes nothing
+  Teach(v1);
+  EXPECT_EQ(p.epoch(), 1u);
+  EXPECT_EQ(v1.epoch(), 2u);  // v1 adopts every refresh
+  // A different mix is adopted.
+  for (int i = 0; i < 64; ++i) p.OnArrival(Pod("big" + std::to_string(i), 2, 1000));
+  EXPECT_EQ(p.epoch(), 2u);
+}
+
+TEST(TesseraPolicy, WorkloadDistance) {
+  TargetWorkload a, b;
+  a.classes.push_back({0, 500, 1, {}, 0.5});
+  a.classes.push_back({0, 1000, 1, {}, 0.5});
+  EXPECT_DOUBLE_EQ(WorkloadDistance(a, a), 0.0);
+  b.classes.push_back({0, 500, 1, {}, 0.75});
+  b.classes.push_back({0, 1000, 1, {}, 0.25});
+  EXPECT_DOUBLE_EQ(WorkloadDistance(a, b), 0.5);
+  TargetWorkload c;
+  c.classes.push_back({4000, 0, 0, {}, 1.0});
+  EXPECT_DOUBLE_EQ(WorkloadDistance(a, c), 2.0);
+}
+
+TEST(TesseraPolicy, RegisteredNames) {
+  auto cur = MakePolicy("tessera", {});
+  ASSERT_TRUE(cur.ok());
+  EXPECT_EQ((*cur)->name(), "tessera");
+  EXPECT_GT(static_cast<TesseraPolicy&>(**cur).options().dead_weight, 0);
+  auto v1 = MakePolicy("tessera-v1", {});
+  ASSERT_TRUE(v1.ok());
+  EXPECT_EQ((*v1)->name(), "tessera-v1");
+  EXPECT_EQ(static_cast<TesseraPolicy&>(**v1).options().dead_weight, 0);
+}
+
+}  // namespace
+}  // namespace tessera::core
