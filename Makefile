@@ -35,7 +35,7 @@ sim-demo: build
 	./scripts/sim-demo.sh $(BUILD)
 
 # Every test: the -Werror build and its images under ctest, then the unit and fuzz tests
-# again under AddressSanitizer + UBSan (building only what those tests run).
+# again under AddressSanitizer + UBSan.
 test: build images
 	cd $(BUILD) && TESSERA_REQUIRE_IMAGES=1 ctest --output-on-failure -j $(JOBS)
 	$(MAKE) test-asan
@@ -43,7 +43,7 @@ test: build images
 test-asan: setup
 	cmake -S . -B $(BUILD)-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTESSERA_WERROR=ON \
 	  -DTESSERA_SANITIZE=ON -DTESSERA_BUILD_BENCH=OFF $(LAUNCHER)
-	JOBS=$(JOBS) ./scripts/build-for-tests.sh $(BUILD)-asan 'unit|fuzz'
+	cmake --build $(BUILD)-asan -j $(JOBS)
 	cd $(BUILD)-asan && ctest --output-on-failure -j $(JOBS) -L 'unit|fuzz'
 
 clean:

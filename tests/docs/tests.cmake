@@ -1,7 +1,7 @@
 # The documentation's commands against the code (tests/docs/docs_commands_test.py):
 # example files the e2e applies, flags in each binary's --help (and flag tables
 # both ways), make targets, ctest names, Helm values. Not in the sanitizer
-# build: it checks text, and would make that build compile every binary.
+# build: it checks text, which that build would only repeat.
 if(NOT TESSERA_SANITIZE)
 add_test(NAME docs_commands_test
          COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/docs_commands_test.py ${PROJECT_SOURCE_DIR}
