@@ -379,6 +379,10 @@ TEST_F(ArbiterGateTest, TwoProcessesSaturatingShareThirtySeventy) {
   EXPECT_EQ(a_->layout()->compute[0].grant_ppm.load(), 300'000u);
   EXPECT_EQ(b_->layout()->compute[0].grant_ppm.load(), 700'000u);
   { std::ofstream(go) << "go\n"; }  // B measures from now on
+  // A ran alone at the whole GPU until B showed up; the window it had
+  // already been charged for at 100 % is paid back at 30 % (up to 100/30
+  // windows with no launch), as any container cut back pays. Measure after.
+  SaturateKernel(4);
   const double a = SaturateKernel(20);
   // B measures once it has seen its grant, then launches until told to stop.
   while (!std::filesystem::exists(out)) {
@@ -419,8 +423,12 @@ int RunB(const char* out, const char* stop, const char* go) {
     if (++i % 64 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   if (region->layout()->compute[0].grant_ppm.load() != 700'000) return 11;
-  const uint64_t t0 = (tessera_fake_cuda_now_us() / kWindowUs + 2) * kWindowUs;
-  tessera_fake_cuda_sleep_until_us(t0);
+  // Settle as A does: work admitted before this grant is charged when it
+  // completes, and paid back at 70 % first.
+  const uint64_t t0 = (tessera_fake_cuda_now_us() / kWindowUs + 5) * kWindowUs;
+  while (tessera_fake_cuda_now_us() < t0) {
+    if (launch() != CUDA_SUCCESS) return 12;
+  }
   const uint64_t t1 = t0 + 20 * kWindowUs;
   while (tessera_fake_cuda_now_us() < t1) {
     if (launch() != CUDA_SUCCESS) return 8;
