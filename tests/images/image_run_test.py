@@ -66,7 +66,10 @@ def unpack(archive, layers, rootfs):
                         os.remove(p)
                 else:
                     members.append(m)
-            t.extractall(rootfs, members=members, numeric_owner=True, filter="fully_trusted")
+            # Pythons with extraction filters (3.12, and later 3.11 builds) want
+            # one named; these layers are ours, and their links must stay as built.
+            trusted = {"filter": "fully_trusted"} if hasattr(tarfile, "fully_trusted_filter") else {}
+            t.extractall(rootfs, members=members, numeric_owner=True, **trusted)
 
 
 def main():
