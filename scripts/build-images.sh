@@ -62,13 +62,19 @@ export STORAGE_DRIVER="${STORAGE_DRIVER:-vfs}"
 bah=(buildah --root "$out/buildah/storage" --runroot "$out/buildah/run")
 cleanup() { "${bah[@]}" rm --all >/dev/null 2>&1 || true; }
 trap cleanup EXIT
-if ! "${bah[@]}" inspect --type image "$base_ref" >/dev/null 2>&1; then
+# Import the base into this storage once per base tarball (a remade one is
+# imported again).
+base_id="$(stat -c '%s-%Y' "$base_tar")"
+if [[ "$(cat "$out/buildah/base.stamp" 2>/dev/null)" != "$base_id" ]] ||
+   ! "${bah[@]}" inspect --type image "$base_ref" >/dev/null 2>&1; then
+  "${bah[@]}" rmi --force "$base_ref" >/dev/null 2>&1 || true
   c=$("${bah[@]}" from scratch)
   m=$("${bah[@]}" mount "$c")
   tar -C "$m" -xf "$base_tar"
   "${bah[@]}" umount "$c" >/dev/null
   "${bah[@]}" commit --quiet "$c" "$base_ref" >/dev/null
   "${bah[@]}" rm "$c" >/dev/null
+  echo "$base_id" > "$out/buildah/base.stamp"
 fi
 
 : > "$out/images.txt.partial"
