@@ -95,3 +95,17 @@ set_tests_properties(e2e_real_node_test PROPERTIES
 if(NOT TESSERA_SANITIZE)
   set_property(TEST e2e_real_node_test APPEND PROPERTY ENVIRONMENT "TESSERA_TEST_PRELOAD=$<TARGET_FILE:tessera-cuda>")
 endif()
+
+# The product path on one real node: Tessera's images (make images) imported
+# into the node's containerd and run by the Helm chart as docs/install.md
+# installs it; a Deployment of sharing pods through the chart's kube-scheduler,
+# the extender's Service and the real kubelet's Allocate. Skipped (77) without
+# root or the image archives, unless TESSERA_REQUIRE_IMAGES=1 (make test).
+add_test(NAME e2e_real_node_chart_test COMMAND ${CMAKE_CURRENT_LIST_DIR}/real_node_chart_test.sh)
+set_tests_properties(e2e_real_node_chart_test PROPERTIES
+  FIXTURES_REQUIRED cluster
+  RESOURCE_LOCK cluster
+  LABELS e2e
+  TIMEOUT 400
+  SKIP_RETURN_CODE 77
+  ENVIRONMENT "TESSERA_TEST_KUBECONFIG=${TESSERA_TEST_CLUSTER_DIR}/kubeconfig;TESSERA_TEST_CLUSTER_DIR=${TESSERA_TEST_CLUSTER_DIR};TESSERA_BIN_DIR=${CMAKE_BINARY_DIR}/bin;TESSERA_IMAGES_DIR=${CMAKE_BINARY_DIR}/images")

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <chrono>
 #include <sstream>
 #include <thread>
 
@@ -213,7 +214,16 @@ std::vector<std::string> FindOvercommit(kube::Client& client) {
 Status CreateNamespace(kube::Client& client, const std::string& ns) {
   Status s = client.Create("/api/v1/namespaces", {{"apiVersion", "v1"}, {"kind", "Namespace"},
                                                   {"metadata", {{"name", ns}}}}).status();
-  return s.code() == StatusCode::kAlreadyExists ? Status::Ok() : s;
+  if (!s.ok() && s.code() != StatusCode::kAlreadyExists) return s;
+  // The ServiceAccount admission plugin refuses pods until the fixture's
+  // kube-controller-manager has made the namespace's `default` account
+  // (usually within milliseconds; the plugin itself retries about 1 s).
+  const std::string sa = "/api/v1/namespaces/" + ns + "/serviceaccounts/default";
+  for (int i = 0; i < 200; ++i) {
+    if (client.Get(sa).ok()) return Status::Ok();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return FailedPrecondition("namespace " + ns + " has no default ServiceAccount after 10 s");
 }
 
 Status DeleteNamespace(kube::Client& client, const std::string& ns) {

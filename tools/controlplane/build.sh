@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, the
-# kubelet and etcd from the pinned Go modules into tools/controlplane/bin (the
-# kubelet runs real nodes: tools/realnode/). Skips the build when the binaries match
+# kubelet, kube-proxy and etcd from the pinned Go modules into
+# tools/controlplane/bin, and CoreDNS from tools/coredns (the kubelet,
+# kube-proxy and CoreDNS run real nodes: tools/realnode/). Skips the build when the binaries match
 # the current go.mod/go.sum (a stamp records their hash); Go's module and build
 # caches make a rebuild on the same machine quick.
 set -euo pipefail
@@ -11,8 +12,8 @@ cd "$here"
 k8s_version="$(awk '$1=="k8s.io/kubernetes"{print $2; exit}' go.mod)"
 [[ -n "$k8s_version" ]] || { echo "build.sh: k8s.io/kubernetes not found in go.mod" >&2; exit 1; }
 minor="${k8s_version#v1.}"; minor="${minor%%.*}"
-stamp="$(cat go.mod go.sum cmd/etcd/main.go build.sh | sha256sum | cut -c1-16)"
-bins=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet etcd)
+stamp="$(cat go.mod go.sum cmd/etcd/main.go build.sh ../coredns/go.mod ../coredns/go.sum ../coredns/main.go | sha256sum | cut -c1-16)"
+bins=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy etcd coredns)
 
 if [[ -f bin/.stamp && "$(cat bin/.stamp)" == "$stamp" ]]; then
   ok=1
@@ -36,6 +37,8 @@ go build -trimpath -ldflags "$ldflags" -o bin/ \
   k8s.io/kubernetes/cmd/kube-scheduler \
   k8s.io/kubernetes/cmd/kubectl \
   k8s.io/kubernetes/cmd/kubelet \
+  k8s.io/kubernetes/cmd/kube-proxy \
   ./cmd/etcd
+(cd ../coredns && go build -trimpath -ldflags "-s -w" -o "$here/bin/coredns" .)
 echo "$stamp" > bin/.stamp
 echo "built ${bins[*]} in $((SECONDS - start)) s into $here/bin"

@@ -49,12 +49,19 @@ rm -rf "$dir/etcd-data"
 
 # --- certificates and credentials -------------------------------------------
 pki="$dir/pki"
+# The API server's names: loopback for clients on this machine; the
+# `kubernetes` Service's ClusterIP (first of --service-cluster-ip-range) and
+# the advertised address for in-cluster clients on real nodes (tools/realnode).
+api_sans='IP:127.0.0.1,IP:10.0.0.1,IP:10.250.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local'
+if [[ -f "$pki/apiserver.ext" ]] && ! grep -q "^subjectAltName=${api_sans}\$" "$pki/apiserver.ext"; then
+  rm -f "$pki/ca.crt"   # a folder from before these names: new certificates
+fi
 if [[ ! -f "$pki/ca.crt" ]]; then
   openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=tessera-local-ca" \
     -keyout "$pki/ca.key" -out "$pki/ca.crt" 2>/dev/null
   openssl req -newkey rsa:2048 -nodes -subj "/CN=kube-apiserver" \
     -keyout "$pki/apiserver.key" -out "$pki/apiserver.csr" 2>/dev/null
-  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth\n' > "$pki/apiserver.ext"
+  printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth\n' "$api_sans" > "$pki/apiserver.ext"
   openssl x509 -req -in "$pki/apiserver.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
     -days 3650 -extfile "$pki/apiserver.ext" -out "$pki/apiserver.crt" 2>/dev/null
   openssl genrsa -out "$pki/sa.key" 2048 2>/dev/null
@@ -114,16 +121,21 @@ start etcd "$bin/etcd" --name tessera-local --data-dir "$dir/etcd-data" \
   --unsafe-no-fsync --log-level warn
 wait_for etcd etcd 30 curl -sf "http://127.0.0.1:${etcd_port}/health"
 
+# --advertise-address is what the `kubernetes` Service leads to: not an address
+# of this machine, but one each real node (tools/realnode) serves on its own
+# loopback and forwards here. Without kube-controller-manager nothing creates
+# the `default` ServiceAccount, so its admission plugin would refuse every pod.
+sa_admission=()
+[[ "$controller_manager" == 1 ]] || sa_admission=(--disable-admission-plugins ServiceAccount)
 start kube-apiserver "$bin/kube-apiserver" \
   --etcd-servers "http://127.0.0.1:${etcd_port}" \
-  --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "${api_port}" \
+  --bind-address 127.0.0.1 --advertise-address 10.250.0.1 --secure-port "${api_port}" \
   --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
   --client-ca-file "$pki/ca.crt" --token-auth-file "$pki/tokens.csv" \
   --authorization-mode RBAC \
   --service-account-issuer https://kubernetes.default.svc \
   --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
-  --service-cluster-ip-range 10.0.0.0/24 \
-  --disable-admission-plugins ServiceAccount \
+  --service-cluster-ip-range 10.0.0.0/24 "${sa_admission[@]}" \
   --kubelet-preferred-address-types InternalIP,Hostname \
   --cert-dir "$dir/pki/apiserver-generated" \
   --profiling=false --v=1
@@ -140,6 +152,9 @@ if [[ "$controller_manager" == 1 ]]; then
     --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
     --profiling=false --v=1
   wait_for kube-controller-manager kube-controller-manager 60 curl -sfk "https://127.0.0.1:${kcm_port}/healthz"
+  # Pods need their namespace's `default` ServiceAccount, which it creates.
+  wait_for kube-controller-manager kube-controller-manager 30 curl -sf --cacert "$pki/ca.crt" \
+    -H "Authorization: Bearer ${token}" "https://127.0.0.1:${api_port}/api/v1/namespaces/default/serviceaccounts/default"
 fi
 
 # The extender entry matches deploy/ (docs/scheduler-extender.md explains it),

@@ -4,10 +4,12 @@ local files, for `ctr -n k8s.io images import`: how the real-node harness
 (tools/realnode) gets images into a node's containerd with no registry and no
 Docker daemon.
 
-  oci_image.py OUT.tar NAME:TAG --add SRC:DEST [--link NAME:TARGET ...] [--dir DEST ...] -- CMD...
+  oci_image.py OUT.tar NAME:TAG --add SRC:DEST [--link NAME:TARGET ...] [--dir DEST ...]
+               [--env KEY=VALUE ...] -- CMD...
 
 --add copies file SRC to DEST in the image (mode kept); --link makes a
-symlink; --dir an empty folder. CMD is the image's default command (no
+symlink; --dir an empty folder; --env sets the image's environment
+(PATH=/bin when none is given). CMD is the image's default command (no
 entrypoint, so a pod's `command` or `args` replace it, as with Docker's busybox). Everything is owned by root; timestamps are
 0, so the same inputs give the same digests. The index entry carries the
 io.containerd.image.name annotation (NAME:TAG) and linux/amd64-style platform
@@ -58,6 +60,7 @@ def main():
     ap.add_argument("--add", action="append", default=[])
     ap.add_argument("--link", action="append", default=[])
     ap.add_argument("--dir", action="append", default=[])
+    ap.add_argument("--env", action="append", default=[])
     ap.add_argument("cmd", nargs="+")
     a = ap.parse_args()
     blobs = {}
@@ -70,7 +73,7 @@ def main():
     layer_tar = layer([x.split(":", 1) for x in a.add], [x.split(":", 1) for x in a.link], a.dir)
     layer_desc = blob(layer_tar, "application/vnd.oci.image.layer.v1.tar")
     config = {"architecture": ARCH, "os": "linux",
-              "config": {"Cmd": a.cmd, "Env": ["PATH=/bin"]},
+              "config": {"Cmd": a.cmd, "Env": a.env or ["PATH=/bin"]},
               "rootfs": {"type": "layers", "diff_ids": [layer_desc["digest"]]}}
     config_desc = blob(json.dumps(config, sort_keys=True).encode(), "application/vnd.oci.image.config.v1+json")
     manifest = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",

@@ -10,6 +10,7 @@
 #   realnode.sh enter CLUSTER_DIR NAME CMD... # runs CMD in the node's mount namespace
 #                                             # (host network), e.g. a device plugin
 #   realnode.sh info  CLUSTER_DIR NAME        # prints the node's facts as shell variables
+#   realnode.sh import CLUSTER_DIR NAME TAR...# imports OCI image tarballs into the node's containerd
 #
 # Contract of `up`:
 #  - Network: a slot number I (1..250, the first free one on this machine) gives
@@ -19,6 +20,13 @@
 #    leaves for anywhere but the host-side address. kube-apiserver listens on
 #    127.0.0.1 only: a forwarder (tcp_forward.py) on 10.250.I.1 carries the
 #    kubelet's connections there (TLS checked against the name "localhost").
+#  - Cluster services on the node, as a cluster's own add-ons would give them:
+#    kube-proxy (iptables mode, in the node's netns) makes Service IPs work for
+#    the node's pods; CoreDNS (tools/coredns) answers cluster names on
+#    10.250.0.10, the kubelet's clusterDNS; the API server's advertised
+#    address 10.250.0.1 (cluster-up.sh), which kube-proxy gives the
+#    `kubernetes` Service, is the node's own loopback alias, where a second
+#    forwarder carries in-cluster clients (pods) on to the first.
 #  - Mount namespace (CLUSTER_DIR/nodes/NAME/ns/mnt): the kubelet's and
 #    containerd's fixed paths (/var/lib/kubelet, /var/lib/cni,
 #    /var/log/containers, /run/containerd, /run/netns) are bind mounts of the
@@ -28,7 +36,11 @@
 #    (the kubelet's cgroupRoot), which is how `down` finds them all.
 #  - Images: tessera.local/pause:1 (pause.c, gcc -static) and
 #    tessera.local/busybox:1 (Debian's busybox-static, every applet in /bin)
-#    are imported as OCI tarballs; nothing is ever pulled.
+#    are imported as OCI tarballs, and tessera.local/kube-scheduler:<version>
+#    (the kube-scheduler built by tools/controlplane, as the upstream image
+#    holds it) is built for charts that run one; nothing is ever pulled.
+#  - Tessera's host folders (/var/run/tessera, /usr/local/lib/tessera) are
+#    node folders too, so an agent running there leaves nothing on the host.
 #  - Host settings the kubelet changes (vm.overcommit_memory, vm.panic_on_oom,
 #    kernel.panic, kernel.panic_on_oops, kernel.keys.*) and net.ipv4.ip_forward
 #    are recorded by the first node up on this machine and restored by the
@@ -48,7 +60,7 @@
 # gcc (scripts/setup.sh installs them all).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-usage() { sed -n '8,13p' "${BASH_SOURCE[0]}" >&2; exit 2; }
+usage() { sed -n '8,14p' "${BASH_SOURCE[0]}" >&2; exit 2; }
 (($# >= 3)) || usage
 verb="$1" dir="$(cd "$2" && pwd)" name="$3"; shift 3
 [[ "$name" =~ ^[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?$ ]] || { echo "realnode: bad node name '$name'" >&2; exit 2; }
@@ -60,7 +72,11 @@ global=/run/tessera-realnode
 kubectl() { "$TESSERA_CONTROLPLANE_BIN/kubectl" --kubeconfig "$KUBECONFIG" "$@"; }
 sysctls=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops
          kernel.keys.root_maxkeys kernel.keys.root_maxbytes net.ipv4.ip_forward)
-host_dirs=(/var/lib/kubelet /var/lib/cni /var/log/containers /run/containerd /run/netns)
+host_dirs=(/var/lib/kubelet /var/lib/cni /var/log/containers /run/containerd /run/netns
+           /run/tessera /usr/local/lib/tessera)
+# What in-cluster clients on a node dial: the API server's advertised address
+# (cluster-up.sh --advertise-address) and the cluster DNS.
+api_vip=10.250.0.1 dns_ip=10.250.0.10
 cgroup_mounts() { awk '$3 == "cgroup" || $3 == "cgroup2" {print $2}' /proc/self/mounts; }
 # Runs "$@" with the machine-wide state locked against other nodes' up/down.
 locked() { ( flock 9; "$@" ) 9</run/lock; }
@@ -100,10 +116,12 @@ restore_host_state() {  # last node on the machine: put back what save_host_stat
   rm -rf "$global"
 }
 
-build_images() {  # the two images, once per cluster folder and recipe
+build_images() {  # the three images, once per cluster folder and recipe
   local out="$dir/realnode-images" stamp
-  stamp="$(cat "$here/pause.c" "$here/oci_image.py" "$(command -v busybox)" "${BASH_SOURCE[0]}" | sha256sum | cut -c1-16)"
-  [[ -f "$out/busybox.tar" && -f "$out/pause.tar" && "$(cat "$out/.stamp" 2>/dev/null)" == "$stamp" ]] && return 0
+  stamp="$(cat "$here/pause.c" "$here/oci_image.py" "$(command -v busybox)" "${BASH_SOURCE[0]}" \
+             "$TESSERA_CONTROLPLANE_BIN/kube-scheduler" | sha256sum | cut -c1-16)"
+  [[ -f "$out/busybox.tar" && -f "$out/pause.tar" && -f "$out/kube-scheduler.tar" \
+     && "$(cat "$out/.stamp" 2>/dev/null)" == "$stamp" ]] && return 0
   rm -rf "$out"; mkdir -p "$out/tmp"
   gcc -static -O2 -o "$out/tmp/pause" "$here/pause.c"
   python3 "$here/oci_image.py" "$out/tmp/pause.tar" tessera.local/pause:1 --add "$out/tmp/pause:/pause" -- /pause
@@ -113,15 +131,21 @@ build_images() {  # the two images, once per cluster folder and recipe
   for applet in $("$busybox" --list); do [[ "$applet" == busybox ]] || links+=(--link "/bin/$applet:busybox"); done
   python3 "$here/oci_image.py" "$out/tmp/busybox.tar" tessera.local/busybox:1 --add "$busybox:/bin/busybox" \
     "${links[@]}" --dir /etc --dir /tmp --dir /var -- /bin/sh
-  mv "$out/tmp/pause.tar" "$out/tmp/busybox.tar" "$out/"
+  # As registry.k8s.io/kube-scheduler holds it: the binary in /usr/local/bin, on PATH.
+  python3 "$here/oci_image.py" "$out/tmp/kube-scheduler.tar" "tessera.local/kube-scheduler:$(k8s_version)" \
+    --add "$TESSERA_CONTROLPLANE_BIN/kube-scheduler:/usr/local/bin/kube-scheduler" --dir /tmp \
+    --env PATH=/usr/local/bin:/bin -- /usr/local/bin/kube-scheduler
+  mv "$out/tmp/pause.tar" "$out/tmp/busybox.tar" "$out/tmp/kube-scheduler.tar" "$out/"
   rm -rf "$out/tmp"
   echo "$stamp" > "$out/.stamp"
 }
 
+k8s_version() { "$TESSERA_CONTROLPLANE_BIN/kube-scheduler" --version | awk '{print $2}'; }
+
 write_configs() {
   local api_port="${TESSERA_APISERVER##*:}"
   mkdir -p "$node"/{ns,kubelet,pki,logs,pids,pod-logs,log-containers,netns,cni/net.d,cni/cache,cni/networks} \
-           "$node"/containerd/{root,run,opt}
+           "$node"/containerd/{root,run,opt} "$node"/host/{run-tessera,usr-local-lib-tessera}
   # The cluster's kubeconfig, but through the node's way to the API server.
   sed -e "s#server: https://127.0.0.1:${api_port}#server: https://${host_ip}:${api_port}\n    tls-server-name: localhost#" \
     "$KUBECONFIG" > "$node/kubeconfig"
@@ -197,7 +221,42 @@ authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}
 authorization: {mode: AlwaysAllow}
 podLogsDir: $node/pod-logs
 resolvConf: ""
+# CoreDNS of this node (below) answers cluster names; nothing else resolves.
+clusterDNS: [${dns_ip}]
+clusterDomain: cluster.local
 serializeImagePulls: false
+EOF
+
+  cat > "$node/kube-proxy-config.yaml" <<EOF
+# KubeProxyConfiguration of real node $name (tools/realnode/realnode.sh).
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: $node/kubeconfig}
+hostnameOverride: $name
+mode: iptables
+clusterCIDR: 10.251.0.0/16
+bindAddress: ${node_ip}
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+nodePortAddresses: [${node_ip}/32]
+# Zero: leave the machine-wide conntrack table size and timeouts alone.
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+EOF
+
+  cat > "$node/Corefile" <<EOF
+# CoreDNS of real node $name: cluster names only, from the API server.
+.:53 {
+  bind ${dns_ip}
+  errors
+  health 127.0.0.1:8080
+  ready 127.0.0.1:8181
+  kubernetes cluster.local in-addr.arpa ip6.arpa {
+    kubeconfig $node/kubeconfig
+    pods insecure
+    fallthrough in-addr.arpa ip6.arpa
+  }
+  cache 30
+}
 EOF
 }
 
@@ -207,6 +266,8 @@ setup_network() {
   ip addr add "${host_ip}/30" dev "tsrn${slot}h"
   ip link set "tsrn${slot}h" up
   ip -n "$netns" link set lo up
+  ip -n "$netns" addr add "${api_vip}/32" dev lo
+  ip -n "$netns" addr add "${dns_ip}/32" dev lo
   ip -n "$netns" link set "tsrn${slot}n" name eth0
   ip -n "$netns" addr add "${node_ip}/30" dev eth0
   ip -n "$netns" link set eth0 up
@@ -222,7 +283,9 @@ setup_mounts() {  # a persistent mount namespace, its fixed paths bound to the n
     mount --bind "$n/cni/cache" /var/lib/cni
     mount --bind "$n/log-containers" /var/log/containers
     mount --bind "$n/containerd/run" /run/containerd
-    mount --bind "$n/netns" /run/netns' sh "$node"
+    mount --bind "$n/netns" /run/netns
+    mount --bind "$n/host/run-tessera" /run/tessera
+    mount --bind "$n/host/usr-local-lib-tessera" /usr/local/lib/tessera' sh "$node"
 }
 
 setup_cgroups() {
@@ -258,13 +321,15 @@ node_ready() {
 }
 
 in_node() { nsenter "--mount=$node/ns/mnt" "$@"; }
+in_netns() { ip netns exec "$netns" "$@"; }
 
 up() {
   [[ $(id -u) == 0 ]] || { echo "realnode: needs root" >&2; return 1; }
-  for b in "$TESSERA_CONTROLPLANE_BIN/kubelet" "$TESSERA_CONTROLPLANE_BIN/kubectl"; do
+  for b in kubelet kubectl kube-proxy kube-scheduler coredns; do
+    b="$TESSERA_CONTROLPLANE_BIN/$b"
     [[ -x "$b" ]] || { echo "realnode: $b missing; run tools/controlplane/build.sh" >&2; return 1; }
   done
-  for b in containerd runc ctr gcc busybox /usr/lib/cni/bridge; do
+  for b in containerd runc ctr gcc busybox iptables curl /usr/lib/cni/bridge; do
     command -v "$b" > /dev/null || { echo "realnode: $b missing; run scripts/setup.sh" >&2; return 1; }
   done
   [[ ! -f "$node/slot" ]] || { echo "realnode: $name is up (slot $(cat "$node/slot")); down it first" >&2; return 1; }
@@ -282,9 +347,10 @@ up() {
   setup_cgroups
   local api_port="${TESSERA_APISERVER##*:}"
   start forward - python3 "$here/tcp_forward.py" "$host_ip" "$api_port" 127.0.0.1 "$api_port"
+  start forward-in-node "$netns" python3 "$here/tcp_forward.py" "$api_vip" "$api_port" "$host_ip" "$api_port"
   start containerd "$netns" containerd --config "$node/containerd/config.toml"
   wait_for containerd 30 in_node ctr --address /run/containerd/containerd.sock version
-  for img in pause busybox; do
+  for img in pause busybox kube-scheduler; do
     in_node ctr --address /run/containerd/containerd.sock -n k8s.io images import \
       "$dir/realnode-images/$img.tar" > /dev/null
   done
@@ -292,6 +358,10 @@ up() {
     --kubeconfig "$node/kubeconfig" --root-dir "$node/kubelet" --cert-dir "$node/pki" \
     --node-ip "$node_ip" --hostname-override "$name" --v=2
   wait_for kubelet 90 node_ready
+  start kube-proxy "$netns" "$TESSERA_CONTROLPLANE_BIN/kube-proxy" --config "$node/kube-proxy-config.yaml" --v=1
+  start coredns "$netns" "$TESSERA_CONTROLPLANE_BIN/coredns" -conf "$node/Corefile"
+  wait_for kube-proxy 30 in_netns curl -sf http://127.0.0.1:10256/healthz
+  wait_for coredns 30 in_netns curl -sf http://127.0.0.1:8181/ready
   trap - EXIT
   echo "real node $name Ready in $((SECONDS - t0)) s: netns $netns, InternalIP $node_ip, logs in $node/logs"
 }
@@ -387,5 +457,11 @@ case "$verb" in
   enter) [[ -f "$node/slot" ]] || { echo "realnode: $name is not up" >&2; exit 1; }
          (($#)) || usage; exec nsenter "--mount=$node/ns/mnt" "$@" ;;
   info) [[ -f "$node/slot" ]] || { echo "realnode: $name is not up" >&2; exit 1; }; info ;;
+  import) [[ -f "$node/slot" ]] || { echo "realnode: $name is not up" >&2; exit 1; }
+          (($#)) || usage
+          for t in "$@"; do
+            nsenter "--mount=$node/ns/mnt" ctr --address /run/containerd/containerd.sock -n k8s.io \
+              images import "$t" || { echo "realnode: cannot import $t into $name" >&2; exit 1; }
+          done ;;
   *) usage ;;
 esac
