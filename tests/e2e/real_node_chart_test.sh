@@ -22,9 +22,20 @@
 #     Allocate, and inside each container (kubectl exec) the share's limits
 #     are in the environment and /etc/ld.so.preload names the library the
 #     init step installed.
-#  4. The agent's /metrics (its pod's address, from the node) counts both
-#     containers on the GPU.
-#  5. helm uninstall: the release's pods go, the sharing pods' Deployment
+#  4. The library at work inside the containers. The pods run the workload
+#     image (built here with oci_image.py: the fake CUDA driver as the
+#     container's libcuda.so.1, its client, their glibc, busybox); nothing
+#     sets LD_PRELOAD: the dynamic loader finds the library through the
+#     mounted /etc/ld.so.preload. Each pod's main process holds 1024 MiB of
+#     its 4096 MiB share (plus a context's 256 MiB charge); a second process
+#     (kubectl exec) sees the share as the GPU's total, fills exactly what is
+#     left in 512 MiB blocks, and is refused CUDA_ERROR_OUT_OF_MEMORY beyond.
+#     Without the fake client (sanitizer builds) the pods run busybox and
+#     this step is left out.
+#  5. What users see of it: the agent's /metrics (its pod's address, from
+#     the node) counts both containers and their memory; the agent's
+#     tessera.io/usage annotation on each pod; `kubectl tessera top`.
+#  6. helm uninstall: the release's pods go, the sharing pods' Deployment
 #     is deleted; realnode.sh down leaves nothing of the node.
 #
 # Adapted from docs/install.md, and only these: the image values above, the
@@ -48,6 +59,9 @@ node=rn-chart
 rel=tessera relns=tessera-system   # as docs/install.md writes them
 ns=real-node-chart-e2e             # the sharing workload's
 work="$dir/real-node-chart-test"
+# The simulated GPU, with a UUID of the form nvidia-smi -L shows (the library
+# checks it); the fake driver adopts the UUIDs NVIDIA_VISIBLE_DEVICES lists.
+gpu_uuid=GPU-fa4e0000-0000-4000-8000-0000000000c4
 t_start=$SECONDS
 
 step() { echo; echo "=== [$((SECONDS - t_start)) s] $*"; }
@@ -92,9 +106,21 @@ before_host="$(ls -d /run/tessera /usr/local/lib/tessera 2>/dev/null || true)"
 
 step "1. a real node, Tessera's images imported, labelled for the agent"
 t0=$SECONDS
+workload_image=tessera.local/busybox:1 images=()
+if [[ -n "${TESSERA_TEST_CLIENT:-}" && -n "${TESSERA_TEST_PRELOAD:-}" ]]; then
+  # The workload image: the client, the fake driver (ldd finds it as the
+  # client's libcuda.so.1), what the library needs, and busybox for a shell.
+  workload_image=tessera.local/fake-cuda-workload:1
+  links=()
+  for applet in $(busybox --list); do [[ "$applet" == busybox ]] || links+=(--link "/bin/$applet:busybox"); done
+  python3 "$src/tools/realnode/oci_image.py" "$work/workload.tar" "$workload_image" \
+    --add-binary "$TESSERA_TEST_CLIENT:/usr/local/bin/fake_cuda_client" --libs-of "$TESSERA_TEST_PRELOAD" \
+    --add "$(command -v busybox):/bin/busybox" "${links[@]}" --dir /tmp --env PATH=/usr/local/bin:/bin -- /bin/sh
+  images+=("$work/workload.tar")
+fi
 "$realnode" up "$dir" "$node"
 eval "$("$realnode" info "$dir" "$node")"   # slot, netns, node_ip, node_dir, ...
-"$realnode" import "$dir" "$node" "$TESSERA_IMAGES_DIR/tessera-node.tar" "$TESSERA_IMAGES_DIR/tessera-scheduler.tar"
+"$realnode" import "$dir" "$node" "$TESSERA_IMAGES_DIR/tessera-node.tar" "$TESSERA_IMAGES_DIR/tessera-scheduler.tar" "${images[@]}"
 "$kubectl" label node "$node" tessera.io/gpu-node=true > /dev/null
 echo "node up, images imported: $((SECONDS - t0)) s"
 k8s_version="$("$TESSERA_CONTROLPLANE_BIN/kube-scheduler" --version | awk '{print $2}')"
@@ -111,7 +137,7 @@ node:
   gpuSource: file
   simulatedGpus: |
     gpus:
-    - {uuid: GPU-chart-0, model: A100, memMiB: 40960, sms: 108, numa: 0, healthy: true}
+    - {uuid: $gpu_uuid, model: A100, memMiB: 40960, sms: 108, numa: 0, healthy: true}
 EOF
 t0=$SECONDS
 "$helm" install "$rel" "$chart" --namespace "$relns" --create-namespace -f "$work/values.yaml" > /dev/null
@@ -161,9 +187,11 @@ spec:
       terminationGracePeriodSeconds: 0
       containers:
       - name: app
-        image: tessera.local/busybox:1
+        image: $workload_image
         imagePullPolicy: Never
-        command: [sleep, "3600"]
+        command: [$([[ "$workload_image" == *fake-cuda* ]] && echo 'fake_cuda_client, alloc, "1024", term' || echo 'sleep, "3600"')]
+        # The fake driver's device: a 40 GiB GPU, as the node's GPU list says.
+        env: [{name: FAKE_CUDA_MEM_MIB, value: "40960"}]
         resources:
           limits: {tessera.io/gpu: 1, tessera.io/gpu-mem: 4096, tessera.io/gpu-core: 30}
 EOF
@@ -180,14 +208,36 @@ for p in "${share_pods[@]}"; do
   echo "$p: assignment $a; $(echo "$env" | grep -E '^(TESSERA_GPU_MEM_LIMIT_MIB_0|TESSERA_GPU_CORE_PERCENT_0|NVIDIA_VISIBLE_DEVICES)=' | sort | tr '\n' ' ')"
   echo "$env" | grep -qx 'TESSERA_GPU_MEM_LIMIT_MIB_0=4096' || fail "TESSERA_GPU_MEM_LIMIT_MIB_0 is not 4096 in $p"
   echo "$env" | grep -qx 'TESSERA_GPU_CORE_PERCENT_0=30' || fail "TESSERA_GPU_CORE_PERCENT_0 is not 30 in $p"
-  echo "$env" | grep -qx 'NVIDIA_VISIBLE_DEVICES=GPU-chart-0' || fail "NVIDIA_VISIBLE_DEVICES is not GPU-chart-0 in $p"
+  echo "$env" | grep -qx "NVIDIA_VISIBLE_DEVICES=$gpu_uuid" || fail "NVIDIA_VISIBLE_DEVICES is not $gpu_uuid in $p"
   [[ "$("$kubectl" -n "$ns" exec "$p" -- cat /etc/ld.so.preload)" == /usr/local/lib/tessera/libtessera-cuda.so ]] \
     || fail "/etc/ld.so.preload in $p does not name the library"
   "$kubectl" -n "$ns" exec -i "$p" -- cmp -s /usr/local/lib/tessera/libtessera-cuda.so /proc/self/fd/0 \
     < "$installed/libtessera-cuda.so" || fail "the library in $p is not the one the init step installed"
 done
 
-step "4. the agent's /metrics counts both containers"
+step "4. the library in the containers, found through /etc/ld.so.preload"
+if [[ "$workload_image" != *fake-cuda* ]]; then
+  echo "left out: no fake CUDA client in this build"
+else
+  mib=$((1 << 20))
+  for p in "${share_pods[@]}"; do
+    for _ in $(seq 50); do "$kubectl" -n "$ns" logs "$p" 2>/dev/null | grep -qx ready && break; sleep 0.2; done
+    "$kubectl" -n "$ns" logs "$p" | grep -qx ready || fail "the main process of $p did not get its 1024 MiB"
+    "$kubectl" -n "$ns" exec "$p" -- sh -c 'echo "LD_PRELOAD=${LD_PRELOAD:-unset}"' | grep -qx LD_PRELOAD=unset \
+      || fail "LD_PRELOAD is set in $p: the test would not show ld.so.preload at work"
+    info="$("$kubectl" -n "$ns" exec "$p" -- fake_cuda_client info)"
+    # Share 4096 MiB; held: main 1024 + 2 contexts x 256.
+    [[ "$info" == "$(( (4096 - 1024 - 2 * 256) * mib )) $((4096 * mib))" ]] \
+      || fail "$p: cuMemGetInfo says '$info' (free total), not the share's"
+    filled="$("$kubectl" -n "$ns" exec "$p" -- fake_cuda_client fill 512)"
+    [[ "$filled" == 5 ]] || fail "$p: filled $filled blocks of 512 MiB, not the 5 left in the share"
+    rc=0; "$kubectl" -n "$ns" exec "$p" -- fake_cuda_client alloc 3000 exit > /dev/null 2>&1 || rc=$?
+    ((rc == 7)) || fail "$p: 3000 MiB beyond the share's 2560 free ended $rc, not CUDA_ERROR_OUT_OF_MEMORY's exit 7"
+    echo "$p: free/total $info; 5 x 512 MiB filled; 3000 MiB refused"
+  done
+fi
+
+step "5. /metrics, the tessera.io/usage annotation and kubectl tessera top"
 agent_ip="$("$kubectl" -n "$relns" get pod "$agent" -o 'jsonpath={.status.podIP}')"
 metrics=""
 for _ in $(seq 100); do
@@ -195,10 +245,35 @@ for _ in $(seq 100); do
   grep -qE '^tessera_gpu_containers\{[^}]*\} 2$' <<< "$metrics" && break
   sleep 0.3
 done
-grep -E '^tessera_gpu_(containers|memory_allocated_bytes|core_allocated_ratio)\{' <<< "$metrics" || true
+grep -E '^tessera_gpu_(containers|memory_allocated_bytes|memory_used_bytes|core_allocated_ratio)\{' <<< "$metrics" || true
 grep -qE '^tessera_gpu_containers\{[^}]*\} 2$' <<< "$metrics" || fail "the agent's /metrics does not count 2 containers on the GPU"
+if [[ "$workload_image" == *fake-cuda* ]]; then
+  # Both main processes: 2 x (1024 + 256) MiB.
+  used=$((2 * (1024 + 256) * mib))
+  for _ in $(seq 100); do
+    metrics="$(ip netns exec "$netns" curl -sf "http://$agent_ip:9410/metrics" || true)"
+    grep -qE "^tessera_gpu_memory_used_bytes\{[^}]*\} $used\$" <<< "$metrics" && break
+    sleep 0.3
+  done
+  grep -qE "^tessera_gpu_memory_used_bytes\{[^}]*\} $used\$" <<< "$metrics" \
+    || fail "tessera_gpu_memory_used_bytes is not $used: $(grep '^tessera_gpu_memory_used_bytes' <<< "$metrics")"
+  for p in "${share_pods[@]}"; do
+    for _ in $(seq 150); do
+      usage="$("$kubectl" -n "$ns" get pod "$p" -o 'jsonpath={.metadata.annotations.tessera\.io/usage}')"
+      [[ -n "$usage" ]] && break
+      sleep 0.2
+    done
+    [[ -n "$usage" ]] || fail "the agent wrote no tessera.io/usage on $p"
+    echo "$p: tessera.io/usage $usage"
+  done
+  top="$("$TESSERA_BIN_DIR/kubectl-tessera" top -n "$ns" --units MiB)"
+  echo "$top"
+  for p in "${share_pods[@]}"; do
+    grep -E "[[:space:]]$p[[:space:]]" <<< "$top" | grep -q " 1280 / 4096 " || fail "kubectl tessera top does not show $p holding 1280 MiB"
+  done
+fi
 
-step "5. helm uninstall; realnode.sh down leaves nothing"
+step "6. helm uninstall; realnode.sh down leaves nothing"
 "$kubectl" delete namespace "$ns" --wait=false > /dev/null
 t0=$SECONDS
 "$helm" uninstall "$rel" --namespace "$relns" --wait --timeout 90s > /dev/null

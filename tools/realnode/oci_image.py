@@ -4,12 +4,16 @@ local files, for `ctr -n k8s.io images import`: how the real-node harness
 (tools/realnode) gets images into a node's containerd with no registry and no
 Docker daemon.
 
-  oci_image.py OUT.tar NAME:TAG --add SRC:DEST [--link NAME:TARGET ...] [--dir DEST ...]
-               [--env KEY=VALUE ...] -- CMD...
+  oci_image.py OUT.tar NAME:TAG --add SRC:DEST [--add-binary SRC:DEST ...] [--libs-of SRC ...]
+               [--link NAME:TARGET ...] [--dir DEST ...] [--env KEY=VALUE ...] -- CMD...
 
---add copies file SRC to DEST in the image (mode kept); --link makes a
-symlink; --dir an empty folder; --env sets the image's environment
-(PATH=/bin when none is given). CMD is the image's default command (no
+--add copies file SRC to DEST in the image (mode kept); --add-binary does
+the same for a dynamically linked program or library and also adds every
+shared library `ldd` finds for it (into /lib/<multiarch>/ by file name, the
+dynamic loader at its own path); --libs-of adds only those libraries, for a
+library the container gets mounted later; --link makes a symlink; --dir an
+empty folder; --env sets the image's environment (PATH=/bin when none is
+given). CMD is the image's default command (no
 entrypoint, so a pod's `command` or `args` replace it, as with Docker's busybox). Everything is owned by root; timestamps are
 0, so the same inputs give the same digests. The index entry carries the
 io.containerd.image.name annotation (NAME:TAG) and linux/amd64-style platform
@@ -21,6 +25,7 @@ import io
 import json
 import os
 import platform
+import subprocess
 import tarfile
 
 ARCH = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
@@ -32,6 +37,21 @@ def tar_info(name, kind, mode=0o755, size=0, link=""):
     info.uid = info.gid = 0
     info.mtime = 0
     return info
+
+
+def shared_libraries(path):
+    """(SRC, DEST) of each shared library `ldd PATH` resolves, the loader included."""
+    multiarch = subprocess.run(["gcc", "-print-multiarch"], capture_output=True, text=True,
+                               check=True).stdout.strip()
+    out = subprocess.run(["ldd", path], capture_output=True, text=True, check=True).stdout
+    libs = []
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[1] == "=>" and parts[2].startswith("/"):
+            libs.append((os.path.realpath(parts[2]), f"/lib/{multiarch}/{parts[0]}"))
+        elif parts and parts[0].startswith("/"):   # the dynamic loader, at the path programs name
+            libs.append((os.path.realpath(parts[0]), parts[0]))
+    return libs
 
 
 def layer(adds, links, dirs):
@@ -61,6 +81,8 @@ def main():
     ap.add_argument("--link", action="append", default=[])
     ap.add_argument("--dir", action="append", default=[])
     ap.add_argument("--env", action="append", default=[])
+    ap.add_argument("--add-binary", action="append", default=[])
+    ap.add_argument("--libs-of", action="append", default=[])
     ap.add_argument("cmd", nargs="+")
     a = ap.parse_args()
     blobs = {}
@@ -70,7 +92,15 @@ def main():
         blobs[digest] = data
         return {"mediaType": media_type, "digest": digest, "size": len(data)}
 
-    layer_tar = layer([x.split(":", 1) for x in a.add], [x.split(":", 1) for x in a.link], a.dir)
+    adds = [x.split(":", 1) for x in a.add + a.add_binary]
+    for src in [x.split(":", 1)[0] for x in a.add_binary] + a.libs_of:
+        adds += shared_libraries(src)
+    seen, unique = set(), []
+    for src, dest in adds:
+        if dest not in seen:
+            seen.add(dest)
+            unique.append((src, dest))
+    layer_tar = layer(unique, [x.split(":", 1) for x in a.link], a.dir)
     layer_desc = blob(layer_tar, "application/vnd.oci.image.layer.v1.tar")
     config = {"architecture": ARCH, "os": "linux",
               "config": {"Cmd": a.cmd, "Env": a.env or ["PATH=/bin"]},
