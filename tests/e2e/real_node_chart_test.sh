@@ -35,11 +35,34 @@
 #  5. What users see of it: the agent's /metrics (its pod's address, from
 #     the node) counts both containers and their memory; the agent's
 #     tessera.io/usage annotation on each pod; `kubectl tessera top`.
-#  6. helm uninstall: the release's pods go, the sharing pods' Deployment
+#  6. Faults while the sharing pods run; after each, both pods are still
+#     the same containers (no restart, no replacement), each still holds its
+#     memory in its share (the library's view from inside, which reads the
+#     region), and the node still offers the agent's slots:
+#     a. the agent's pod deleted: its DaemonSet makes a new one, which finds
+#        the running containers in their regions (/metrics: 2 containers,
+#        their memory);
+#     b. the kubelet restarted: the agent re-registers (its log says so),
+#        reconciliation against pod-resources runs and finds no mismatch;
+#     c. containerd restarted: exec into the containers still works;
+#     d. helm upgrade --reuse-values switching the gpushare front end on
+#        (docs/install.md's command): the agent and the extender roll; then
+#        a StatefulSet as gpushare's docs write one (aliyun.com/gpu-mem: 2,
+#        plus schedulerName, as docs/install.md says for unchanged
+#        manifests) runs with gpushare's variables and a 2 GiB limit;
+#     e. the sharing Deployment scaled to 3: the agent that has been through
+#        all of the above allocates the third;
+#     f. the node drained (kubectl drain --ignore-daemonsets) and uncordoned:
+#        every sharing pod is evicted, its share given back (/metrics: no
+#        container), and all come back through the extender when the
+#        extender and kube-scheduler, evicted too, are back; the GPU's
+#        assigned memory never exceeds it.
+#  7. helm uninstall: the release's pods go, the sharing pods' Deployment
 #     is deleted; realnode.sh down leaves nothing of the node.
 #
 # Adapted from docs/install.md, and only these: the image values above, the
-# simulated GPU list, and a nodeSelector keeping the extender and
+# simulated GPU list, the agent's reconcile period (2 s instead of 30 s, so
+# step 6b sees a run), and a nodeSelector keeping the extender and
 # kube-scheduler pods on this node (the fixture's cluster may hold other
 # tests' simulated nodes, where no kubelet would start them).
 #
@@ -62,6 +85,7 @@ work="$dir/real-node-chart-test"
 # The simulated GPU, with a UUID of the form nvidia-smi -L shows (the library
 # checks it); the fake driver adopts the UUIDs NVIDIA_VISIBLE_DEVICES lists.
 gpu_uuid=GPU-fa4e0000-0000-4000-8000-0000000000c4
+mib=$((1 << 20))
 t_start=$SECONDS
 
 step() { echo; echo "=== [$((SECONDS - t_start)) s] $*"; }
@@ -135,6 +159,7 @@ extender:
   nodeSelector: {kubernetes.io/hostname: $node}
 node:
   gpuSource: file
+  reconcileIntervalMs: 2000
   simulatedGpus: |
     gpus:
     - {uuid: $gpu_uuid, model: A100, memMiB: 40960, sms: 108, numa: 0, healthy: true}
@@ -219,7 +244,6 @@ step "4. the library in the containers, found through /etc/ld.so.preload"
 if [[ "$workload_image" != *fake-cuda* ]]; then
   echo "left out: no fake CUDA client in this build"
 else
-  mib=$((1 << 20))
   for p in "${share_pods[@]}"; do
     for _ in $(seq 50); do "$kubectl" -n "$ns" logs "$p" 2>/dev/null | grep -qx ready && break; sleep 0.2; done
     "$kubectl" -n "$ns" logs "$p" | grep -qx ready || fail "the main process of $p did not get its 1024 MiB"
@@ -273,7 +297,168 @@ if [[ "$workload_image" == *fake-cuda* ]]; then
   done
 fi
 
-step "6. helm uninstall; realnode.sh down leaves nothing"
+step "6. faults with the workload running"
+restarts() {  # NAME=RESTARTS of the sharing Deployment's pods
+  "$kubectl" -n "$ns" get pods -l app=share -o 'jsonpath={range .items[*]}{.metadata.name}={.status.containerStatuses[0].restartCount} {end}'
+}
+before_restarts="$(restarts)"
+agent_pod() {  # the agent pod's name once its DaemonSet's pod is Ready
+  "$kubectl" -n "$relns" rollout status daemonset/tessera-node --timeout=90s > /dev/null
+  "$kubectl" -n "$relns" get pods -l "app.kubernetes.io/name=tessera-node,app.kubernetes.io/instance=$rel" \
+    --field-selector status.phase=Running -o 'jsonpath={.items[0].metadata.name}'
+}
+agent_metric() {  # METRIC: its value(s) on the agent's /metrics now
+  local ip; ip="$("$kubectl" -n "$relns" get pod "$(agent_pod)" -o 'jsonpath={.status.podIP}')"
+  ip netns exec "$netns" curl -sf "http://$ip:9410/metrics" | awk -v m="$1" '$1 ~ "^"m"({|$)" {print $2}'
+}
+wait_metric() {  # METRIC VALUE WHAT
+  local v=""
+  for _ in $(seq 100); do v="$(agent_metric "$1" || true)"; [[ "$v" == "$2" ]] && return 0; sleep 0.3; done
+  fail "after $3: $1 is '$v', not $2"
+}
+intact() {  # WHAT: the sharing pods unrestarted, their memory held, the slots offered
+  [[ "$(restarts)" == "$before_restarts" ]] || fail "after $1: sharing pods restarted or replaced: $(restarts) (before: $before_restarts)"
+  for _ in $(seq 150); do
+    [[ "$("$kubectl" get node "$node" -o 'jsonpath={.status.allocatable.tessera\.io/gpu}')" == 8 ]] && break
+    sleep 0.2
+  done
+  [[ "$("$kubectl" get node "$node" -o 'jsonpath={.status.allocatable.tessera\.io/gpu}')" == 8 ]] \
+    || fail "after $1: the Node no longer offers the agent's 8 slots"
+  if [[ "$workload_image" == *fake-cuda* ]]; then
+    # Retried: a kubelet just restarted answers exec only once it has listed
+    # its pods again ("pod does not exist" until then).
+    local want="$(( (4096 - 1024 - 2 * 256) * mib )) $((4096 * mib))" seen=""
+    for p in "${share_pods[@]}"; do
+      for _ in $(seq 50); do
+        seen="$("$kubectl" -n "$ns" exec "$p" -- fake_cuda_client info 2>/dev/null || true)"
+        [[ "$seen" == "$want" ]] && break
+        sleep 0.3
+      done
+      [[ "$seen" == "$want" ]] || fail "after $1: $p sees '$seen' (free total), not its main process's 1024 MiB held in its share"
+    done
+    wait_metric tessera_gpu_memory_used_bytes "$((2 * (1024 + 256) * mib))" "$1"
+  fi
+  wait_metric tessera_gpu_containers 2 "$1"
+  echo "after $1: both pods unrestarted, their shares and memory intact, 8 slots offered"
+}
+
+echo "--- 6a. the agent's pod deleted; its DaemonSet makes another"
+old_agent="$(agent_pod)"
+"$kubectl" -n "$relns" delete pod "$old_agent" --wait=true > /dev/null
+for _ in $(seq 150); do new_agent="$(agent_pod)"; [[ -n "$new_agent" && "$new_agent" != "$old_agent" ]] && break; sleep 0.2; done
+[[ "$new_agent" != "$old_agent" ]] || fail "no new agent pod after $old_agent was deleted"
+intact "the agent pod $old_agent was replaced by $new_agent"
+
+echo "--- 6b. the kubelet restarted"
+runs_before="$(agent_metric tessera_node_reconcile_runs_total)"
+"$realnode" restart "$dir" "$node" kubelet
+intact "a kubelet restart"
+for _ in $(seq 100); do
+  "$kubectl" -n "$relns" logs "$(agent_pod)" | grep -q "re-registering" && break
+  sleep 0.2
+done
+"$kubectl" -n "$relns" logs "$(agent_pod)" | grep "re-registering" || fail "the agent did not log re-registering after the kubelet restart"
+for _ in $(seq 100); do
+  (( $(agent_metric tessera_node_reconcile_runs_total) > runs_before + 1 )) && break
+  sleep 0.2
+done
+(( $(agent_metric tessera_node_reconcile_runs_total) > runs_before + 1 )) || fail "no reconciliation ran after the kubelet restart"
+[[ "$(agent_metric tessera_node_allocation_mismatches_total)" == 0 ]] \
+  || fail "reconciliation found $(agent_metric tessera_node_allocation_mismatches_total) mismatches after the kubelet restart"
+echo "reconcile runs: $runs_before -> $(agent_metric tessera_node_reconcile_runs_total), mismatches 0"
+
+echo "--- 6c. containerd restarted"
+"$realnode" restart "$dir" "$node" containerd
+intact "a containerd restart"
+
+echo "--- 6d. helm upgrade --reuse-values: the gpushare front end on; a gpushare StatefulSet"
+t0=$SECONDS
+"$helm" upgrade "$rel" "$chart" --namespace "$relns" --reuse-values --set frontEnds.gpushare.enabled=true > /dev/null
+for _ in $(seq 150); do
+  [[ "$("$kubectl" -n "$relns" get daemonset tessera-node -o 'jsonpath={.status.updatedNumberScheduled}/{.status.numberAvailable}')" == 1/1 ]] \
+    && "$kubectl" -n "$relns" get daemonset tessera-node -o 'jsonpath={.spec.template.spec.containers[0].args}' | grep -q -- --gpushare=true \
+    && break
+  sleep 0.3
+done
+"$kubectl" -n "$relns" rollout status daemonset/tessera-node --timeout=90s > /dev/null
+"$kubectl" -n "$relns" rollout status deployment/tessera-kube-scheduler --timeout=90s > /dev/null
+for _ in $(seq 300); do
+  [[ "$("$kubectl" -n "$relns" get deployment tessera-extender -o 'jsonpath={.status.readyReplicas}/{.status.updatedReplicas}')" == 1/2 ]] && break
+  sleep 0.3
+done
+echo "helm upgrade to rolled out: $((SECONDS - t0)) s"
+intact "helm upgrade"
+for _ in $(seq 150); do
+  gib="$("$kubectl" get node "$node" -o 'jsonpath={.status.allocatable.aliyun\.com/gpu-mem}')"
+  [[ "$gib" == 40 ]] && break
+  sleep 0.2
+done
+[[ "$gib" == 40 ]] || fail "the Node offers aliyun.com/gpu-mem '$gib', not 40 (GiB of the one GPU)"
+"$kubectl" -n "$ns" apply -f - > /dev/null <<EOF
+# As gpushare's own docs write a StatefulSet (binpack), with its image here
+# and the schedulerName docs/install.md says to add.
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: binpack-1
+  labels: {app: binpack-1}
+spec:
+  replicas: 1
+  serviceName: binpack-1
+  podManagementPolicy: Parallel
+  selector: {matchLabels: {app: binpack-1}}
+  template:
+    metadata: {labels: {app: binpack-1}}
+    spec:
+      schedulerName: tessera-scheduler
+      terminationGracePeriodSeconds: 0
+      containers:
+      - name: binpack-1
+        image: $workload_image
+        imagePullPolicy: Never
+        command: [sleep, "3600"]
+        env: [{name: FAKE_CUDA_MEM_MIB, value: "40960"}]
+        resources:
+          limits:
+            # GiB
+            aliyun.com/gpu-mem: 2
+EOF
+"$kubectl" -n "$ns" rollout status statefulset/binpack-1 --timeout=90s > /dev/null
+genv="$("$kubectl" -n "$ns" exec binpack-1-0 -- env)"
+echo "$genv" | grep -E '^ALIYUN_COM_GPU_MEM_' | sort | tr '\n' ' '; echo
+echo "$genv" | grep -qx 'ALIYUN_COM_GPU_MEM_CONTAINER=2' || fail "binpack-1-0 lacks ALIYUN_COM_GPU_MEM_CONTAINER=2"
+echo "$genv" | grep -qx 'ALIYUN_COM_GPU_MEM_DEV=40' || fail "binpack-1-0 lacks ALIYUN_COM_GPU_MEM_DEV=40"
+if [[ "$workload_image" == *fake-cuda* ]]; then
+  # gpushare's device view: the card's total; the 2 GiB enforced all the same.
+  ginfo="$("$kubectl" -n "$ns" exec binpack-1-0 -- fake_cuda_client info)"
+  [[ "$ginfo" == *" $((40960 * mib))" ]] || fail "binpack-1-0 sees '$ginfo' (free total), not the card's 40960 MiB total"
+  gfill="$("$kubectl" -n "$ns" exec binpack-1-0 -- fake_cuda_client fill 512)"
+  [[ "$gfill" == 3 ]] || fail "binpack-1-0 filled $gfill x 512 MiB, not the 3 its 2 GiB hold beside a context"
+  echo "binpack-1-0: free/total $ginfo; 3 x 512 MiB filled within its 2 GiB"
+fi
+
+echo "--- 6e. the sharing Deployment scaled to 3"
+"$kubectl" -n "$ns" scale deployment share --replicas 3 > /dev/null
+"$kubectl" -n "$ns" rollout status deployment/share --timeout=90s > /dev/null
+third="$(comm -13 <(printf '%s\n' "${share_pods[@]}" | sort) <("$kubectl" -n "$ns" get pods -l app=share -o 'jsonpath={range .items[*]}{.metadata.name}{"\n"}{end}' | sort))"
+"$kubectl" -n "$ns" exec "$third" -- env | grep -qx 'TESSERA_GPU_MEM_LIMIT_MIB_0=4096' || fail "the third pod $third has no share"
+wait_metric tessera_gpu_containers 4 "the scale to 3"
+echo "the third pod $third allocated; 4 containers on the GPU"
+
+echo "--- 6f. the node drained, then uncordoned"
+t0=$SECONDS
+"$kubectl" drain "$node" --ignore-daemonsets --delete-emptydir-data --grace-period 0 --timeout 120s > /dev/null
+wait_metric tessera_gpu_containers 0 "the drain"
+"$kubectl" uncordon "$node" > /dev/null
+"$kubectl" -n "$relns" rollout status deployment/tessera-kube-scheduler --timeout=120s > /dev/null
+"$kubectl" -n "$ns" rollout status deployment/share --timeout=120s > /dev/null
+"$kubectl" -n "$ns" rollout status statefulset/binpack-1 --timeout=120s > /dev/null
+wait_metric tessera_gpu_containers 4 "the uncordon"
+assigned="$(agent_metric tessera_gpu_memory_allocated_bytes)"
+[[ "$assigned" == "$(( (3 * 4096 + 2048) * mib ))" ]] || fail "after the drain the GPU's allocated memory is $assigned, not 3 x 4096 + 2048 MiB"
+echo "drain to every pod back on its share: $((SECONDS - t0)) s; allocated $((assigned / mib)) MiB of 40960"
+
+step "7. helm uninstall; realnode.sh down leaves nothing"
 "$kubectl" delete namespace "$ns" --wait=false > /dev/null
 t0=$SECONDS
 "$helm" uninstall "$rel" --namespace "$relns" --wait --timeout 90s > /dev/null

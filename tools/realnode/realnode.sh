@@ -11,6 +11,7 @@
 #                                             # (host network), e.g. a device plugin
 #   realnode.sh info  CLUSTER_DIR NAME        # prints the node's facts as shell variables
 #   realnode.sh import CLUSTER_DIR NAME TAR...# imports OCI image tarballs into the node's containerd
+#   realnode.sh restart CLUSTER_DIR NAME kubelet|containerd  # stops and starts that daemon again
 #
 # Contract of `up`:
 #  - Network: a slot number I (1..250, the first free one on this machine) gives
@@ -60,7 +61,7 @@
 # gcc (scripts/setup.sh installs them all).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-usage() { sed -n '8,14p' "${BASH_SOURCE[0]}" >&2; exit 2; }
+usage() { sed -n '8,15p' "${BASH_SOURCE[0]}" >&2; exit 2; }
 (($# >= 3)) || usage
 verb="$1" dir="$(cd "$2" && pwd)" name="$3"; shift 3
 [[ "$name" =~ ^[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?$ ]] || { echo "realnode: bad node name '$name'" >&2; exit 2; }
@@ -321,6 +322,32 @@ node_ready() {
 }
 
 in_node() { nsenter "--mount=$node/ns/mnt" "$@"; }
+start_containerd() { start containerd "$netns" containerd --config "$node/containerd/config.toml"; }
+start_kubelet() {
+  start kubelet "$netns" "$TESSERA_CONTROLPLANE_BIN/kubelet" --config "$node/kubelet-config.yaml" \
+    --kubeconfig "$node/kubeconfig" --root-dir "$node/kubelet" --cert-dir "$node/pki" \
+    --node-ip "$node_ip" --hostname-override "$name" --v=2
+}
+
+# restart kubelet|containerd: stops the daemon (SIGTERM, SIGKILL after 10 s)
+# and starts it again with the same configuration, as a node's init system
+# would after a crash or an upgrade. Containers keep running: their shims are
+# not the daemon's children.
+restart() {
+  local what="$1"
+  [[ "$what" == kubelet || "$what" == containerd ]] || usage
+  slot="$(cat "$node/slot")"; facts
+  stop_pids "$(cat "$node/pids/$what.pid")"
+  mv "$node/logs/$what.log" "$node/logs/$what.log.$(date +%s)"   # the run before, kept
+  "start_$what"
+  if [[ "$what" == containerd ]]; then
+    wait_for containerd 30 in_node ctr --address /run/containerd/containerd.sock version
+  else
+    wait_for kubelet 60 in_netns curl -sf http://127.0.0.1:10248/healthz
+    wait_for kubelet 60 node_ready
+  fi
+  echo "restarted $what of $name"
+}
 in_netns() { ip netns exec "$netns" "$@"; }
 
 up() {
@@ -348,15 +375,13 @@ up() {
   local api_port="${TESSERA_APISERVER##*:}"
   start forward - python3 "$here/tcp_forward.py" "$host_ip" "$api_port" 127.0.0.1 "$api_port"
   start forward-in-node "$netns" python3 "$here/tcp_forward.py" "$api_vip" "$api_port" "$host_ip" "$api_port"
-  start containerd "$netns" containerd --config "$node/containerd/config.toml"
+  start_containerd
   wait_for containerd 30 in_node ctr --address /run/containerd/containerd.sock version
   for img in pause busybox kube-scheduler; do
     in_node ctr --address /run/containerd/containerd.sock -n k8s.io images import \
       "$dir/realnode-images/$img.tar" > /dev/null
   done
-  start kubelet "$netns" "$TESSERA_CONTROLPLANE_BIN/kubelet" --config "$node/kubelet-config.yaml" \
-    --kubeconfig "$node/kubeconfig" --root-dir "$node/kubelet" --cert-dir "$node/pki" \
-    --node-ip "$node_ip" --hostname-override "$name" --v=2
+  start_kubelet
   wait_for kubelet 90 node_ready
   start kube-proxy "$netns" "$TESSERA_CONTROLPLANE_BIN/kube-proxy" --config "$node/kube-proxy-config.yaml" --v=1
   start coredns "$netns" "$TESSERA_CONTROLPLANE_BIN/coredns" -conf "$node/Corefile"
@@ -457,6 +482,8 @@ case "$verb" in
   enter) [[ -f "$node/slot" ]] || { echo "realnode: $name is not up" >&2; exit 1; }
          (($#)) || usage; exec nsenter "--mount=$node/ns/mnt" "$@" ;;
   info) [[ -f "$node/slot" ]] || { echo "realnode: $name is not up" >&2; exit 1; }; info ;;
+  restart) [[ -f "$node/slot" ]] || { echo "realnode: $name is not up" >&2; exit 1; }
+           (($# == 1)) || usage; restart "$1" ;;
   import) [[ -f "$node/slot" ]] || { echo "realnode: $name is not up" >&2; exit 1; }
           (($#)) || usage
           for t in "$@"; do
