@@ -69,127 +69,26 @@
 # Exit 77 (skipped) without root or without the image archives, unless
 # TESSERA_REQUIRE_IMAGES=1 (make test), which makes a missing archive a failure.
 set -euo pipefail
-: "${TESSERA_TEST_KUBECONFIG:?}" "${TESSERA_TEST_CLUSTER_DIR:?}" "${TESSERA_BIN_DIR:?}" "${TESSERA_IMAGES_DIR:?}"
-src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-dir="$TESSERA_TEST_CLUSTER_DIR"
-# shellcheck disable=SC1091
-source "$dir/cluster.env"
-export KUBECONFIG="$TESSERA_TEST_KUBECONFIG"
-kubectl="$TESSERA_CONTROLPLANE_BIN/kubectl" helm="$TESSERA_CONTROLPLANE_BIN/helm"
-realnode="$src/tools/realnode/realnode.sh"
-chart="$src/deploy/helm/tessera"
 node=rn-chart
-rel=tessera relns=tessera-system   # as docs/install.md writes them
-ns=real-node-chart-e2e             # the sharing workload's
-work="$dir/real-node-chart-test"
+ns=real-node-chart-e2e   # the sharing workload's
+work="$TESSERA_TEST_CLUSTER_DIR/real-node-chart-test"
+# shellcheck source=tests/e2e/real_node_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/real_node_lib.sh"
 # The simulated GPU, with a UUID of the form nvidia-smi -L shows (the library
 # checks it); the fake driver adopts the UUIDs NVIDIA_VISIBLE_DEVICES lists.
 gpu_uuid=GPU-fa4e0000-0000-4000-8000-0000000000c4
-mib=$((1 << 20))
-t_start=$SECONDS
-
-step() { echo; echo "=== [$((SECONDS - t_start)) s] $*"; }
-fail() { echo "FAIL: $*"; exit 1; }
-skip() {
-  [[ "${TESSERA_REQUIRE_IMAGES:-}" == 1 ]] && fail "$*"
-  echo "SKIP: $*"; exit 77
-}
-[[ $(id -u) == 0 ]] || skip "a real node needs root (network and mount namespaces)"
-for img in tessera-node tessera-scheduler; do
-  [[ -f "$TESSERA_IMAGES_DIR/$img.tar" ]] || skip "$TESSERA_IMAGES_DIR/$img.tar missing (make images builds it)"
-done
-for t in "$TESSERA_CONTROLPLANE_BIN/kubelet" "$helm"; do
-  [[ -x "$t" ]] || fail "$t missing (scripts/setup.sh builds it)"
-done
-
-cleanup() {
-  local rc=$?
-  if ((rc != 0)); then
-    "$kubectl" get pods -A -o wide 2>&1 | head -30
-    for p in $("$kubectl" -n "$relns" get pods -o name 2>/dev/null); do
-      echo "--- $p"; "$kubectl" -n "$relns" logs "$p" --all-containers --tail 20 2>&1 || true
-    done
-    "$kubectl" -n "$relns" get events --sort-by=.lastTimestamp 2>&1 | tail -20
-    "$kubectl" -n "$ns" get events --sort-by=.lastTimestamp 2>&1 | tail -20
-    for f in kubelet containerd kube-proxy coredns; do
-      [[ -f "$dir/nodes/$node/logs/$f.log" ]] && { echo "--- last lines of $f.log"; tail -n 15 "$dir/nodes/$node/logs/$f.log"; }
-    done
-  fi
-  "$kubectl" delete namespace "$ns" --ignore-not-found --wait=false > /dev/null 2>&1 || true
-  "$helm" uninstall "$rel" --namespace "$relns" --wait --timeout 60s > /dev/null 2>&1 || true
-  "$kubectl" delete namespace "$relns" --ignore-not-found --wait=false > /dev/null 2>&1 || true
-  "$realnode" down "$dir" "$node" || rc=1
-  exit $rc
-}
-trap cleanup EXIT
-
-rm -rf "$work"; mkdir -p "$work"
-before_netns="$(ip netns list | sort)"
-before_mounts="$(sort /proc/self/mounts)"
-before_host="$(ls -d /run/tessera /usr/local/lib/tessera 2>/dev/null || true)"
+rn_preflight
 
 step "1. a real node, Tessera's images imported, labelled for the agent"
-t0=$SECONDS
-workload_image=tessera.local/busybox:1 images=()
-if [[ -n "${TESSERA_TEST_CLIENT:-}" && -n "${TESSERA_TEST_PRELOAD:-}" ]]; then
-  # The workload image: the client, the fake driver (ldd finds it as the
-  # client's libcuda.so.1), what the library needs, and busybox for a shell.
-  workload_image=tessera.local/fake-cuda-workload:1
-  links=()
-  for applet in $(busybox --list); do [[ "$applet" == busybox ]] || links+=(--link "/bin/$applet:busybox"); done
-  python3 "$src/tools/realnode/oci_image.py" "$work/workload.tar" "$workload_image" \
-    --add-binary "$TESSERA_TEST_CLIENT:/usr/local/bin/fake_cuda_client" --libs-of "$TESSERA_TEST_PRELOAD" \
-    --add "$(command -v busybox):/bin/busybox" "${links[@]}" --dir /tmp --env PATH=/usr/local/bin:/bin -- /bin/sh
-  images+=("$work/workload.tar")
-fi
-"$realnode" up "$dir" "$node"
-eval "$("$realnode" info "$dir" "$node")"   # slot, netns, node_ip, node_dir, ...
-"$realnode" import "$dir" "$node" "$TESSERA_IMAGES_DIR/tessera-node.tar" "$TESSERA_IMAGES_DIR/tessera-scheduler.tar" "${images[@]}"
-"$kubectl" label node "$node" tessera.io/gpu-node=true > /dev/null
-echo "node up, images imported: $((SECONDS - t0)) s"
-k8s_version="$("$TESSERA_CONTROLPLANE_BIN/kube-scheduler" --version | awk '{print $2}')"
+rn_begin
 
 step "2. helm install as docs/install.md says; every pod made by a controller and Ready"
-cat > "$work/values.yaml" <<EOF
-image: {registry: tessera.local, tag: local, pullPolicy: Never}
-scheduler:
-  image: {repository: tessera.local/kube-scheduler, tag: "$k8s_version", pullPolicy: Never}
-  nodeSelector: {kubernetes.io/hostname: $node}
-extender:
-  nodeSelector: {kubernetes.io/hostname: $node}
-node:
-  gpuSource: file
-  reconcileIntervalMs: 2000
-  simulatedGpus: |
-    gpus:
-    - {uuid: $gpu_uuid, model: A100, memMiB: 40960, sms: 108, numa: 0, healthy: true}
-EOF
-t0=$SECONDS
-"$helm" install "$rel" "$chart" --namespace "$relns" --create-namespace -f "$work/values.yaml" > /dev/null
-for w in daemonset/tessera-node deployment/tessera-extender deployment/tessera-kube-scheduler; do
-  # The extender's standby replica is un-Ready by design (docs/install.md):
-  # its Deployment is complete when the leader is.
-  "$kubectl" -n "$relns" get "$w" > /dev/null || fail "helm install made no $w"
-done
-"$kubectl" -n "$relns" rollout status daemonset/tessera-node --timeout=120s
-"$kubectl" -n "$relns" rollout status deployment/tessera-kube-scheduler --timeout=120s
-for _ in $(seq 300); do
-  [[ "$("$kubectl" -n "$relns" get deployment tessera-extender -o 'jsonpath={.status.readyReplicas}')" == 1 ]] && break
-  sleep 0.4
-done
-[[ "$("$kubectl" -n "$relns" get deployment tessera-extender -o 'jsonpath={.status.readyReplicas}')" == 1 ]] \
-  || fail "no extender replica became Ready (the Lease holder)"
-echo "helm install to every workload Ready: $((SECONDS - t0)) s"
+rn_helm_install 8 "gpus:
+- {uuid: $gpu_uuid, model: A100, memMiB: 40960, sms: 108, numa: 0, healthy: true}"
 "$kubectl" -n "$relns" get pods -o wide
-agent="$("$kubectl" -n "$relns" get pods -l app.kubernetes.io/name=tessera-node,app.kubernetes.io/instance=$rel -o 'jsonpath={.items[0].metadata.name}')"
+agent="$(agent_pod)"
 [[ "$("$kubectl" -n "$relns" get pod "$agent" -o 'jsonpath={.spec.nodeName}')" == "$node" ]] || fail "the agent pod is not on $node"
-for _ in $(seq 150); do
-  gpu="$("$kubectl" get node "$node" -o 'jsonpath={.status.allocatable.tessera\.io/gpu}')"
-  [[ "$gpu" == 8 ]] && break
-  sleep 0.2
-done
-[[ "$gpu" == 8 ]] || fail "the Node shows tessera.io/gpu '$gpu', not the chart's 8 slots for one GPU"
-echo "the agent's DaemonSet pod registered with the real kubelet: tessera.io/gpu $gpu"
+echo "the agent's DaemonSet pod registered with the real kubelet"
 installed="$node_dir/host/usr-local-lib-tessera"
 [[ -s "$installed/libtessera-cuda.so" && "$(cat "$installed/ld.so.preload")" == /usr/local/lib/tessera/libtessera-cuda.so ]] \
   || fail "the init step did not install the library and ld.so.preload in the node's /usr/local/lib/tessera"
@@ -302,20 +201,6 @@ restarts() {  # NAME=RESTARTS of the sharing Deployment's pods
   "$kubectl" -n "$ns" get pods -l app=share -o 'jsonpath={range .items[*]}{.metadata.name}={.status.containerStatuses[0].restartCount} {end}'
 }
 before_restarts="$(restarts)"
-agent_pod() {  # the agent pod's name once its DaemonSet's pod is Ready
-  "$kubectl" -n "$relns" rollout status daemonset/tessera-node --timeout=90s > /dev/null
-  "$kubectl" -n "$relns" get pods -l "app.kubernetes.io/name=tessera-node,app.kubernetes.io/instance=$rel" \
-    --field-selector status.phase=Running -o 'jsonpath={.items[0].metadata.name}'
-}
-agent_metric() {  # METRIC: its value(s) on the agent's /metrics now
-  local ip; ip="$("$kubectl" -n "$relns" get pod "$(agent_pod)" -o 'jsonpath={.status.podIP}')"
-  ip netns exec "$netns" curl -sf "http://$ip:9410/metrics" | awk -v m="$1" '$1 ~ "^"m"({|$)" {print $2}'
-}
-wait_metric() {  # METRIC VALUE WHAT
-  local v=""
-  for _ in $(seq 100); do v="$(agent_metric "$1" || true)"; [[ "$v" == "$2" ]] && return 0; sleep 0.3; done
-  fail "after $3: $1 is '$v', not $2"
-}
 intact() {  # WHAT: the sharing pods unrestarted, their memory held, the slots offered
   [[ "$(restarts)" == "$before_restarts" ]] || fail "after $1: sharing pods restarted or replaced: $(restarts) (before: $before_restarts)"
   for _ in $(seq 150); do
@@ -459,22 +344,4 @@ assigned="$(agent_metric tessera_gpu_memory_allocated_bytes)"
 echo "drain to every pod back on its share: $((SECONDS - t0)) s; allocated $((assigned / mib)) MiB of 40960"
 
 step "7. helm uninstall; realnode.sh down leaves nothing"
-"$kubectl" delete namespace "$ns" --wait=false > /dev/null
-t0=$SECONDS
-"$helm" uninstall "$rel" --namespace "$relns" --wait --timeout 90s > /dev/null
-for _ in $(seq 150); do
-  [[ -z "$("$kubectl" -n "$relns" get pods -o name 2>/dev/null)" ]] && break
-  sleep 0.2
-done
-[[ -z "$("$kubectl" -n "$relns" get pods -o name 2>/dev/null)" ]] || fail "pods of the release are left: $("$kubectl" -n "$relns" get pods -o name)"
-"$kubectl" delete namespace "$relns" --wait=false > /dev/null
-echo "helm uninstall to no pod of the release: $((SECONDS - t0)) s"
-"$realnode" down "$dir" "$node"
-trap - EXIT
-[[ "$(ip netns list | sort)" == "$before_netns" ]] || fail "network namespaces differ after down: $(ip netns list)"
-added="$(comm -13 <(echo "$before_mounts") <(sort /proc/self/mounts))"
-[[ -z "$added" ]] || fail "mounts added and not removed: $added"
-! compgen -G "/sys/fs/cgroup/*/tessera-rn${slot}" > /dev/null || fail "cgroups of the node are still there"
-[[ "$(ls -d /run/tessera /usr/local/lib/tessera 2>/dev/null || true)" == "$before_host" ]] \
-  || fail "/run/tessera or /usr/local/lib/tessera appeared on the host"
-echo "PASS in $((SECONDS - t_start)) s"
+rn_end

@@ -109,7 +109,21 @@ set_tests_properties(e2e_real_node_chart_test PROPERTIES
   TIMEOUT 600
   SKIP_RETURN_CODE 77
   ENVIRONMENT "TESSERA_TEST_KUBECONFIG=${TESSERA_TEST_CLUSTER_DIR}/kubeconfig;TESSERA_TEST_CLUSTER_DIR=${TESSERA_TEST_CLUSTER_DIR};TESSERA_BIN_DIR=${CMAKE_BINARY_DIR}/bin;TESSERA_IMAGES_DIR=${CMAKE_BINARY_DIR}/images")
+# The user-facing examples on a real node with the chart and both front ends:
+# each runs through the real controllers and kubelet, sees its share from
+# inside, a Job's completion frees its share, a rolling update moves shares
+# without over-commit. Needs the fake CUDA client (skipped under sanitizers).
+add_test(NAME e2e_real_node_examples_test COMMAND ${CMAKE_CURRENT_LIST_DIR}/real_node_examples_test.sh)
+set_tests_properties(e2e_real_node_examples_test PROPERTIES
+  FIXTURES_REQUIRED cluster
+  RESOURCE_LOCK cluster
+  LABELS e2e
+  TIMEOUT 600
+  SKIP_RETURN_CODE 77
+  ENVIRONMENT "TESSERA_TEST_KUBECONFIG=${TESSERA_TEST_CLUSTER_DIR}/kubeconfig;TESSERA_TEST_CLUSTER_DIR=${TESSERA_TEST_CLUSTER_DIR};TESSERA_BIN_DIR=${CMAKE_BINARY_DIR}/bin;TESSERA_IMAGES_DIR=${CMAKE_BINARY_DIR}/images")
 if(NOT TESSERA_SANITIZE)
+  set_property(TEST e2e_real_node_examples_test APPEND PROPERTY ENVIRONMENT
+    "TESSERA_TEST_CLIENT=$<TARGET_FILE:fake_cuda_client>" "TESSERA_TEST_PRELOAD=$<TARGET_FILE:tessera-cuda>")
   set_property(TEST e2e_real_node_chart_test APPEND PROPERTY ENVIRONMENT
     "TESSERA_TEST_CLIENT=$<TARGET_FILE:fake_cuda_client>" "TESSERA_TEST_PRELOAD=$<TARGET_FILE:tessera-cuda>")
 endif()
