@@ -282,11 +282,18 @@ int Run(const SchedulerConfig& config) {
     }
     if (++ticks % 60 == 0) spdlog::info("state: {}", state.Summary().ToString());
   }
-  server.Stop();
-  preemptor.Stop();
+  // Leadership first: the Lease is released at once, so a standby binds
+  // within its retry period instead of waiting for this replica's HTTP
+  // server, which drains open keep-alive connections (up to their idle
+  // timeout) before it returns.
   if (elector) elector->Stop();
+  preemptor.Stop();
+  spdlog::info("shutting down: the HTTP server closes its keep-alive connections (at most {} s idle)",
+               server_options.keep_alive_seconds);
+  server.Stop();
   pods.Stop();
   nodes.Stop();
+  spdlog::info("stopped");
   return 0;
 }
 

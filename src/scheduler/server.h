@@ -44,8 +44,11 @@ struct ServerOptions {
   // and kube-scheduler opens one per bind in flight (each waits on the API
   // server), so keep this well above the binds in flight under load.
   int threads = 64;
-  // Idle keep-alive connections are closed after this many seconds.
-  int keep_alive_seconds = 30;
+  // Idle keep-alive connections are closed after this many seconds. Stop()
+  // waits for them, so this also bounds how long a stop takes with a client
+  // (kube-scheduler) connected: keep it well inside a pod's termination
+  // grace period. Clients reconnect after it; busy connections never idle.
+  int keep_alive_seconds = 5;
   // Both set: serve HTTPS with this PEM certificate and key.
   std::string tls_cert_file;
   std::string tls_key_file;
@@ -73,7 +76,9 @@ class ExtenderServer {
   // compiled in), FAILED_PRECONDITION when already started, ALREADY_EXISTS
   // when options.metrics holds the verbs' families already.
   Result<int> Start(const std::string& host, int port);
-  // Stops accepting, finishes in-flight requests, joins the thread. Idempotent.
+  // Stops accepting, finishes in-flight requests, waits for open keep-alive
+  // connections to close (at most keep_alive_seconds idle), joins the thread.
+  // Idempotent.
   void Stop();
   // The bound port; 0 before Start.
   int port() const { return port_; }

@@ -56,8 +56,9 @@ for t in "$TESSERA_CONTROLPLANE_BIN/kubelet" "$TESSERA_BIN_DIR/tessera-node" "$T
   [[ -x "$t" ]] || fail "$t missing (scripts/setup.sh builds the kubelet; the build builds the rest)"
 done
 
-# SIGTERM, SIGKILL after 5 s (tessera-scheduler took 26 s to exit on SIGTERM
-# here, its leader lease released last), to the processes this test started.
+# SIGTERM, SIGKILL after 5 s, to the processes this test started
+# (tessera-scheduler waits up to its 5 s keep-alive timeout for kube-scheduler's
+# idle connection before it exits).
 stop_children() {
   local p
   for p in "${pids[@]}"; do kill "$p" 2> /dev/null || true; done

@@ -4,6 +4,7 @@
 // so tests do not see each other's load.
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <sys/wait.h>
 
 #include <chrono>
 #include <csignal>
@@ -283,6 +284,40 @@ TEST_F(SchedulingTest, StandbyReplicaIsNotReadyAndRefusesToBind) {
   ASSERT_TRUE(bind);
   EXPECT_EQ(bind->status, 200);
   EXPECT_NE(bind->body.find("leader"), std::string::npos) << bind->body;
+}
+
+// SIGTERM with kube-scheduler's keep-alive connection open: the Lease is
+// released at once (a standby may bind within its retry period), and the
+// process exits once the idle connection times out, well inside a pod's
+// 30 s termination grace (it took 29 s with a 30 s keep-alive timeout and
+// the Lease released last).
+TEST_F(SchedulingTest, SigtermReleasesTheLeaseFirstAndExitsWithAConnectionOpen) {
+  const int port = env_->extender_port + 2;
+  const std::string lease = "tessera-sigterm-" + ns_;
+  auto child = ChildProcess::Start({env_->bin_dir + "/tessera-scheduler", "--kubeconfig", env_->kubeconfig,
+                                    "--port", std::to_string(port), "--identity", "e2e-sigterm",
+                                    "--lease-namespace", ns_, "--lease-name", lease},
+                                   env_->dir + "/logs/tessera-scheduler-sigterm.log");
+  ASSERT_TRUE(child.ok());
+  const std::string lease_path = "/apis/coordination.k8s.io/v1/namespaces/" + ns_ + "/leases/" + lease;
+  auto holder = [&]() -> std::string {
+    auto l = client_->Get(lease_path);
+    return l.ok() ? (*l)["spec"].value("holderIdentity", std::string()) : std::string("?");
+  };
+  for (int i = 0; i < 100 && holder() != "e2e-sigterm"; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_EQ(holder(), "e2e-sigterm");
+  httplib::Client http("127.0.0.1", port);
+  http.set_keep_alive(true);
+  auto ready = http.Get("/healthz");  // the connection stays open, idle
+  ASSERT_TRUE(ready);
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(child->pid(), SIGTERM), 0);
+  for (int i = 0; i < 30 && !holder().empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(holder(), "") << "the Lease was not released within 3 s of SIGTERM";
+  const int status = child->Stop(SIGTERM, std::chrono::seconds(20));
+  const auto took = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - t0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "wait status " << status;
+  EXPECT_LT(took.count(), 15) << "tessera-scheduler took " << took.count() << " s to exit";
 }
 
 TEST_F(SchedulingTest, MetricsShowTheLedgerOfTheBoundPods) {
