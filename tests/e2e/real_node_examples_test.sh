@@ -17,7 +17,10 @@
 #  3. Inside each running container the library shows the example's share:
 #     the memory it asks for as the GPU's total (gpushare's pod: the card's
 #     total, as under gpushare, with its 3 GiB enforced), its own 512 MiB and
-#     context held against it.
+#     context held against it. The gpushare and HAMi pods have the variables
+#     their own projects would give them (ALIYUN_COM_GPU_MEM_*,
+#     CUDA_DEVICE_MEMORY_LIMIT_0, CUDA_DEVICE_SM_LIMIT) and Tessera's limits,
+#     on the GPU their assignment names.
 #  4. The PyTorch Job completes, and its completion gives its 16 GiB back:
 #     the GPUs' allocated memory is then the running examples' sum.
 #  5. A rolling update of the TF Serving Deployment (kubectl set env) moves
@@ -53,6 +56,9 @@ for r in aliyun.com/gpu-mem nvidia.com/gpu; do
   done
   [[ -n "$("$kubectl" get node "$node" -o "jsonpath={.status.allocatable.${r//./\\.}}")" ]] || fail "the Node does not offer $r"
 done
+# gpushare's unit is GiB: kube-scheduler and the kubelet count it as under gpushare.
+[[ "$("$kubectl" get node "$node" -o 'jsonpath={.status.capacity.aliyun\.com/gpu-mem}')" == $((2 * (h100 / 1024))) ]] \
+  || fail "the Node's aliyun.com/gpu-mem capacity is not $((2 * (h100 / 1024))) GiB"
 echo "the Node offers tessera.io/gpu, aliyun.com/gpu-mem and nvidia.com/gpu"
 
 step "2. the examples, adapted only where they cannot run here, applied"
@@ -97,7 +103,32 @@ got="$(seen gpushare-tf)"
 filled="$("$kubectl" -n "$ns" exec gpushare-tf -- fake_cuda_client fill 256)"
 [[ "$filled" == $(( (3072 - 1024) / 256 )) ]] || fail "gpushare-tf filled $filled x 256 MiB, not the $(( (3072 - 1024) / 256 )) its 3 GiB leave"
 echo "gpushare-tf: total $h100 MiB (the card's), $filled x 256 MiB more within its 3 GiB"
-echo "hami-infer: $("$kubectl" -n "$ns" exec hami-infer -- env | grep -E '^CUDA_DEVICE_(MEMORY_LIMIT_0|SM_LIMIT)=' | sort | tr '\n' ' ')"
+# Each front end's pod has the variables its own project would give it, and
+# Tessera's limits on the GPU its assignment names.
+expect_env() {  # POD NAME=VALUE... (VALUE "-": unset)
+  local p="$1" env kv; shift
+  env="$("$kubectl" -n "$ns" exec "$p" -- env)"
+  for kv in "$@"; do
+    if [[ "${kv#*=}" == - ]]; then
+      ! grep -q "^${kv%%=*}=" <<< "$env" || fail "$p: ${kv%%=*} is set: $(grep "^${kv%%=*}=" <<< "$env")"
+    else
+      grep -qx "$kv" <<< "$env" || fail "$p: not $kv but '$(grep "^${kv%%=*}=" <<< "$env" || echo unset)'"
+    fi
+  done
+}
+assigned_gpu() {  # POD: "INDEX UUID" of its assignment's one GPU
+  "$kubectl" -n "$ns" get pod "$1" -o 'jsonpath={.metadata.annotations.tessera\.io/assignment}' \
+    | python3 -c 'import json, sys; g = json.load(sys.stdin)["containers"][0]["gpus"]; assert len(g) == 1; print(g[0]["index"], g[0]["uuid"])'
+}
+read -r idx gpu <<< "$(assigned_gpu gpushare-tf)"
+expect_env gpushare-tf ALIYUN_COM_GPU_MEM_DEV=$((h100 / 1024)) ALIYUN_COM_GPU_MEM_CONTAINER=3 ALIYUN_COM_GPU_MEM_POD=3 \
+  "ALIYUN_COM_GPU_MEM_IDX=$idx" "NVIDIA_VISIBLE_DEVICES=$gpu" TESSERA_GPU_MEM_LIMIT_MIB_0=3072 TESSERA_GPU_MEM_VIEW=device
+[[ "$("$kubectl" -n "$ns" get pod gpushare-tf -o 'jsonpath={.metadata.annotations.tessera\.io/allocated}')" == tf ]] \
+  || fail "gpushare-tf is not annotated tessera.io/allocated=tf"
+read -r idx gpu <<< "$(assigned_gpu hami-infer)"
+expect_env hami-infer "NVIDIA_VISIBLE_DEVICES=$gpu" TESSERA_GPU_MEM_LIMIT_MIB_0=3000 TESSERA_GPU_CORE_PERCENT_0=30 \
+  CUDA_DEVICE_MEMORY_LIMIT_0=3000m CUDA_DEVICE_SM_LIMIT=30 ALIYUN_COM_GPU_MEM_DEV=- TESSERA_GPU_MEM_VIEW=-
+echo "gpushare-tf and hami-infer: their projects' variables and Tessera's limits on their assigned GPUs"
 
 step "4. the PyTorch Job completes and gives its share back"
 "$kubectl" -n "$ns" wait --for=condition=Complete job/pytorch-train --timeout=120s > /dev/null

@@ -33,8 +33,9 @@ tessera_cluster_test(e2e_kubectl_tessera_test SRCS ${CMAKE_CURRENT_LIST_DIR}/kub
 set_tests_properties(e2e_kubectl_tessera_test PROPERTIES TIMEOUT 300)
 add_dependencies(e2e_kubectl_tessera_test tessera-scheduler kubectl-tessera)
 
-# Compatibility front ends: unchanged gpushare and HAMi manifests (the shipped
-# examples/compat/) through the whole hand-over.
+# Compatibility front ends: a pod mixing gpushare's and Tessera's names is
+# refused naming both (the unchanged manifests run on a real node in
+# e2e_real_node_examples_test).
 tessera_cluster_test(e2e_compat_test SRCS ${CMAKE_CURRENT_LIST_DIR}/compat_test.cc
                      DEPS tessera_kubelet_sim tessera_test_support yaml-cpp LABELS e2e)
 set_tests_properties(e2e_compat_test PROPERTIES TIMEOUT 300)
