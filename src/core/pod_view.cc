@@ -96,6 +96,19 @@ Result<PodView> Decode(const Json& pod, const ResourceNames& names) {
   v.allocated = Text(annotations, kAllocatedAnnotation);
   v.usage = Text(annotations, kUsageAnnotation);
 
+  for (const char* list : {"initContainers", "containers"}) {
+    const Json* containers = Member(spec, list);
+    if (containers == nullptr || !containers->is_array()) continue;
+    for (const Json& c : *containers) {
+      const Json* env = Member(&c, "env");
+      if (env == nullptr || !env->is_array()) continue;
+      const std::string container = Text(&c, "name");
+      for (const Json& e : *env) {
+        if (std::string name = Text(&e, "name"); !name.empty()) v.spec_env.push_back({container, std::move(name)});
+      }
+    }
+  }
+
   v.wants_gpu = WantsGpu(pod, names);
   v.request = PodRequestFromJson(pod, names);
   if (v.request.ok()) {

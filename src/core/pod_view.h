@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -67,6 +68,15 @@ struct PodView {
   bool wants_gpu = false;
   Result<PodRequest> request = PodRequest{};
   HostResources host;
+
+  // A variable a container's spec sets in its `env` (`envFrom` sources are
+  // not read): the node agent refuses shares to pods that set its own.
+  struct EnvVar {
+    std::string container;  // the container's name ("" when it has none)
+    std::string name;
+    bool operator==(const EnvVar&) const = default;
+  };
+  std::vector<EnvVar> spec_env;  // init containers, then containers, each in spec order
 
   bool terminal() const { return phase == "Succeeded" || phase == "Failed"; }
 };

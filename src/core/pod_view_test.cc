@@ -164,6 +164,15 @@ TEST(PodViewTest, MalformedSpecKeepsTheKeyAndTheError) {
   EXPECT_EQ(v->host, HostResources{});
 }
 
+TEST(PodViewTest, SpecEnvNamesInitContainersFirst) {
+  Json pod = FullPod();
+  pod["spec"]["containers"][0]["env"] = {{{"name", "A"}, {"value", "1"}}, {{"name", 3}}, "junk", {{"name", "B"}}};
+  pod["spec"]["initContainers"] = {{{"name", "init"}, {"env", {{{"name", "C"}}}}}, {{"name", "bare"}, {"env", "x"}}};
+  Result<PodView> v = DecodePod(pod, ResourceNames{});
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->spec_env, (std::vector<PodView::EnvVar>{{"init", "C"}, {"main", "A"}, {"main", "B"}}));
+}
+
 TEST(PodViewTest, HeldRequestMatchesTheJsonReading) {
   const Json pod = FullPod();
   Result<PodView> v = DecodePod(pod, ResourceNames{});
