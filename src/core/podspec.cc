@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/codec.h"
+#include "core/pod_view.h"
 #include "core/quantity.h"
 
 namespace tessera::core {
@@ -681,33 +682,10 @@ Result<NodeInfo> NodeInfoFromJson(const nlohmann::json& node) {
 }
 
 Result<PodRequest> HeldRequest(const nlohmann::json& pod, const std::string& key, const Assignment& assignment) {
-  PodRequest req;
-  req.key = key;
-  if (auto host = PodHostResources(pod); host.ok()) {
-    req.cpu_milli = host->cpu_milli;
-    req.memory_mib = host->memory_mib;
-  }
-  for (const auto& ca : assignment.containers) {
-    ContainerRequest c;
-    c.name = ca.name;
-    c.gpu_count = static_cast<int>(ca.gpus.size());
-    if (!ca.gpus.empty()) {
-      c.mem_mib_per_gpu = ca.gpus[0].mem_mib;
-      c.core_milli_per_gpu = ca.gpus[0].core_milli;
-      for (const auto& g : ca.gpus) {
-        if (g.core_milli != c.core_milli_per_gpu)
-          return InvalidArgument("container \"" + ca.name + "\" has unequal shares on its GPUs");
-        if (g.mem_mib == c.mem_mib_per_gpu) continue;
-        // Whole GPUs hold all of their memory (ShareMemMiB), which differs
-        // between GPUs of different sizes.
-        if (c.core_milli_per_gpu != kCoreMilliPerGpu)
-          return InvalidArgument("container \"" + ca.name + "\" has unequal shares on its GPUs");
-        c.mem_mib_per_gpu = 0;
-      }
-    }
-    req.containers.push_back(std::move(c));
-  }
-  return req;
+  PodView view;
+  view.key = key;
+  if (auto host = PodHostResources(pod); host.ok()) view.host = *host;
+  return HeldRequest(view, assignment);
 }
 
 }  // namespace tessera::core

@@ -10,13 +10,23 @@
 #include "node/slots.h"
 
 namespace tessera::node {
+namespace {
+
+// The pod cache reads requests with the names the agent serves.
+NodePodsOptions WithResources(NodePodsOptions options, const core::ResourceNames& names) {
+  options.resources = names;
+  return options;
+}
+
+}  // namespace
+
 Allocator::Allocator(kube::Client client, std::string node, MountPaths paths, std::shared_ptr<spdlog::logger> log,
                      NodePodsOptions pods)
     : client_(client),
       node_(std::move(node)),
       paths_(std::move(paths)),
       log_(std::move(log)),
-      pods_(std::move(client), node_, log_, pods) {}
+      pods_(std::move(client), node_, log_, WithResources(std::move(pods), paths_.resources)) {}
 
 Status Allocator::Start() { return pods_.Start(); }
 
@@ -24,9 +34,7 @@ void Allocator::DropRefused(NodePods::Snapshot& read) {
   if (refused_uids_.empty()) return;
   std::erase_if(read.pending, [this](const PendingPod& p) { return refused_uids_.count(p.uid) != 0; });
   std::set<std::string> present;
-  for (const nlohmann::json& p : read.pods) {
-    present.insert(p.value("metadata", nlohmann::json::object()).value("uid", ""));
-  }
+  for (const auto& p : read.pods) present.insert(p->uid);
   std::erase_if(refused_uids_, [&present](const std::string& uid) { return present.count(uid) == 0; });
 }
 
@@ -68,11 +76,9 @@ Result<ContainerEnv> Allocator::Allocate(const std::vector<std::string>& device_
   if (pod.allocated.empty()) {
     // The pod's first container: its whole assignment must be what it asks
     // for and fit what this node has not handed out (handout.h).
-    auto self = std::find_if(read.pods.begin(), read.pods.end(), [&pod](const nlohmann::json& p) {
-      return p.value("metadata", nlohmann::json::object()).value("uid", "") == pod.uid;
-    });
+    auto self = std::find_if(read.pods.begin(), read.pods.end(), [&pod](const auto& p) { return p->uid == pod.uid; });
     if (self == read.pods.end()) return Internal("pod " + pod.Key() + " is gone from the pod list just read");
-    if (Status st = CheckHandOut(*self, read.pods, node_, gpus, paths_.resources); !st.ok()) {
+    if (Status st = CheckHandOut(**self, read.pods, node_, gpus); !st.ok()) {
       log_->warn("Allocate [{}]: {}", JoinUuids(device_ids), st.message());
       refused_uids_.insert(pod.uid);
       return st;
@@ -139,21 +145,11 @@ Status Allocator::MarkAllocated(const PendingPod& pod, const std::string& contai
       return patched.status().WithContext("marking " + pod.Key() + " allocated");
     }
     log_->info("marking {} allocated: the pod changed since it was read (409); re-reading", pod.Key());
-    TESSERA_ASSIGN_OR_RETURN(nlohmann::json fresh, client_.Get(path));
-    if (fresh["metadata"].value("uid", "") != pod.uid) {
-      return FailedPrecondition("pod " + pod.Key() + " was replaced while being allocated");
-    }
-    rv = fresh["metadata"].value("resourceVersion", "");
-    done.clear();
-    const auto& annotations = fresh["metadata"].value("annotations", nlohmann::json::object());
-    std::string current = annotations.value(kAllocatedAnnotation, "");
-    size_t start = 0;
-    while (start < current.size()) {
-      size_t comma = current.find(',', start);
-      if (comma == std::string::npos) comma = current.size();
-      if (comma > start) done.push_back(current.substr(start, comma - start));
-      start = comma + 1;
-    }
+    TESSERA_ASSIGN_OR_RETURN(nlohmann::json fresh_json, client_.Get(path));
+    TESSERA_ASSIGN_OR_RETURN(core::PodView fresh, core::DecodePod(fresh_json, paths_.resources));
+    if (fresh.uid != pod.uid) return FailedPrecondition("pod " + pod.Key() + " was replaced while being allocated");
+    rv = fresh.resource_version;
+    done = AllocatedContainers(fresh);
   }
   return FailedPrecondition("marking " + pod.Key() + " allocated: still conflicting after 5 attempts");
 }

@@ -16,18 +16,10 @@ struct Booked {
   int sharers = 0;
 };
 
-std::string Str(const nlohmann::json& obj, const char* key) {
-  auto it = obj.find(key);
-  return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
-}
-
 // The pod's assignment, or why it has none the agent can read.
-Result<core::Assignment> AssignmentOf(const nlohmann::json& pod) {
-  const nlohmann::json& meta = pod.value("metadata", nlohmann::json::object());
-  const nlohmann::json annotations = meta.value("annotations", nlohmann::json::object());
-  auto it = annotations.find(std::string(core::kAssignmentAnnotation));
-  if (it == annotations.end() || !it->is_string()) return InvalidArgument("no readable assignment annotation");
-  return core::DecodeAssignment(it->get<std::string>());
+Result<core::Assignment> AssignmentOf(const core::PodView& pod) {
+  if (!pod.assignment.has_value()) return InvalidArgument("no readable assignment annotation");
+  return core::DecodeAssignment(*pod.assignment);
 }
 
 std::string Percent(int64_t core_milli) {
@@ -40,15 +32,13 @@ std::string ShareText(int64_t mem_mib, int64_t core_milli) {
 }
 
 // Part 2's tally: the shares of every other handed-out pod of `node`, per GPU index.
-std::map<int, Booked> HandedOut(const std::vector<nlohmann::json>& node_pods, const std::string& node,
-                                const std::string& uid) {
+std::map<int, Booked> HandedOut(const std::vector<std::shared_ptr<const core::PodView>>& node_pods,
+                                const std::string& node, const std::string& uid) {
   std::map<int, Booked> booked;
-  for (const nlohmann::json& p : node_pods) {
-    const nlohmann::json& meta = p.value("metadata", nlohmann::json::object());
-    if (Str(p.value("spec", nlohmann::json::object()), "nodeName") != node || Str(meta, "uid") == uid) continue;
-    const std::string phase = Str(p.value("status", nlohmann::json::object()), "phase");
-    if (phase == "Succeeded" || phase == "Failed" || AllocatedContainers(p).empty()) continue;
-    Result<core::Assignment> a = AssignmentOf(p);
+  for (const auto& p : node_pods) {
+    if (p->node != node || p->uid == uid) continue;
+    if (p->terminal() || AllocatedContainers(*p).empty()) continue;
+    Result<core::Assignment> a = AssignmentOf(*p);
     if (!a.ok() || a->node != node) continue;  // never handed out by this agent
     for (const core::ContainerAssignment& c : a->containers) {
       for (const core::GpuShare& s : c.gpus) {
@@ -64,20 +54,9 @@ std::map<int, Booked> HandedOut(const std::vector<nlohmann::json>& node_pods, co
 
 // Part 3: the first container of `pod` whose spec sets a reserved variable,
 // as "container \"c\" sets NAME", or "" when none does.
-std::string ReservedVariableSetBy(const nlohmann::json& pod) {
-  const nlohmann::json spec = pod.value("spec", nlohmann::json::object());
-  for (const char* list : {"initContainers", "containers"}) {
-    auto containers = spec.find(list);
-    if (containers == spec.end() || !containers->is_array()) continue;
-    for (const nlohmann::json& c : *containers) {
-      auto env = c.find("env");
-      if (env == c.end() || !env->is_array()) continue;
-      for (const nlohmann::json& e : *env) {
-        if (const std::string name = Str(e, "name"); IsReservedVariable(name)) {
-          return "container \"" + Str(c, "name") + "\" sets " + name;
-        }
-      }
-    }
+std::string ReservedVariableSetBy(const core::PodView& pod) {
+  for (const core::PodView::EnvVar& e : pod.spec_env) {
+    if (IsReservedVariable(e.name)) return "container \"" + e.container + "\" sets " + e.name;
   }
   return "";
 }
@@ -95,14 +74,13 @@ bool IsReservedVariable(std::string_view name) {
   return false;
 }
 
-Status CheckHandOut(const nlohmann::json& pod, const std::vector<nlohmann::json>& node_pods, const std::string& node,
-                    const std::vector<core::GpuInfo>& gpus, const core::ResourceNames& names) {
-  const Result<std::string> pod_key = core::PodKey(pod);
-  const std::string key = pod_key.ok() ? *pod_key : std::string("(unnamed pod)");
+Status CheckHandOut(const core::PodView& pod, const std::vector<std::shared_ptr<const core::PodView>>& node_pods,
+                    const std::string& node, const std::vector<core::GpuInfo>& gpus) {
+  const std::string& key = pod.key;
   const std::string refused = "pod " + key + ": its tessera.io/assignment is not handed out: ";
   Result<core::Assignment> assignment = AssignmentOf(pod);
   if (!assignment.ok()) return PermissionDenied(refused + assignment.status().message());
-  Result<core::PodRequest> request = core::PodRequestFromJson(pod, names);
+  const Result<core::PodRequest>& request = pod.request;
   if (!request.ok()) {
     return PermissionDenied(refused + "the pod's own GPU request is unreadable (" + request.status().message() +
                             "), so no assignment can match it");
@@ -160,7 +138,7 @@ Status CheckHandOut(const nlohmann::json& pod, const std::vector<nlohmann::json>
   }
 
   // 2. What the node has not handed out yet.
-  const std::map<int, Booked> booked = HandedOut(node_pods, node, Str(pod.value("metadata", nlohmann::json::object()), "uid"));
+  const std::map<int, Booked> booked = HandedOut(node_pods, node, pod.uid);
   for (const auto& [index, add] : adding) {
     const core::GpuInfo& info = gpus[static_cast<size_t>(index)];
     auto it = booked.find(index);

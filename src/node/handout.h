@@ -2,27 +2,28 @@
 // who may create pods can write a tessera.io/assignment annotation and set
 // spec.nodeName, skipping the scheduler; the agent therefore hands out an
 // assignment only when it is what the pod itself asks for and fits what the
-// node has not already handed out. Pure; thread-safe.
+// node has not already handed out. Works on pods decoded once
+// (core::PodView); reads no JSON. Pure; thread-safe.
 //
-//   Status st = CheckHandOut(pod_json, node_pods, "node-1", inventory, names);
+//   Status st = CheckHandOut(pod, node_pods, "node-1", inventory);
 //   if (!st.ok()) ...  // PERMISSION_DENIED: refuse the Allocate, tell the pod
 #pragma once
 
-#include <nlohmann/json.hpp>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/model.h"
-#include "core/podspec.h"
+#include "core/pod_view.h"
 #include "core/status.h"
 
 namespace tessera::node {
 
 // Checks `pod`'s tessera.io/assignment before its first container is
 // allocated on `node`:
-//   1. against the pod's own request (core::PodRequestFromJson with
-//      `names`): each container gets as many GPUs as it asks for, each share
+//   1. against the pod's own request (its view's `request`, decoded with the
+//      node agent's resource names): each container gets as many GPUs as it asks for, each share
 //      is the asked memory (or, for a whole GPU asked without a size, the
 //      card's) and compute, on GPUs of an allowed model, each GPU once, and
 //      each GPU is the inventory's (index and UUID);
@@ -32,7 +33,7 @@ namespace tessera::node {
 //      summed per GPU; with this pod's, no GPU may go over its memory, 100 %
 //      of its compute or its max_sharers slots.
 //   3. against the pod's own environment: no container (init containers
-//      included) sets, in its spec's `env`, a variable the agent gives or
+//      included) sets, in its spec's `env` (the view's spec_env), a variable the agent gives or
 //      the library's enforcement reads (IsReservedVariable). Container runtimes merge the two lists
 //      differently (one lets the later, the pod's, value replace the
 //      agent's; another keeps both, and which one a program reads depends
@@ -53,7 +54,8 @@ namespace tessera::node {
 // which only says how much it logs.
 bool IsReservedVariable(std::string_view name);
 
-Status CheckHandOut(const nlohmann::json& pod, const std::vector<nlohmann::json>& node_pods, const std::string& node,
-                    const std::vector<core::GpuInfo>& gpus, const core::ResourceNames& names);
+// `node_pods` holds no nullptr; `pod` may be among them.
+Status CheckHandOut(const core::PodView& pod, const std::vector<std::shared_ptr<const core::PodView>>& node_pods,
+                    const std::string& node, const std::vector<core::GpuInfo>& gpus);
 
 }  // namespace tessera::node

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "core/codec.h"
 
 namespace tessera::node {
@@ -36,6 +38,18 @@ json Pod(const std::string& name, int64_t mem, int core, const std::vector<std::
   return {{"metadata", {{"namespace", "ns"}, {"name", name}, {"uid", "uid-" + name}, {"annotations", annotations}}},
           {"spec", {{"nodeName", "n1"}, {"containers", json::array({{{"name", "main"}, {"resources", {{"limits", limits}}}}})}}},
           {"status", {{"phase", "Running"}}}};
+}
+
+// The pods as the node agent's pod cache hands them out: decoded once.
+std::shared_ptr<const core::PodView> View(const json& pod) {
+  return std::make_shared<const core::PodView>(core::DecodePod(pod, core::ResourceNames{}).value());
+}
+
+Status CheckHandOut(const json& pod, const std::vector<json>& node_pods, const std::string& node,
+                    const std::vector<core::GpuInfo>& gpus, const core::ResourceNames&) {
+  std::vector<std::shared_ptr<const core::PodView>> views;
+  for (const json& p : node_pods) views.push_back(View(p));
+  return node::CheckHandOut(*View(pod), views, node, gpus);
 }
 
 Status Check(const json& pod, const std::vector<json>& others) {

@@ -57,6 +57,8 @@ std::vector<std::string> AllocatedContainers(const nlohmann::json& pod) {
   return Split(Str(meta.value("annotations", nlohmann::json::object()), kAllocatedAnnotation));
 }
 
+std::vector<std::string> AllocatedContainers(const core::PodView& pod) { return Split(pod.allocated); }
+
 std::string JoinUuids(const std::vector<std::string>& uuids) {
   std::string out;
   for (const auto& u : uuids) out += (out.empty() ? "" : ", ") + u;

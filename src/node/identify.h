@@ -15,6 +15,7 @@
 
 #include "core/codec.h"
 #include "core/model.h"
+#include "core/pod_view.h"
 #include "core/podspec.h"
 #include "core/status.h"
 
@@ -27,6 +28,7 @@ inline constexpr const char* kAllocatedAnnotation = core::kAllocatedAnnotation.d
 // The containers of `pod` (a v1 Pod) whose Allocate has been answered: its
 // tessera.io/allocated annotation, split.
 std::vector<std::string> AllocatedContainers(const nlohmann::json& pod);
+std::vector<std::string> AllocatedContainers(const core::PodView& pod);
 
 // A container that still waits for its Allocate, with its GPU shares.
 struct PendingContainer {

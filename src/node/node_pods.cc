@@ -33,13 +33,25 @@ NodePods::NodePods(kube::Client client, std::string node, std::shared_ptr<spdlog
 
 Status NodePods::Start() { return informer_.Start(); }
 
+std::shared_ptr<const core::PodView> NodePods::Decode(const nlohmann::json& pod) const {
+  Result<core::PodView> view = core::DecodePod(pod, options_.resources);
+  if (!view.ok()) {
+    log_->warn("a pod of node {} is left out: {}", node_, view.status().message());
+    return nullptr;
+  }
+  return std::make_shared<const core::PodView>(std::move(view).value());
+}
+
 Result<NodePods::Snapshot> NodePods::List() {
   TESSERA_ASSIGN_OR_RETURN(nlohmann::json pods, client_.List(kube::PodsPath(""), "", "spec.nodeName=" + node_));
   Snapshot snap;
   snap.listed = true;
   if (auto it = pods.find("items"); it != pods.end() && it->is_array()) {
     snap.pending = PendingPodsFromList(*it, node_);
-    snap.pods = std::move(*it).get<std::vector<nlohmann::json>>();
+    snap.pods.reserve(it->size());
+    for (const nlohmann::json& pod : *it) {
+      if (auto view = Decode(pod)) snap.pods.push_back(std::move(view));
+    }
   }
   return snap;
 }
@@ -72,11 +84,12 @@ NodePods::Snapshot NodePods::FromCache() {
   informer_.ForEach([&](const std::string& key, const nlohmann::json& obj) {
     const std::string rv = ResourceVersionOf(obj);
     auto it = parsed_.find(key);
-    Parsed p = it != parsed_.end() && !rv.empty() && it->second.rv == rv ? std::move(it->second)
-                                                                         : Parsed{rv, PendingPodFrom(obj, node_)};
+    Parsed p = it != parsed_.end() && !rv.empty() && it->second.rv == rv
+                   ? std::move(it->second)
+                   : Parsed{rv, PendingPodFrom(obj, node_), Decode(obj)};
     if (p.pod) snap.pending.push_back(*p.pod);
+    if (p.view) snap.pods.push_back(p.view);
     seen.emplace(key, std::move(p));
-    snap.pods.push_back(obj);
   });
   parsed_ = std::move(seen);  // pods gone from the cache are forgotten
   SortOldestFirst(snap.pending);

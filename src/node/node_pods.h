@@ -1,8 +1,10 @@
 // This node's pending pods for the Allocate handshake: a watch-fed cache (a
 // kube::Informer on spec.nodeName=<node>) read instead of LISTing the API
 // server on every GetPreferredAllocation and Allocate, with a LIST whenever
-// the cache cannot vouch for what it holds. Each pod is parsed
-// (PendingPodFrom) once per resourceVersion. Thread-safe.
+// the cache cannot vouch for what it holds. Each cached pod is parsed
+// (PendingPodFrom) and decoded (core::DecodePod) once per resourceVersion;
+// a read hands out the decoded views, not copies of the pods' JSON.
+// Thread-safe.
 //
 //   NodePods pods(client, "node-1", log);
 //   TESSERA_RETURN_IF_ERROR(pods.Start());
@@ -28,6 +30,8 @@
 #include <string>
 #include <vector>
 
+#include "core/pod_view.h"
+#include "core/podspec.h"
 #include "core/status.h"
 #include "kube/client.h"
 #include "kube/informer.h"
@@ -40,6 +44,9 @@ struct NodePodsOptions {
   // before it LISTs instead. Default 500 ms: the watch usually delivers a
   // write within milliseconds.
   std::chrono::milliseconds write_wait{500};
+  // The extended resource names the pods' requests are read with (the node
+  // agent's, with its front ends). Default: Tessera's own, no front end.
+  core::ResourceNames resources;
 };
 
 class NodePods {
@@ -48,7 +55,9 @@ class NodePods {
   struct Snapshot {
     std::vector<PendingPod> pending;  // as PendingPodsFromList gives them: oldest first
     bool listed = false;              // true: a LIST now; false: the watch cache
-    std::vector<nlohmann::json> pods;  // every pod of the node, as read (for CheckHandOut)
+    // Every pod of the node, as read, decoded (for CheckHandOut); never
+    // nullptr. A pod without identity (no name) is left out.
+    std::vector<std::shared_ptr<const core::PodView>> pods;
   };
 
   // Does no I/O until Start() or a Read.
@@ -78,11 +87,15 @@ class NodePods {
   std::optional<std::vector<nlohmann::json>> Cached() const;
 
  private:
-  // A cached pod's pending view, valid while its resourceVersion stays `rv`.
+  // A cached pod's pending view and decoded view, valid while its
+  // resourceVersion stays `rv`.
   struct Parsed {
     std::string rv;
     std::optional<PendingPod> pod;  // nullopt: not pending (allocated, finished, ...)
+    std::shared_ptr<const core::PodView> view;  // nullptr: no identity
   };
+  // The decoded view of `pod`; nullptr (logged) for a pod without identity.
+  std::shared_ptr<const core::PodView> Decode(const nlohmann::json& pod) const;
 
   Result<Snapshot> List();
   Snapshot FromCache();

@@ -67,33 +67,6 @@ bool IsAdmitted(const core::Assignment& assignment, const std::string& phase, co
   return true;
 }
 
-// What preemption needs to know of a pod (PodRecord's priority, start, terminating).
-struct PodMeta {
-  int32_t priority = 0;
-  int64_t started_unix = 0;
-  bool terminating = false;
-};
-
-int64_t UnixSeconds(const std::string& text) {
-  if (text.empty()) return 0;
-  auto t = core::ParseRfc3339(text);
-  if (!t.ok()) return 0;
-  return std::chrono::duration_cast<std::chrono::seconds>(t->time_since_epoch()).count();
-}
-
-PodMeta MetaOf(const Json& pod) {
-  PodMeta m;
-  const Json* spec = Member(pod, "spec");
-  const Json* prio = spec ? Member(*spec, "priority") : nullptr;
-  if (prio != nullptr && prio->is_number_integer()) m.priority = prio->get<int32_t>();
-  m.started_unix = UnixSeconds(StringAt(pod, "status", "startTime"));
-  if (m.started_unix == 0) m.started_unix = UnixSeconds(StringAt(pod, "metadata", "creationTimestamp"));
-  const Json* meta = Member(pod, "metadata");
-  const Json* deletion = meta ? Member(*meta, "deletionTimestamp") : nullptr;
-  m.terminating = deletion != nullptr && !deletion->is_null();
-  return m;
-}
-
 }  // namespace
 
 int64_t GpuSummary::core_free_milli() const { return core::kCoreMilliPerGpu - core_used_milli; }
@@ -284,43 +257,51 @@ void ClusterState::DeleteNode(std::string_view name) {
 }
 
 void ClusterState::UpsertPod(const Json& pod) {
-  Result<std::string> key_or = core::PodKey(pod);
-  if (!key_or.ok()) {
-    log_->warn("pod event ignored: {}", key_or.status().message());
+  Result<core::PodView> view = core::DecodePod(pod, options_.resources);
+  if (!view.ok()) {
+    log_->warn("pod event ignored: {}", view.status().message());
     return;
   }
-  const std::string& key = *key_or;
-  const std::string uid = StringAt(pod, "metadata", "uid");
-  const std::string phase = StringAt(pod, "status", "phase");
-  const std::string node = StringAt(pod, "spec", "nodeName");
-  const bool terminal = phase == "Succeeded" || phase == "Failed";
-  const Json* annotation = Annotation(pod, core::kAssignmentAnnotation);
-  const Json* allocated_json = Annotation(pod, core::kAllocatedAnnotation);
-  const std::string allocated =
-      allocated_json != nullptr && allocated_json->is_string() ? allocated_json->get<std::string>() : "";
-  const bool wants_gpu = node.empty() && !terminal && core::WantsGpu(pod, options_.resources);
+  UpsertPod(*view);
+}
+
+void ClusterState::DeletePod(const Json& pod) {
+  Result<core::PodView> view = core::DecodePod(pod, options_.resources);
+  if (!view.ok()) {
+    log_->warn("pod delete ignored: {}", view.status().message());
+    return;
+  }
+  DeletePod(*view);
+}
+
+void ClusterState::UpsertPod(const core::PodView& pod) {
+  const std::string& key = pod.key;
+  const std::string& uid = pod.uid;
+  const std::string& phase = pod.phase;
+  const std::string& node = pod.node;
+  const bool terminal = pod.terminal();
+  const std::string& allocated = pod.allocated;
+  const bool wants_gpu = node.empty() && !terminal && pod.wants_gpu;
+  const std::string& workload = pod.workload;
   // Work that needs no lock first.
-  const PodMeta meta = MetaOf(pod);
-  const std::string workload = WorkloadOf(pod);
-  const Json* usage_json = node.empty() || terminal ? nullptr : Annotation(pod, core::kUsageAnnotation);
-  const std::string usage_text = usage_json != nullptr && usage_json->is_string() ? usage_json->get<std::string>() : "";
+  const std::string none;
+  const std::string& usage_text = node.empty() || terminal ? none : pod.usage;
   const Result<core::PodUsage> usage =
       usage_text.empty() ? Result<core::PodUsage>(core::PodUsage{}) : core::DecodeUsage(usage_text);
-  auto note_meta = [&meta, &workload](PodRecord& rec) {
-    rec.workload = workload;
-    rec.priority = meta.priority;
-    rec.started_unix = meta.started_unix;
-    rec.terminating = meta.terminating;
+  auto note_meta = [&pod](PodRecord& rec) {
+    rec.workload = pod.workload;
+    rec.priority = pod.priority;
+    rec.started_unix = pod.started_unix;
+    rec.terminating = pod.terminating;
     rec.seen = true;
   };
   PendingPod pending;
   if (wants_gpu) {
     pending.uid = uid;
-    pending.nominated_node = StringAt(pod, "status", "nominatedNodeName");
+    pending.nominated_node = pod.nominated_node;
     pending.workload = workload;
-    auto req = core::PodRequestFromJson(pod, options_.resources);
-    if (req.ok()) pending.request = std::move(req).value();
-    else pending.error = req.status();
+    if (pod.request.ok()) pending.request = *pod.request;
+    else pending.error = pod.request.status();
   }
 
   std::lock_guard<std::mutex> lock(mu_);
@@ -352,7 +333,7 @@ void ClusterState::UpsertPod(const Json& pod) {
     return;
   }
   if (pending_.erase(key) > 0 && it == pods_.end()) load_.Released(key);  // re-predicted once it holds a share
-  if (annotation == nullptr || !annotation->is_string()) {
+  if (!pod.assignment.has_value()) {
     if (it != pods_.end()) {
       log_->warn("pod {} is bound to {} without a {} annotation; releasing the share held for it", key, node,
                  core::kAssignmentAnnotation);
@@ -360,7 +341,7 @@ void ClusterState::UpsertPod(const Json& pod) {
     }
     return;
   }
-  const std::string& text = annotation->get_ref<const std::string&>();
+  const std::string& text = *pod.assignment;
   if (it != pods_.end() && it->second.assignment_text == text && it->second.assignment.node == node) {
     // An update that does not change the share (status, labels, admission).
     note_meta(it->second);
@@ -371,7 +352,7 @@ void ClusterState::UpsertPod(const Json& pod) {
   }
   Result<core::Assignment> assignment = core::DecodeAssignment(text);
   Result<core::PodRequest> request =
-      assignment.ok() ? core::HeldRequest(pod, key, *assignment) : Result<core::PodRequest>(assignment.status());
+      assignment.ok() ? core::HeldRequest(pod, *assignment) : Result<core::PodRequest>(assignment.status());
   if (request.ok() && assignment->node != node) {
     request = InvalidArgument("assignment names node " + assignment->node + " but the pod is bound to " + node);
   }
@@ -417,23 +398,19 @@ void ClusterState::UpsertPod(const Json& pod) {
   NoteUsage(key, pods_.at(key), usage_text, usage);
 }
 
-void ClusterState::DeletePod(const Json& pod) {
-  Result<std::string> key = core::PodKey(pod);
-  if (!key.ok()) {
-    log_->warn("pod delete ignored: {}", key.status().message());
-    return;
-  }
-  const std::string uid = StringAt(pod, "metadata", "uid");
+void ClusterState::DeletePod(const core::PodView& pod) {
+  const std::string& key = pod.key;
+  const std::string& uid = pod.uid;
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = pods_.find(*key);
-  if (auto p = pending_.find(*key); p != pending_.end() && (uid.empty() || p->second.uid == uid)) {
+  auto it = pods_.find(key);
+  if (auto p = pending_.find(key); p != pending_.end() && (uid.empty() || p->second.uid == uid)) {
     pending_.erase(p);
-    if (it == pods_.end()) load_.Released(*key);
+    if (it == pods_.end()) load_.Released(key);
   }
   if (it == pods_.end()) return;
   if (!uid.empty() && !it->second.uid.empty() && it->second.uid != uid) return;  // a newer pod of that name
-  log_->info("pod {} deleted: releasing its share on {}", *key, it->second.assignment.node);
-  Release(*key);
+  log_->info("pod {} deleted: releasing its share on {}", key, it->second.assignment.node);
+  Release(key);
 }
 
 Status ClusterState::ClaimAdmissionTurn(std::string_view pod_key, Clock::time_point deadline) {

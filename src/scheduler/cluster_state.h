@@ -1,5 +1,6 @@
 // ClusterState: what the extender knows about the cluster, built from the
-// node and pod informers' callbacks (raw JSON objects). It holds a core
+// node and pod informers' callbacks (Node JSON objects, pods decoded once
+// into core::PodView at the informer's edge). It holds a core
 // Ledger of every GPU node's capacity and the shares held by live pods, the
 // nodes that are not GPU nodes (with the reason, for Filter), and the
 // requests of pending GPU pods (for Bind).
@@ -34,7 +35,7 @@
 //
 //   ClusterState state(ClusterStateOptions{});
 //   state.UpsertNode(node_json);      // informer callbacks
-//   state.UpsertPod(pod_json);
+//   state.UpsertPod(pod_json);        // decodes once, then UpsertPod(const core::PodView&)
 //   size_t held = state.Read([](const ClusterView& v) { return v.ledger().pod_count(); });
 #pragma once
 
@@ -57,6 +58,7 @@
 
 #include "core/ledger.h"
 #include "core/model.h"
+#include "core/pod_view.h"
 #include "core/podspec.h"
 #include "core/preemption.h"
 #include "core/status.h"
@@ -186,6 +188,12 @@ class ClusterState {
   // be fixed by retrying); nothing here fails.
   void UpsertNode(const nlohmann::json& node);
   void DeleteNode(std::string_view name);
+  // A pod added or changed, and a pod deleted (only its key and uid are read).
+  void UpsertPod(const core::PodView& pod);
+  void DeletePod(const core::PodView& pod);
+  // The pod informer's edge: decodes `pod` (core::DecodePod with
+  // options().resources) and applies the view; a pod without identity is
+  // logged and ignored.
   void UpsertPod(const nlohmann::json& pod);
   void DeletePod(const nlohmann::json& pod);
 

@@ -7,6 +7,7 @@
 
 #include "core/codec.h"
 #include "core/fragmentation.h"
+#include "core/pod_view.h"
 #include "core/podspec.h"
 #include "core/preemption.h"
 #include "scheduler/rejection.h"
@@ -25,13 +26,6 @@ constexpr size_t kMaxResolutions = 4;
 HttpReply BadRequest(const std::shared_ptr<spdlog::logger>& log, std::string_view verb, const Status& status) {
   log->warn("{}: bad request: {}", verb, status.message());
   return {400, std::string(verb) + ": " + status.message() + "\n", Decision::kBadRequest};
-}
-
-std::string UidOf(const nlohmann::json& pod) {
-  auto meta = pod.find("metadata");
-  if (meta == pod.end() || !meta->is_object()) return "";
-  auto uid = meta->find("uid");
-  return uid != meta->end() && uid->is_string() ? uid->get<std::string>() : "";
 }
 
 // "2024-05-01T12:34:56Z"
@@ -86,7 +80,8 @@ Extender::Extender(ClusterState& state, Binder& binder, ExtenderOptions options)
     : state_(state),
       binder_(binder),
       options_(std::move(options)),
-      log_(options_.logger ? options_.logger : spdlog::default_logger()) {}
+      log_(options_.logger ? options_.logger : spdlog::default_logger()),
+      pods_(options_.remembered_requests) {}
 
 Status Extender::MakePolicyLocked(const core::TargetWorkload& workload) {
   TESSERA_ASSIGN_OR_RETURN(policy_, core::MakePolicy(options_.policy, core::PolicyConfig{workload, options_.interference,
@@ -100,16 +95,16 @@ Status Extender::MakePolicyLocked(const core::TargetWorkload& workload) {
 // ---- filter ----
 
 HttpReply Extender::Filter(std::string_view body) {
-  Result<ExtenderArgs> args = ParseExtenderArgs(body);
+  Result<ExtenderArgs> args = ParseExtenderArgs(body, state_.options().resources, &pods_);
   if (!args.ok()) return BadRequest(log_, "filter", args.status());
-  Result<std::string> key = core::PodKey(args->pod);
-  if (!key.ok()) return BadRequest(log_, "filter", key.status());
-  const Result<core::PodRequest> req = RequestOf(args->pod, UidOf(args->pod));
+  const core::PodView& pod = *args->pod;
+  const std::string& key = pod.key;
+  const Result<core::PodRequest>& req = pod.request;
   const size_t n = args->node_names.size();
   FilterOutcome out;
   if (!req.ok()) {
     const std::string why = req.status().message();
-    log_->info("filter {}: cannot be scheduled: {}", *key, why);
+    log_->info("filter {}: cannot be scheduled: {}", key, why);
     for (size_t i = 0; i < n; ++i) out.unresolvable.emplace_back(i, why);
     return {200, WriteFilterResult(*args, out), Decision::kUnschedulable};
   }
@@ -118,7 +113,7 @@ HttpReply Extender::Filter(std::string_view body) {
   std::deque<std::string> owned;  // reasons made for this call only
   // Shares held for preempting pods (other than this one) while their victims leave.
   const std::vector<Nomination> nominations =
-      options_.preemptor != nullptr ? options_.preemptor->NominationsAgainst(*key) : std::vector<Nomination>{};
+      options_.preemptor != nullptr ? options_.preemptor->NominationsAgainst(key) : std::vector<Nomination>{};
   // Held until the reply is written: `out` points into the verdict cache.
   std::lock_guard<std::mutex> lock(policy_mu_);
   state_.Read([&](const ClusterView& view) {
@@ -177,29 +172,29 @@ HttpReply Extender::Filter(std::string_view body) {
     }
   });
   if (!problem.empty()) {
-    log_->info("filter {}: cannot be scheduled: {}", *key, problem);
+    log_->info("filter {}: cannot be scheduled: {}", key, problem);
     for (size_t i = 0; i < n; ++i) out.unresolvable.emplace_back(i, problem);
     return {200, WriteFilterResult(*args, out), Decision::kUnschedulable};
   }
-  log_->info("filter {}: {}/{} nodes fit", *key, out.passed.size(), n);
+  log_->info("filter {}: {}/{} nodes fit", key, out.passed.size(), n);
   if (out.passed.empty() && n > 0) {
-    rejected_.Note(*key, UidOf(args->pod), options_.now ? options_.now() : Clock::now());
+    rejected_.Note(key, pod.uid, options_.now ? options_.now() : Clock::now());
     if (options_.preemptor != nullptr && options_.preemptor->enabled() && !out.failed.empty() &&
-        MayPreempt(args->pod)) {
+        pod.may_preempt) {
       PreemptionRequest pr;
-      pr.key = *key;
-      pr.uid = UidOf(args->pod);
-      pr.priority = PodPriority(args->pod);
+      pr.key = key;
+      pr.uid = pod.uid;
+      pr.priority = pod.priority;
       pr.request = *req;
       for (const auto& [i, reason] : out.failed) pr.nodes.push_back(args->node_names[i]);
       options_.preemptor->Request(std::move(pr));
     }
   } else {
-    rejected_.Forget(*key);
+    rejected_.Forget(key);
   }
   if (log_->should_log(spdlog::level::debug)) {
     for (const auto* list : {&out.failed, &out.unresolvable})
-      for (const auto& [i, reason] : *list) log_->debug("filter {}: {} rejected: {}", *key, args->node_names[i], reason);
+      for (const auto& [i, reason] : *list) log_->debug("filter {}: {} rejected: {}", key, args->node_names[i], reason);
   }
   return {200, WriteFilterResult(*args, out), out.passed.empty() ? Decision::kNoFit : Decision::kFit};
 }
@@ -207,11 +202,10 @@ HttpReply Extender::Filter(std::string_view body) {
 // ---- prioritize ----
 
 HttpReply Extender::Prioritize(std::string_view body) {
-  Result<ExtenderArgs> args = ParseExtenderArgs(body);
+  Result<ExtenderArgs> args = ParseExtenderArgs(body, state_.options().resources, &pods_);
   if (!args.ok()) return BadRequest(log_, "prioritize", args.status());
-  Result<std::string> key = core::PodKey(args->pod);
-  if (!key.ok()) return BadRequest(log_, "prioritize", key.status());
-  const Result<core::PodRequest> req = RequestOf(args->pod, UidOf(args->pod));
+  const std::string& key = args->pod->key;
+  const Result<core::PodRequest>& req = args->pod->request;
   const std::vector<std::string>& names = args->node_names;
   std::vector<int64_t> scores(names.size(), 0);
   if (!req.ok()) return {200, WriteHostPriorityList(*args, scores), Decision::kUnschedulable};
@@ -224,7 +218,7 @@ HttpReply Extender::Prioritize(std::string_view body) {
   std::vector<Feasible> feasible;
   bool all_equal = false;
   const std::vector<Nomination> nominations =
-      options_.preemptor != nullptr ? options_.preemptor->NominationsAgainst(*key) : std::vector<Nomination>{};
+      options_.preemptor != nullptr ? options_.preemptor->NominationsAgainst(key) : std::vector<Nomination>{};
   {
     std::lock_guard<std::mutex> lock(policy_mu_);
     all_equal = policy_->ScoresAllEqual();
@@ -274,7 +268,7 @@ HttpReply Extender::Prioritize(std::string_view body) {
       scores[f.i] = std::llround(scaled * static_cast<double>(kMaxScore - 1));
     }
   }
-  log_->debug("prioritize {}: {} feasible of {}, best {} (policy score {}) policy={}", *key, feasible.size(),
+  log_->debug("prioritize {}: {} feasible of {}, best {} (policy score {}) policy={}", key, feasible.size(),
               names.size(), names[best->i], best->score, options_.policy);
   return {200, WriteHostPriorityList(*args, scores), Decision::kScored};
 }
@@ -357,21 +351,19 @@ HttpReply Extender::Bind(std::string_view body) {
 // ---- preempt ----
 
 HttpReply Extender::Preempt(std::string_view body) {
-  Result<PreemptionArgs> args = ParsePreemptionArgs(body);
+  Result<PreemptionArgs> args = ParsePreemptionArgs(body, state_.options().resources, &pods_);
   if (!args.ok()) return BadRequest(log_, "preempt", args.status());
-  Result<std::string> key = core::PodKey(args->pod);
-  if (!key.ok()) return BadRequest(log_, "preempt", key.status());
-  const std::string uid = UidOf(args->pod);
+  const std::string& key = args->pod->key;
   // kube-scheduler's preemption drives this pod now; ours stands aside.
-  if (options_.preemptor != nullptr) options_.preemptor->NoteSchedulerPreemption(uid);
-  const Result<core::PodRequest> req = RequestOf(args->pod, uid);
+  if (options_.preemptor != nullptr) options_.preemptor->NoteSchedulerPreemption(args->pod->uid);
+  const Result<core::PodRequest>& req = args->pod->request;
   if (!req.ok()) {
-    log_->info("preempt {}: no node: {}", *key, req.status().message());
+    log_->info("preempt {}: no node: {}", key, req.status().message());
     return {200, WritePreemptionResult({}), Decision::kUnschedulable};
   }
-  const int32_t priority = PodPriority(args->pod);
+  const int32_t priority = args->pod->priority;
   const std::vector<Nomination> nominations =
-      options_.preemptor != nullptr ? options_.preemptor->NominationsAgainst(*key) : std::vector<Nomination>{};
+      options_.preemptor != nullptr ? options_.preemptor->NominationsAgainst(key) : std::vector<Nomination>{};
   core::PreemptionOptions plan_options;
   plan_options.now_unix = std::chrono::duration_cast<std::chrono::seconds>(
                               (options_.wall_now ? options_.wall_now() : std::chrono::system_clock::now())
@@ -410,7 +402,7 @@ HttpReply Extender::Preempt(std::string_view body) {
       if (given.node == kept[k].node) added += kept[k].uids.size() - given.uids.size();
   }
   log_->info("preempt {} (priority {}): {}/{} candidate nodes keep room for its GPU shares, {} GPU victim(s) added{}{}",
-             *key, priority, kept.size(), args->nodes.size(), added, dropped.empty() ? "" : "; dropped:", dropped);
+             key, priority, kept.size(), args->nodes.size(), added, dropped.empty() ? "" : "; dropped:", dropped);
   return {200, WritePreemptionResult(kept), kept.empty() ? Decision::kNoFit : Decision::kVictims};
 }
 
@@ -480,29 +472,11 @@ const std::vector<int>& Extender::ResolveLocked(const ClusterView& view, const s
 
 // ---- pod requests ----
 
-Result<core::PodRequest> Extender::RequestOf(const nlohmann::json& pod, const std::string& uid) {
-  Result<core::PodRequest> req = core::PodRequestFromJson(pod, state_.options().resources);
-  if (uid.empty()) return req;
-  std::lock_guard<std::mutex> lock(requests_mu_);
-  const std::string key = req.ok() ? req->key : core::PodKey(pod).ok() ? *core::PodKey(pod) : "";
-  auto [it, inserted] = requests_.insert_or_assign(uid, Remembered{key, req});
-  if (inserted) {
-    request_order_.push_back(uid);
-    while (request_order_.size() > std::max<size_t>(options_.remembered_requests, 1)) {
-      requests_.erase(request_order_.front());
-      request_order_.pop_front();
-    }
-  }
-  return req;
-}
-
 Result<core::PodRequest> Extender::RequestForBind(const std::string& key, const std::string& uid) {
   Result<core::PodRequest> from_watch = state_.PendingRequest(key, uid);
   if (from_watch.ok() || from_watch.status().code() != StatusCode::kNotFound) return from_watch;
-  if (!uid.empty()) {
-    std::lock_guard<std::mutex> lock(requests_mu_);
-    if (auto it = requests_.find(uid); it != requests_.end() && it->second.key == key) return it->second.request;
-  }
+  if (std::shared_ptr<const core::PodView> pod = pods_.Latest(uid); pod != nullptr && pod->key == key)
+    return pod->request;
   return NotFound("pod " + key + (uid.empty() ? "" : " (uid " + uid + ")") +
                   " is unknown: not seen by the pod watch nor in a filter call");
 }

@@ -59,6 +59,7 @@
 #include "core/policy.h"
 #include "core/status.h"
 #include "scheduler/cluster_state.h"
+#include "scheduler/pod_view_cache.h"
 #include "scheduler/preemptor.h"
 #include "scheduler/rejected_pods.h"
 
@@ -118,8 +119,10 @@ struct ExtenderOptions {
   // reasons ("node n3: ...; largest free share is ..."); larger ones get
   // reasons that kube-scheduler can group. Default 64.
   size_t detailed_reasons_max_nodes = 64;
-  // Pod requests remembered by uid from filter calls, for Bind when the pod
-  // watch has not delivered the pod. Default 4096.
+  // Pods remembered by uid from filter, prioritize and preempt calls
+  // (PodViewCache): decoded once per uid and resourceVersion across the
+  // verbs, and their requests used by Bind when the pod watch has not
+  // delivered the pod. Default 4096.
   size_t remembered_requests = 4096;
   // GPU preemption (must outlive the extender). nullptr: none, and no
   // nominations are kept free; the preempt verb still answers.
@@ -177,8 +180,6 @@ class Extender {
   const std::vector<int>& ResolveLocked(const ClusterView& view, const std::vector<std::string>& names);
   Status MakePolicyLocked(const core::TargetWorkload& workload);
 
-  // Parses the pod of a filter/prioritize call and remembers it by uid.
-  Result<core::PodRequest> RequestOf(const nlohmann::json& pod, const std::string& uid);
   // The request Bind works on: from the pod watch, else from a filter call.
   Result<core::PodRequest> RequestForBind(const std::string& key, const std::string& uid);
 
@@ -189,7 +190,7 @@ class Extender {
   std::shared_ptr<spdlog::logger> log_;
 
   std::mutex policy_mu_;
-  // Everything below until requests_mu_: GUARDED_BY(policy_mu_).
+  // Everything below until pods_: GUARDED_BY(policy_mu_).
   std::unique_ptr<core::PlacementPolicy> policy_;
   std::unique_ptr<core::Placer> placer_;
   uint64_t holds_cursor_ = 0;
@@ -204,13 +205,8 @@ class Extender {
   };
   std::vector<Resolution> resolutions_;  // the last few node lists seen, newest last
 
-  std::mutex requests_mu_;
-  struct Remembered {
-    std::string key;
-    Result<core::PodRequest> request;
-  };
-  std::unordered_map<std::string, Remembered> requests_;  // by uid; GUARDED_BY(requests_mu_)
-  std::deque<std::string> request_order_;                 // oldest first; GUARDED_BY(requests_mu_)
+  // The pods of the calls, decoded once per uid and resourceVersion (its own lock).
+  PodViewCache pods_;
 };
 
 }  // namespace tessera::scheduler

@@ -298,6 +298,27 @@ TEST_F(ExtenderTest, BindFindsPodsFromTheWatchAndRefusesUnknownOnes) {
             "node cpu1: not a GPU node (no tessera.io/gpu-inventory annotation)");
 }
 
+TEST_F(ExtenderTest, APodIsDecodedOncePerUidAndVersionAcrossTheVerbs) {
+  json pod = PodJson("ns", "p", {{"main", 1, 8192, 50}});
+  pod["metadata"]["resourceVersion"] = "7";
+  ASSERT_EQ(Filter(FilterBody(pod, all_))["NodeNames"], json({"n1"}));
+  // The same uid and version is the same object in Kubernetes: what was
+  // decoded is reused, so a (never sent) change under the same version is
+  // not even read.
+  json same_version = pod;
+  same_version["spec"]["containers"][0]["resources"]["limits"]["tessera.io/gpu-core"] = "150";
+  EXPECT_EQ(Filter(FilterBody(same_version, all_))["NodeNames"], json({"n1"}));
+  EXPECT_EQ(Prioritize(FilterBody(same_version, all_)).at("n1"), 10);
+  // A new version is decoded again.
+  same_version["metadata"]["resourceVersion"] = "8";
+  EXPECT_EQ(Filter(FilterBody(same_version, all_))["FailedAndUnresolvableNodes"].size(), 3u);
+  // Bind takes the request of the newest version seen (the watch has not shown the pod).
+  EXPECT_NE(Bind(BindBody("ns", "p", "uid-ns-p", "n1"))["Error"].get<std::string>().find("150"), std::string::npos);
+  pod["metadata"]["resourceVersion"] = "9";
+  Filter(FilterBody(pod, all_));
+  EXPECT_EQ(Bind(BindBody("ns", "p", "uid-ns-p", "n1"))["Error"], "");
+}
+
 TEST_F(ExtenderTest, BindOfAPodThatNoLongerFitsIsAnError) {
   Filter(FilterBody(PodJson("ns", "p", {{"main", 1, 8192, 50}}), {"n2"}));
   json r = Bind(BindBody("ns", "p", "uid-ns-p", "n2"));

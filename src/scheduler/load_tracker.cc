@@ -1,20 +1,11 @@
 #include "scheduler/load_tracker.h"
 
 #include <chrono>
-#include <nlohmann/json.hpp>
 
 #include "core/codec.h"
 
 namespace tessera::scheduler {
 namespace {
-
-using Json = nlohmann::json;
-
-std::string StringIn(const Json& obj, std::string_view key) {
-  if (!obj.is_object()) return {};
-  auto it = obj.find(key);
-  return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
 
 // Whether the launch gate measures the GPU time of container `name`.
 bool Measurable(const core::PodRequest& request, const std::string& name) {
@@ -25,43 +16,6 @@ bool Measurable(const core::PodRequest& request, const std::string& name) {
 }
 
 }  // namespace
-
-std::string WorkloadOf(const Json& pod) {
-  const auto meta_it = pod.is_object() ? pod.find("metadata") : pod.end();
-  if (!pod.is_object() || meta_it == pod.end() || !meta_it->is_object()) return {};
-  const Json& meta = *meta_it;
-  const std::string name = StringIn(meta, "name");
-  if (name.empty()) return {};
-  std::string ns = StringIn(meta, "namespace");
-  if (ns.empty()) ns = "default";
-  std::string label, pod_template_hash;
-  if (auto labels = meta.find("labels"); labels != meta.end()) {
-    label = StringIn(*labels, core::kWorkloadLabel);
-    pod_template_hash = StringIn(*labels, "pod-template-hash");
-  }
-  // The controlling owner (the first owner when none is marked controller).
-  std::string kind, owner;
-  if (auto refs = meta.find("ownerReferences"); refs != meta.end() && refs->is_array()) {
-    for (const Json& ref : *refs) {
-      const bool controller = ref.is_object() && ref.value("controller", false);
-      if (kind.empty() || controller) {
-        kind = StringIn(ref, "kind");
-        owner = StringIn(ref, "name");
-      }
-      if (controller) break;
-    }
-  }
-  // A Deployment's ReplicaSet is named DEPLOYMENT-HASH, the hash also in the
-  // pod's pod-template-hash label; every rollout makes a new ReplicaSet, but
-  // the workload is the same.
-  if (kind == "ReplicaSet" && !pod_template_hash.empty() && owner.size() > pod_template_hash.size() + 1 &&
-      owner.ends_with("-" + pod_template_hash)) {
-    kind = "Deployment";
-    owner.resize(owner.size() - pod_template_hash.size() - 1);
-  }
-  std::string key = core::WorkloadKey(ns, label, kind, owner);
-  return key.empty() ? "Pod/" + ns + "/" + name : key;
-}
 
 LoadTracker::LoadTracker(LoadTrackerOptions options) : options_(options), history_(options.history) {}
 

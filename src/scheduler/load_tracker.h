@@ -5,13 +5,13 @@
 // (core::GpuLoadBook), which the tessera-interference policy scores against.
 // No I/O and no lock: ClusterState calls it under its own mutex.
 //
-// A pod's workload (WorkloadOf) is its tessera.io/workload label, else its
-// controlling owner (the pods of a Deployment's ReplicaSets count as the
-// Deployment), else the pod itself, so a bare pod learns from its own
-// measurements while a new one is predicted from its request.
+// A pod's workload (core::PodView::workload) is its tessera.io/workload
+// label, else its controlling owner (the pods of a Deployment's ReplicaSets
+// count as the Deployment), else the pod itself, so a bare pod learns from
+// its own measurements while a new one is predicted from its request.
 //
 //   LoadTracker load(LoadTrackerOptions{});
-//   load.Pending(key, WorkloadOf(pod), request, now_s);          // unbound pod seen
+//   load.Pending(key, pod.workload, request, now_s);             // unbound pod seen
 //   load.Placed(key, workload, request, assignment, now_s);      // it holds a share
 //   if (*load.Measured(key, usage_text, usage, now_s)) ledger.Touch(node);
 //   load.Released(key);
@@ -21,8 +21,6 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "core/load.h"
 #include "core/model.h"
@@ -40,11 +38,6 @@ struct LoadTrackerOptions {
   double default_factor = 1.0;
   core::WorkloadHistoryOptions history;
 };
-
-// The workload key of a pod object (see the header): "label/NS/VALUE",
-// "KIND/NS/NAME" of its controlling owner, or "Pod/NS/NAME"; "" only when the
-// object has no name.
-std::string WorkloadOf(const nlohmann::json& pod);
 
 class LoadTracker {
  public:

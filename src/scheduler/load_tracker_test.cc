@@ -49,33 +49,33 @@ core::Assignment On(const std::string& node, int gpu, int64_t core_milli) {
 
 TEST(WorkloadOfTest, LabelThenControllingOwnerThenThePodItself) {
   json pod = PodJson("ml", "web-7d9f8-abcde", {{"main", 1, 1024, 10}});
-  EXPECT_EQ(WorkloadOf(pod), "Pod/ml/web-7d9f8-abcde");
+  EXPECT_EQ(core::WorkloadOf(pod), "Pod/ml/web-7d9f8-abcde");
 
   // A Deployment's pods (through a ReplicaSet DEPLOYMENT-HASH) are the Deployment.
   json rs = Owned(pod, "ReplicaSet", "web-7d9f8");
   rs["metadata"]["labels"]["pod-template-hash"] = "7d9f8";
-  EXPECT_EQ(WorkloadOf(rs), "Deployment/ml/web");
+  EXPECT_EQ(core::WorkloadOf(rs), "Deployment/ml/web");
   // A ReplicaSet that is not named after the hash stays a ReplicaSet.
   rs["metadata"]["labels"]["pod-template-hash"] = "other";
-  EXPECT_EQ(WorkloadOf(rs), "ReplicaSet/ml/web-7d9f8");
+  EXPECT_EQ(core::WorkloadOf(rs), "ReplicaSet/ml/web-7d9f8");
 
-  EXPECT_EQ(WorkloadOf(Owned(pod, "Job", "train-42")), "Job/ml/train-42");
-  EXPECT_EQ(WorkloadOf(Owned(pod, "StatefulSet", "db")), "StatefulSet/ml/db");
+  EXPECT_EQ(core::WorkloadOf(Owned(pod, "Job", "train-42")), "Job/ml/train-42");
+  EXPECT_EQ(core::WorkloadOf(Owned(pod, "StatefulSet", "db")), "StatefulSet/ml/db");
 
   // The controller wins over other owners.
   json two = Owned(pod, "ConfigMap", "not-it", /*controller=*/false);
   two["metadata"]["ownerReferences"].push_back({{"kind", "Job"}, {"name", "the-job"}, {"controller", true}});
-  EXPECT_EQ(WorkloadOf(two), "Job/ml/the-job");
+  EXPECT_EQ(core::WorkloadOf(two), "Job/ml/the-job");
 
   // The label wins over everything.
   json labelled = Owned(pod, "Job", "train-42");
   labelled["metadata"]["labels"][std::string(core::kWorkloadLabel)] = "bert-serving";
-  EXPECT_EQ(WorkloadOf(labelled), "label/ml/bert-serving");
+  EXPECT_EQ(core::WorkloadOf(labelled), "label/ml/bert-serving");
 
   json nameless = pod;
   nameless["metadata"].erase("name");
-  EXPECT_EQ(WorkloadOf(nameless), "");
-  EXPECT_EQ(WorkloadOf(json::array()), "");
+  EXPECT_EQ(core::WorkloadOf(nameless), "");
+  EXPECT_EQ(core::WorkloadOf(json::array()), "");
 }
 
 TEST(LoadTrackerTest, SharesArePredictedFromTheirRequestUntilMeasured) {

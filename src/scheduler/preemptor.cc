@@ -1,7 +1,6 @@
 #include "scheduler/preemptor.h"
 
 #include <algorithm>
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "core/preemption.h"
@@ -10,7 +9,6 @@
 namespace tessera::scheduler {
 namespace {
 
-using Json = nlohmann::json;
 
 // kube-scheduler's preempt verb is taken as driving a pod's preemption for this long.
 constexpr auto kSchedulerDrivenFor = std::chrono::seconds(30);
@@ -46,20 +44,6 @@ std::string VictimList(const core::PreemptionPlan& plan) {
 }
 
 }  // namespace
-
-int32_t PodPriority(const Json& pod) {
-  auto spec = pod.find("spec");
-  if (spec == pod.end() || !spec->is_object()) return 0;
-  auto p = spec->find("priority");
-  return p != spec->end() && p->is_number_integer() ? p->get<int32_t>() : 0;
-}
-
-bool MayPreempt(const Json& pod) {
-  auto spec = pod.find("spec");
-  if (spec == pod.end() || !spec->is_object()) return true;
-  auto p = spec->find("preemptionPolicy");
-  return p == spec->end() || !p->is_string() || p->get<std::string>() != "Never";
-}
 
 void ReserveNominated(const ClusterView& view, const Nomination& nomination, core::NodeState* node) {
   // What the victims still hold on this node, per GPU (memory, core, sharers).

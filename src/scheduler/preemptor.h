@@ -118,11 +118,6 @@ struct Nomination {
 // `view` must be the state `node` was copied from.
 void ReserveNominated(const ClusterView& view, const Nomination& nomination, core::NodeState* node);
 
-// The pod's spec.priority (0 when absent) and whether it may preempt
-// (spec.preemptionPolicy is not "Never").
-int32_t PodPriority(const nlohmann::json& pod);
-bool MayPreempt(const nlohmann::json& pod);
-
 class GpuPreemptor {
  public:
   // `state` and `api` must outlive the preemptor.

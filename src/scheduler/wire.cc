@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdio>
 #include <map>
+#include <optional>
 
 namespace tessera::scheduler {
 namespace {
@@ -87,9 +88,80 @@ void AppendReasons(std::string& out, const char* key, const ExtenderArgs& args,
   out += '}';
 }
 
+Json ParseText(std::string_view text) { return Json::parse(text.begin(), text.end(), nullptr, false); }
+
+// ExtenderArgs.NodeNames, else ExtenderArgs.Nodes, into `args`.
+Status ReadNodeNames(std::string_view names_text, std::string_view nodes_text, ExtenderArgs* args) {
+  if (!names_text.empty() && names_text != "null") {
+    if (auto plain = internal::PlainStringArray(names_text)) {
+      args->node_names = std::move(*plain);
+      args->plain_names = true;
+      return Status();
+    }
+    const Json list = ParseText(names_text);
+    if (list.is_discarded()) return InvalidArgument("ExtenderArgs.NodeNames is not valid JSON");
+    if (!list.is_array()) return InvalidArgument("ExtenderArgs.NodeNames must be an array of node names");
+    args->node_names.reserve(list.size());
+    for (const Json& n : list) {
+      if (!n.is_string()) return InvalidArgument("ExtenderArgs.NodeNames must be an array of node names");
+      args->node_names.push_back(n.get<std::string>());
+    }
+    return Status();
+  }
+  if (nodes_text.empty() || nodes_text == "null")
+    return InvalidArgument("ExtenderArgs needs NodeNames (nodeCacheCapable: true) or Nodes");
+  Json nodes = ParseText(nodes_text);
+  if (nodes.is_discarded()) return InvalidArgument("ExtenderArgs.Nodes is not valid JSON");
+  if (!nodes.is_object()) return InvalidArgument("ExtenderArgs.Nodes must be a NodeList object");
+  args->names_form = false;
+  auto items = nodes.find("items");
+  if (items == nodes.end() || items->is_null()) return Status();  // an empty list
+  if (!items->is_array()) return InvalidArgument("ExtenderArgs.Nodes.items must be an array");
+  for (size_t i = 0; i < items->size(); ++i) {
+    const Json& item = (*items)[i];
+    const Json* meta = Member(item, "metadata");
+    const Json* name = meta ? Member(*meta, "name") : nullptr;
+    if (name == nullptr || !name->is_string())
+      return InvalidArgument("ExtenderArgs.Nodes.items[" + std::to_string(i) + "] has no metadata.name");
+    args->node_names.push_back(name->get<std::string>());
+  }
+  args->node_items = std::move(*items);
+  return Status();
+}
+
+// metadata.uid and metadata.resourceVersion of a Pod's text, scanned without
+// a DOM; nullopt unless both are there as non-empty plain strings.
+std::optional<std::pair<std::string_view, std::string_view>> ScanPodVersion(std::string_view pod_text) {
+  Result<std::vector<internal::JsonMember>> members = internal::SplitObject(pod_text);
+  if (!members.ok()) return std::nullopt;
+  for (const auto& m : *members) {
+    if (m.key != "metadata") continue;
+    Result<std::vector<internal::JsonMember>> meta = internal::SplitObject(m.value);
+    if (!meta.ok()) return std::nullopt;
+    std::optional<std::string_view> uid, rv;
+    for (const auto& f : *meta) {
+      if (f.key == "uid") uid = internal::PlainString(f.value);
+      else if (f.key == "resourceVersion") rv = internal::PlainString(f.value);
+    }
+    if (!uid || !rv || uid->empty() || rv->empty()) return std::nullopt;
+    return std::pair{*uid, *rv};
+  }
+  return std::nullopt;
+}
+
+// Decodes the Pod of a call (an object) and remembers it in `cache`.
+Result<std::shared_ptr<const core::PodView>> DecodeCallPod(const Json& pod, const core::ResourceNames& names,
+                                                           PodViewCache* cache) {
+  TESSERA_ASSIGN_OR_RETURN(core::PodView view, core::DecodePod(pod, names));
+  auto shared = std::make_shared<const core::PodView>(std::move(view));
+  if (cache != nullptr) cache->Remember(shared);
+  return shared;
+}
+
 }  // namespace
 
-Result<ExtenderArgs> ParseExtenderArgs(std::string_view body) {
+Result<ExtenderArgs> ParseExtenderArgs(std::string_view body, const core::ResourceNames& names,
+                                       PodViewCache* cache) {
   // Split without a DOM: a 5,000-node NodeNames list is most of the body and
   // needs no more than a scan (internal/json_scan.h).
   Result<std::vector<internal::JsonMember>> members = internal::SplitObject(body);
@@ -101,45 +173,20 @@ Result<ExtenderArgs> ParseExtenderArgs(std::string_view body) {
     else if (m.key == "NodeNames") names_text = m.value;
     else if (!Json::accept(m.value)) return InvalidArgument("ExtenderArgs." + m.key + " is not valid JSON");
   }
-  auto parse = [](std::string_view text) { return Json::parse(text.begin(), text.end(), nullptr, false); };
   ExtenderArgs args;
-  args.pod = parse(pod_text);
-  if (args.pod.is_discarded() && !pod_text.empty()) return InvalidArgument("ExtenderArgs.Pod is not valid JSON");
-  if (!args.pod.is_object()) return InvalidArgument("ExtenderArgs.Pod must be a Pod object");
-  if (!names_text.empty() && names_text != "null") {
-    if (auto plain = internal::PlainStringArray(names_text)) {
-      args.node_names = std::move(*plain);
-      args.plain_names = true;
-      return args;
-    }
-    const Json names = parse(names_text);
-    if (names.is_discarded()) return InvalidArgument("ExtenderArgs.NodeNames is not valid JSON");
-    if (!names.is_array()) return InvalidArgument("ExtenderArgs.NodeNames must be an array of node names");
-    args.node_names.reserve(names.size());
-    for (const Json& n : names) {
-      if (!n.is_string()) return InvalidArgument("ExtenderArgs.NodeNames must be an array of node names");
-      args.node_names.push_back(n.get<std::string>());
-    }
-    return args;
+  if (cache != nullptr) {
+    if (auto version = ScanPodVersion(pod_text)) args.pod = cache->Find(version->first, version->second);
   }
-  if (nodes_text.empty() || nodes_text == "null")
-    return InvalidArgument("ExtenderArgs needs NodeNames (nodeCacheCapable: true) or Nodes");
-  Json nodes = parse(nodes_text);
-  if (nodes.is_discarded()) return InvalidArgument("ExtenderArgs.Nodes is not valid JSON");
-  if (!nodes.is_object()) return InvalidArgument("ExtenderArgs.Nodes must be a NodeList object");
-  args.names_form = false;
-  auto items = nodes.find("items");
-  if (items == nodes.end() || items->is_null()) return args;  // an empty list
-  if (!items->is_array()) return InvalidArgument("ExtenderArgs.Nodes.items must be an array");
-  for (size_t i = 0; i < items->size(); ++i) {
-    const Json& item = (*items)[i];
-    const Json* meta = Member(item, "metadata");
-    const Json* name = meta ? Member(*meta, "name") : nullptr;
-    if (name == nullptr || !name->is_string())
-      return InvalidArgument("ExtenderArgs.Nodes.items[" + std::to_string(i) + "] has no metadata.name");
-    args.node_names.push_back(name->get<std::string>());
+  Json pod;  // parsed only when the cache did not have it
+  if (args.pod == nullptr) {
+    pod = ParseText(pod_text);
+    if (pod.is_discarded() && !pod_text.empty()) return InvalidArgument("ExtenderArgs.Pod is not valid JSON");
+    if (!pod.is_object()) return InvalidArgument("ExtenderArgs.Pod must be a Pod object");
   }
-  args.node_items = std::move(*items);
+  TESSERA_RETURN_IF_ERROR(ReadNodeNames(names_text, nodes_text, &args));
+  if (args.pod == nullptr) {
+    TESSERA_ASSIGN_OR_RETURN(args.pod, DecodeCallPod(pod, names, cache));
+  }
   return args;
 }
 
@@ -156,12 +203,12 @@ Result<BindingArgs> ParseBindingArgs(std::string_view body) {
   return args;
 }
 
-Result<PreemptionArgs> ParsePreemptionArgs(std::string_view body) {
+Result<PreemptionArgs> ParsePreemptionArgs(std::string_view body, const core::ResourceNames& names,
+                                           PodViewCache* cache) {
   TESSERA_ASSIGN_OR_RETURN(Json root, ParseBody(body, "ExtenderPreemptionArgs"));
   PreemptionArgs args;
   const Json* pod = Member(root, "Pod");
   if (pod == nullptr || !pod->is_object()) return InvalidArgument("ExtenderPreemptionArgs.Pod must be a Pod object");
-  args.pod = *pod;
   std::map<std::string, NodeVictims> nodes;
   for (const char* field : {"NodeNameToVictims", "NodeNameToMetaVictims"}) {
     const Json* map = Member(root, field);
@@ -194,6 +241,16 @@ Result<PreemptionArgs> ParsePreemptionArgs(std::string_view body) {
     }
   }
   for (auto& [name, nv] : nodes) args.nodes.push_back(std::move(nv));
+  if (cache != nullptr) {
+    const Json* meta = Member(*pod, "metadata");
+    const Json* uid = meta ? Member(*meta, "uid") : nullptr;
+    const Json* rv = meta ? Member(*meta, "resourceVersion") : nullptr;
+    if (uid != nullptr && uid->is_string() && rv != nullptr && rv->is_string())
+      args.pod = cache->Find(uid->get_ref<const std::string&>(), rv->get_ref<const std::string&>());
+  }
+  if (args.pod == nullptr) {
+    TESSERA_ASSIGN_OR_RETURN(args.pod, DecodeCallPod(*pod, names, cache));
+  }
   return args;
 }
 

@@ -1,13 +1,17 @@
 // The kube-scheduler extender wire format (k8s.io/kube-scheduler/extender/v1):
 // parsing requests and writing replies. The Go types have no json tags, so
 // their keys are the PascalCase field names; the embedded Pod and Node
-// objects use ordinary Kubernetes JSON. Pure functions; thread-safe.
+// objects use ordinary Kubernetes JSON. The Pod of a call is decoded here,
+// once (core::PodView), and nothing past this layer reads its JSON; with a
+// PodViewCache a pod already decoded at the same uid and resourceVersion is
+// not decoded again. Pure functions apart from the cache; thread-safe.
 //
-//   TESSERA_ASSIGN_OR_RETURN(ExtenderArgs args, ParseExtenderArgs(body));
+//   TESSERA_ASSIGN_OR_RETURN(ExtenderArgs args, ParseExtenderArgs(body, names, &cache));
 //   std::string reply = WriteFilterResult(args, outcome);
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -15,13 +19,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/pod_view.h"
+#include "core/podspec.h"
 #include "core/status.h"
+#include "scheduler/pod_view_cache.h"
 
 namespace tessera::scheduler {
 
 // ExtenderArgs {Pod, Nodes, NodeNames}: the filter and prioritize request.
 struct ExtenderArgs {
-  nlohmann::json pod;                   // the Pod object (always an object)
+  std::shared_ptr<const core::PodView> pod;  // the Pod, decoded (never null)
   std::vector<std::string> node_names;  // the candidate nodes, in request order
   // True when the request listed NodeNames (nodeCacheCapable); false when it
   // sent full Node objects, kept in `node_items` parallel to `node_names`.
@@ -33,8 +40,14 @@ struct ExtenderArgs {
 };
 
 // INVALID_ARGUMENT saying what is wrong when `body` is not JSON, has no Pod
-// object, has neither NodeNames nor Nodes, or has a field of the wrong type.
-Result<ExtenderArgs> ParseExtenderArgs(std::string_view body);
+// object or one without identity (core::DecodePod), has neither NodeNames
+// nor Nodes, or has a field of the wrong type. The pod's request is read with
+// `names`; a mistake in it is not an error here but kept in the view.
+// `cache` (may be nullptr): a Pod found there at its metadata.uid and
+// metadata.resourceVersion is taken from it without being parsed (its text
+// is only scanned for balance); a Pod decoded is remembered there.
+Result<ExtenderArgs> ParseExtenderArgs(std::string_view body, const core::ResourceNames& names = {},
+                                       PodViewCache* cache = nullptr);
 
 // ExtenderBindingArgs {PodName, PodNamespace, PodUID, Node}.
 struct BindingArgs {
@@ -56,12 +69,14 @@ struct NodeVictims {
   int64_t num_pdb_violations = 0;
 };
 struct PreemptionArgs {
-  nlohmann::json pod;              // the preemptor (always an object)
+  std::shared_ptr<const core::PodView> pod;  // the preemptor, decoded (never null)
   std::vector<NodeVictims> nodes;  // sorted by node name
 };
 // INVALID_ARGUMENT saying what is wrong when `body` is not JSON, has no Pod
-// object, or a victims map of the wrong shape. Both maps absent: no nodes.
-Result<PreemptionArgs> ParsePreemptionArgs(std::string_view body);
+// object, a Pod without identity, or a victims map of the wrong shape. Both
+// maps absent: no nodes. `names` and `cache` as for ParseExtenderArgs.
+Result<PreemptionArgs> ParsePreemptionArgs(std::string_view body, const core::ResourceNames& names = {},
+                                           PodViewCache* cache = nullptr);
 // ExtenderPreemptionResult {NodeNameToMetaVictims}: per node its victims as
 // MetaPods {UID}, in the order given.
 std::string WritePreemptionResult(const std::vector<NodeVictims>& nodes);

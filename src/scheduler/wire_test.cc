@@ -62,5 +62,77 @@ TEST(WireTest, DeepNestingIsRefused) {
   EXPECT_TRUE(ok.ok()) << ok.status().ToString();
 }
 
+TEST(WireTest, ThePodIsDecodedIntoAView) {
+  auto args = ParseExtenderArgs(
+      R"({"Pod":{"metadata":{"name":"p","namespace":"ns","uid":"u"},"spec":{"priority":5,"containers":[)"
+      R"({"name":"c","resources":{"limits":{"tessera.io/gpu-core":"150"}}}]}},"NodeNames":["a"]})");
+  ASSERT_TRUE(args.ok()) << args.status().ToString();
+  ASSERT_NE(args->pod, nullptr);
+  EXPECT_EQ(args->pod->key, "ns/p");
+  EXPECT_EQ(args->pod->uid, "u");
+  EXPECT_EQ(args->pod->priority, 5);
+  ASSERT_FALSE(args->pod->request.ok());  // the user's mistake is kept, not a bad request
+  EXPECT_NE(args->pod->request.status().message().find("150"), std::string::npos);
+  // A pod without identity is a bad request, named as such.
+  auto nameless = ParseExtenderArgs(R"({"Pod":{"metadata":{}},"NodeNames":["a"]})");
+  ASSERT_FALSE(nameless.ok());
+  EXPECT_EQ(nameless.status().message(), "pod object has no metadata.name");
+}
+
+TEST(WireTest, PodsAreTakenFromTheCacheByUidAndVersion) {
+  PodViewCache cache(8);
+  const std::string v1 = R"({"Pod":{"metadata":{"name":"p","uid":"u","resourceVersion":"1"}},"NodeNames":["a"]})";
+  auto first = ParseExtenderArgs(v1, {}, &cache);
+  ASSERT_TRUE(first.ok());
+  auto second = ParseExtenderArgs(v1, {}, &cache);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(first->pod.get(), second->pod.get());
+  EXPECT_EQ(cache.hits(), 1u);
+  EXPECT_EQ(second->node_names, std::vector<std::string>{"a"});
+  // Another version, or no version at all, is decoded.
+  auto v2 = ParseExtenderArgs(R"({"Pod":{"metadata":{"name":"p","uid":"u","resourceVersion":"2"}},"NodeNames":[]})",
+                              {}, &cache);
+  ASSERT_TRUE(v2.ok());
+  EXPECT_NE(v2->pod.get(), first->pod.get());
+  EXPECT_EQ(cache.Latest("u").get(), v2->pod.get());
+  const std::string unversioned = R"({"Pod":{"metadata":{"name":"p","uid":"u"}},"NodeNames":[]})";
+  EXPECT_NE(ParseExtenderArgs(unversioned, {}, &cache)->pod.get(), ParseExtenderArgs(unversioned, {}, &cache)->pod.get());
+  EXPECT_EQ(cache.hits(), 1u);
+  // The preempt verb shares the cache.
+  cache.Remember(first->pod);
+  auto preempt = ParsePreemptionArgs(R"({"Pod":{"metadata":{"name":"p","uid":"u","resourceVersion":"1"}}})", {}, &cache);
+  ASSERT_TRUE(preempt.ok()) << preempt.status().ToString();
+  EXPECT_EQ(preempt->pod.get(), first->pod.get());
+  // A cached pod still needs a well-formed body.
+  EXPECT_FALSE(ParseExtenderArgs(R"({"Pod":{"metadata":{"name":"p","uid":"u","resourceVersion":"1"}},"NodeNames":[1]})",
+                                 {}, &cache)
+                   .ok());
+}
+
+TEST(PodViewCacheTest, ForgetsTheOldestUidBeyondItsCapacity) {
+  PodViewCache cache(2);
+  auto view = [](const std::string& uid, const std::string& rv) {
+    core::PodView v;
+    v.key = "ns/" + uid;
+    v.uid = uid;
+    v.resource_version = rv;
+    return std::make_shared<const core::PodView>(std::move(v));
+  };
+  cache.Remember(view("a", "1"));
+  cache.Remember(view("b", "1"));
+  cache.Remember(view("a", "2"));  // a newer version keeps a's place
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_EQ(cache.Find("a", "1"), nullptr);
+  EXPECT_NE(cache.Find("a", "2"), nullptr);
+  cache.Remember(view("c", "1"));  // a was first: forgotten
+  EXPECT_EQ(cache.Latest("a"), nullptr);
+  EXPECT_NE(cache.Latest("b"), nullptr);
+  EXPECT_NE(cache.Latest("c"), nullptr);
+  cache.Remember(view("", "1"));  // no uid: not remembered
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_EQ(cache.Find("b", ""), nullptr);
+  EXPECT_EQ(cache.hits(), 1u);
+}
+
 }  // namespace
 }  // namespace tessera::scheduler

@@ -132,4 +132,17 @@ std::optional<std::vector<std::string>> PlainStringArray(std::string_view t) {
   return out;
 }
 
+std::optional<std::string_view> PlainString(std::string_view t) {
+  size_t i = SkipSpace(t, 0);
+  if (i >= t.size() || t[i] != '"') return std::nullopt;
+  const size_t start = ++i;
+  while (i < t.size() && t[i] != '"') {
+    const auto c = static_cast<unsigned char>(t[i]);
+    if (c < 0x20 || c >= 0x7f || c == '\\') return std::nullopt;
+    ++i;
+  }
+  if (i >= t.size() || SkipSpace(t, i + 1) != t.size()) return std::nullopt;
+  return t.substr(start, i - start);
+}
+
 }  // namespace tessera::scheduler::internal

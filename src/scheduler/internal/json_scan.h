@@ -35,4 +35,9 @@ Result<std::vector<JsonMember>> SplitObject(std::string_view text);
 // else, valid or not (parse it with nlohmann then).
 std::optional<std::vector<std::string>> PlainStringArray(std::string_view text);
 
+// The content of `text` when it is one JSON string with only printable ASCII
+// and no escapes ("\"abc\"" -> abc, surrounding spaces allowed); std::nullopt
+// otherwise. The view points into `text`.
+std::optional<std::string_view> PlainString(std::string_view text);
+
 }  // namespace tessera::scheduler::internal

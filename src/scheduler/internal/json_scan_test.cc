@@ -42,5 +42,13 @@ TEST(JsonScanTest, PlainStringArrays) {
   }
 }
 
+TEST(JsonScanTest, PlainStrings) {
+  EXPECT_EQ(PlainString(R"("abc-1")"), "abc-1");
+  EXPECT_EQ(PlainString(R"( "" )"), "");
+  for (const char* other : {R"("a\"b")", "\"\xc3\xa9\"", R"("a)", R"("a"x)", "12", "null", "[\"a\"]", "\"a\tb\""}) {
+    EXPECT_FALSE(PlainString(other).has_value()) << other;
+  }
+}
+
 }  // namespace
 }  // namespace tessera::scheduler::internal
