@@ -350,11 +350,16 @@ check() {
     failures=$((failures + 1))
   fi
 
-  local nvcc
+  local nvcc launcher=()
+  # The build is from scratch in a temporary folder each time: ccache, where
+  # there is one, keeps the next --check from compiling it all again.
+  command -v ccache >/dev/null &&
+    launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
   if nvcc=$(find_nvcc) && [ "${TESSERA_GPU_CHECK_NVCC:-1}" = 1 ]; then
-    if cmake -S "$ROOT/src/cuda" -B "$tmp/build-gpu" "${gen[@]}" -DTESSERA_GPU_TESTS=ON \
+    if CCACHE_BASEDIR="$tmp" CCACHE_NOHASHDIR=1 cmake -S "$ROOT/src/cuda" -B "$tmp/build-gpu" "${gen[@]}" \
+         -DTESSERA_GPU_TESTS=ON "${launcher[@]}" \
          -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES=90 >"$tmp/gpu.log" 2>&1 &&
-       cmake --build "$tmp/build-gpu" -j "${TESSERA_CHECK_JOBS:-2}" >>"$tmp/gpu.log" 2>&1; then
+       CCACHE_BASEDIR="$tmp" CCACHE_NOHASHDIR=1 cmake --build "$tmp/build-gpu" -j "${TESSERA_CHECK_JOBS:-2}" >>"$tmp/gpu.log" 2>&1; then
       echo "GPU programs build with $nvcc"
     else
       echo "FAIL: the GPU programs do not build with $nvcc:"; tail -30 "$tmp/gpu.log"
