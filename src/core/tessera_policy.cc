@@ -110,17 +110,9 @@ TesseraPolicy::NodeTerms TesseraPolicy::ComputeTerms(int model_id, int64_t cpu_l
   double frag = 0;
   for (size_t ci = 0; ci < workload_.classes.size(); ++ci) {
     const TaskClass& c = workload_.classes[ci];
-    bool fits = c.num_gpu > 0 && c.gpu_milli > 0 && cpu_left >= c.cpu_milli && allows[ci];
-    int64_t small = 0;
-    if (fits) {
-      int enough = 0;
-      for (int64_t l : gpu_left) {
-        if (l >= c.gpu_milli) ++enough; else small += l;
-      }
-      fits = enough >= c.num_gpu;
-    }
-    if (fits) {
-      frag += c.weight * static_cast<double>(small);
+    const ClassFit f = FitClass(c, allows[ci] != 0, cpu_left, gpu_left);
+    if (f.fits) {
+      frag += c.weight * static_cast<double>(f.small);
       for (size_t g = 0; g < gpu_left.size() && g < usable.size(); ++g)
         if (gpu_left[g] >= c.gpu_milli) usable[g] = true;
     } else {
