@@ -1,14 +1,23 @@
-// tessera: Tessera's default placement policy. FGD's fragmentation gradient
-// with three changes:
-//  - the target workload is learned online from the pods seen so far (the
-//    classes covering 95 % of arrivals), not fixed in advance from a trace;
+// tessera: Tessera's default placement policy. It places one pod at a time,
+// as the extender sees them, and learns the target workload online (the
+// classes covering 95 % of the pods seen so far). Each node gets a value, in
+// GPU milli, that estimates how much of its free capacity will end up wasted;
+// the pod goes where its placement raises that value least. The value sums:
+//  - expected waste per GPU (the default's main term): a GPU with f milli
+//    free is filled by the learned classes' shares that fit it, recursively,
+//    and whatever no share is likely to fill stays wasted (ExpectedWaste);
+//    this looks ahead over the arrivals to come, so a share goes where what
+//    it leaves behind is likely to be filled, not merely where it fits best
+//    now;
 //  - a CPU-stranding term: a node whose idle GPUs could no longer be fed with
 //    CPU at the workload's CPU-per-GPU ratio counts those GPUs as lost too,
 //    so CPU-heavy pods stop starving GPU-rich nodes of CPU;
 //  - a dead-capacity term: free share on a GPU that no learned class could
 //    use at all (too small for every class, or its node too short of CPU)
-//    counts again on top of FGD's expectation, so the policy avoids leaving
-//    slivers that only a pod the workload never asks for could fill.
+//    counts again, so the policy avoids leaving slivers that only a pod the
+//    workload never asks for could fill;
+//  - FGD's fragmentation against the learned workload (weight 0 in the
+//    default; 1 in the earlier policies tessera-v1 and tessera-v2).
 // Like FGD, the score is trunc(100 * sigmoid(-delta / 1000)) and ties go to
 // the node first in a fixed order, which packs work onto fewer nodes.
 //
@@ -16,6 +25,12 @@
 // its GPUs' free shares, so values are memoised on that state (until the
 // workload is next refreshed): many nodes of a cluster are in one of a few
 // states (empty, full, one share taken), which keeps the policy cheap.
+//
+// Thread-safety: as every PlacementPolicy, used by one thread at a time.
+//
+//   TesseraPolicy p;                        // the default, "tessera"
+//   for (const PodRequest& pod : seen) p.OnArrival(pod);
+//   Candidate c = p.Evaluate(pod, node, rng);
 #pragma once
 
 #include <array>
@@ -44,15 +59,31 @@ struct TesseraPolicyOptions {
   // Weight of the dead-capacity term: free GPU milli that no learned class
   // fits (model, CPU and share, and enough such GPUs for multi-GPU classes).
   double dead_weight = 1.0;
+  // Weight of FGD's fragmentation against the learned workload.
+  double frag_weight = 0;
+  // Weight of the expected-waste term: the sum over GPUs of ExpectedWaste.
+  double waste_weight = 1.0;
+  // Expected waste: a free share that the learned GPU classes fitting it make
+  // up this share of GPU demand or more is counted as filled; below it, in
+  // proportion (see ExpectedWaste). 0: any fitting share counts as filling.
+  double fill_threshold = 0.1;
   // A refresh whose workload is within this L1 distance of the current one
   // (sum over classes of |weight change|), and whose CPU-per-GPU ratio moved
   // by less than this fraction, is not adopted, so cached scores stay valid.
   // 0: adopt every refresh.
   double refresh_tolerance = 0.15;
 
-  // The policy as it was before the dead-capacity term ("tessera-v1").
-  static TesseraPolicyOptions V1() {
+  // The default before the expected-waste term ("tessera-v2"): FGD's
+  // fragmentation, stranding and dead capacity.
+  static TesseraPolicyOptions V2() {
     TesseraPolicyOptions o;
+    o.frag_weight = 1.0;
+    o.waste_weight = 0;
+    return o;
+  }
+  // The policy before the dead-capacity term ("tessera-v1").
+  static TesseraPolicyOptions V1() {
+    TesseraPolicyOptions o = V2();
     o.dead_weight = 0;
     o.refresh_tolerance = 0;
     return o;
@@ -77,9 +108,20 @@ class TesseraPolicy final : public PlacementPolicy {
   const TesseraPolicyOptions& options() const { return options_; }
 
   // The value the policy minimises for a node in the given state (GPU milli):
-  // FGD's fragmentation against the learned workload, plus the stranding and
-  // dead-capacity terms. Exposed for tests.
+  // the weighted sum of the expected-waste, stranding, dead-capacity and
+  // fragmentation terms. Exposed for tests.
   double NodeValue(const std::string& model, int64_t cpu_left, std::span<const int64_t> gpu_left);
+  // The GPU milli of a GPU with `free_milli` free (clamped to 0..1000) that
+  // is expected to stay unused, with W the learned workload's GPU classes
+  // (CPU, model and GPU count set aside; a k-GPU class counts k times, whole
+  // GPUs as shares of 1000), p(s) the share of that demand asking for s milli
+  // per GPU, P(f) the part of it with s <= f, and t = fill_threshold:
+  //   W(f) = f                                          when P(f) = 0,
+  //   W(f) = (1 - r) f + r sum_{s<=f} p(s) W(f - s) / P(f),  r = min(1, P(f) / t).
+  // A GPU with room for common shares is filled by them, in proportion to
+  // their popularity, and its waste is what they leave; room that only rare
+  // shares fit is mostly wasted. 0 before the first refresh.
+  double ExpectedWaste(int64_t free_milli) const;
   // Free GPU milli of the given state that no learned class could use.
   int64_t DeadMilli(const std::string& model, int64_t cpu_left, std::span<const int64_t> gpu_left);
 
@@ -94,9 +136,11 @@ class TesseraPolicy final : public PlacementPolicy {
   // The node's value as it is, and its model's id, cached per node version.
   double FragNow(const NodeState& node, int* model_id);
   struct NodeTerms {
-    double frag = 0, strand = 0;
+    double frag = 0, strand = 0, waste = 0;
     int64_t dead = 0;
   };
+  // Fills waste_ (ExpectedWaste for 0..1000) from workload_.
+  void BuildWasteTable();
   double ValueOf(int model_id, int64_t cpu_left, std::span<const int64_t> gpu_left);
   template <typename Fn>
   void Picks(const PodRequest& pod, const NodeState& node, bool distinct_only, Fn&& fn);
@@ -115,6 +159,7 @@ class TesseraPolicy final : public PlacementPolicy {
   int64_t next_refresh_ = 32;
   uint64_t epoch_ = 0;
   TargetWorkload workload_;
+  std::vector<double> waste_;  // [free milli 0..1000]: ExpectedWaste
   std::unordered_map<const NodeState*, std::tuple<uint64_t, uint64_t, double, int>> now_cache_;
 
   std::unordered_map<std::string, int> model_ids_;
