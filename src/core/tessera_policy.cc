@@ -85,11 +85,13 @@ void TesseraPolicy::BuildWasteTable() {
   }
   waste_.assign(kCoreMilliPerGpu + 1, 0.0);
   for (int64_t f = 0; f <= kCoreMilliPerGpu; ++f) {
-    double fit = 0, after = 0;  // P(f), and sum of p(s) W(f - s) over s <= f
+    double fit = 0, after = 0, best = 0;  // P(f), P(f) A(f), B(f)
     for (const auto& [share, w] : demand) {
       if (share > f) break;
+      const double left = waste_[static_cast<size_t>(f - share)];
+      best = fit == 0 ? left : std::min(best, left);
       fit += w / total;
-      after += w / total * waste_[static_cast<size_t>(f - share)];
+      after += w / total * left;
     }
     const double free = static_cast<double>(f);
     if (fit <= 0) {
@@ -97,7 +99,8 @@ void TesseraPolicy::BuildWasteTable() {
       continue;
     }
     const double r = options_.fill_threshold > 0 ? std::min(1.0, fit / options_.fill_threshold) : 1.0;
-    waste_[static_cast<size_t>(f)] = (1 - r) * free + r * after / fit;
+    const double filled = (1 - options_.fill_greedy) * after / fit + options_.fill_greedy * best;
+    waste_[static_cast<size_t>(f)] = (1 - r) * free + r * filled;
   }
 }
 
@@ -145,8 +148,10 @@ TesseraPolicy::NodeTerms TesseraPolicy::ComputeTerms(int model_id, int64_t cpu_l
   std::array<bool, 64> usable{};
   const std::vector<char>& allows = allows_[static_cast<size_t>(model_id)];
   double frag = 0;
+  bool fed = false;  // some GPU class has the node's CPU and model
   for (size_t ci = 0; ci < workload_.classes.size(); ++ci) {
     const TaskClass& c = workload_.classes[ci];
+    if (c.num_gpu > 0 && c.gpu_milli > 0 && cpu_left >= c.cpu_milli && allows[ci]) fed = true;
     const ClassFit f = FitClass(c, allows[ci] != 0, cpu_left, gpu_left);
     if (f.fits) {
       frag += c.weight * static_cast<double>(f.small);
@@ -159,6 +164,7 @@ TesseraPolicy::NodeTerms TesseraPolicy::ComputeTerms(int model_id, int64_t cpu_l
   t.frag = frag;
   for (size_t g = 0; g < gpu_left.size(); ++g)
     if (gpu_left[g] > 0 && !(g < usable.size() && usable[g])) t.dead += gpu_left[g];
+  if (!fed) t.starved = idle;  // then every GPU is dead: t.dead == idle
   return t;
 }
 
@@ -171,8 +177,9 @@ double TesseraPolicy::ValueOf(int model_id, int64_t cpu_left, std::span<const in
   constexpr size_t kMemoGpus = 18;
   auto value = [&](std::span<const int64_t> left) {
     const NodeTerms t = ComputeTerms(model_id, cpu_left, left);
-    return options_.waste_weight * t.waste + t.strand + options_.dead_weight * static_cast<double>(t.dead) +
-           options_.frag_weight * t.frag;
+    return options_.waste_weight * t.waste + t.strand +
+           options_.dead_weight * static_cast<double>(t.dead - t.starved) +
+           options_.starved_weight * static_cast<double>(t.starved) + options_.frag_weight * t.frag;
   };
   if (gpu_left.size() > kMemoGpus) return value(gpu_left);
   std::array<int64_t, kMemoGpus> sorted{};

@@ -13,9 +13,10 @@
 //    CPU at the workload's CPU-per-GPU ratio counts those GPUs as lost too,
 //    so CPU-heavy pods stop starving GPU-rich nodes of CPU;
 //  - a dead-capacity term: free share on a GPU that no learned class could
-//    use at all (too small for every class, or its node too short of CPU)
-//    counts again, so the policy avoids leaving slivers that only a pod the
-//    workload never asks for could fill;
+//    use at all counts again, in part when it is too small for every class
+//    (dead_weight), in full when the node lacks the CPU or GPU model every
+//    class needs (starved_weight), so the policy avoids leaving capacity
+//    that only a pod the workload never asks for could use;
 //  - FGD's fragmentation against the learned workload (weight 0 in the
 //    default; 1 in the earlier policies tessera-v1 and tessera-v2).
 // Like FGD, the score is trunc(100 * sigmoid(-delta / 1000)) and ties go to
@@ -57,8 +58,12 @@ struct TesseraPolicyOptions {
   // free CPU can feed at the CPU-per-GPU ratio of the GPU pods seen so far.
   double strand_weight = 1.0;
   // Weight of the dead-capacity term: free GPU milli that no learned class
-  // fits (model, CPU and share, and enough such GPUs for multi-GPU classes).
-  double dead_weight = 1.0;
+  // fits (share, and enough such GPUs for multi-GPU classes) on a node where
+  // some class has the CPU and model it needs.
+  double dead_weight = 0.5;
+  // Weight of the starved term: free GPU milli on a node where no learned GPU
+  // class has the CPU (or GPU model) it needs.
+  double starved_weight = 1.0;
   // Weight of FGD's fragmentation against the learned workload.
   double frag_weight = 0;
   // Weight of the expected-waste term: the sum over GPUs of ExpectedWaste.
@@ -66,7 +71,11 @@ struct TesseraPolicyOptions {
   // Expected waste: a free share that the learned GPU classes fitting it make
   // up this share of GPU demand or more is counted as filled; below it, in
   // proportion (see ExpectedWaste). 0: any fitting share counts as filling.
-  double fill_threshold = 0.1;
+  double fill_threshold = 0.08;
+  // Expected waste: the part of the next fill that goes to the fitting share
+  // leaving the least waste, as a placer choosing among many GPUs tends to
+  // do; the rest is drawn by popularity (see ExpectedWaste).
+  double fill_greedy = 0.6;
   // A refresh whose workload is within this L1 distance of the current one
   // (sum over classes of |weight change|), and whose CPU-per-GPU ratio moved
   // by less than this fraction, is not adopted, so cached scores stay valid.
@@ -79,12 +88,14 @@ struct TesseraPolicyOptions {
     TesseraPolicyOptions o;
     o.frag_weight = 1.0;
     o.waste_weight = 0;
+    o.dead_weight = 1.0;
     return o;
   }
   // The policy before the dead-capacity term ("tessera-v1").
   static TesseraPolicyOptions V1() {
     TesseraPolicyOptions o = V2();
     o.dead_weight = 0;
+    o.starved_weight = 0;
     o.refresh_tolerance = 0;
     return o;
   }
@@ -111,18 +122,22 @@ class TesseraPolicy final : public PlacementPolicy {
   // the weighted sum of the expected-waste, stranding, dead-capacity and
   // fragmentation terms. Exposed for tests.
   double NodeValue(const std::string& model, int64_t cpu_left, std::span<const int64_t> gpu_left);
-  // The GPU milli of a GPU with `free_milli` free (clamped to 0..1000) that
-  // is expected to stay unused, with W the learned workload's GPU classes
-  // (CPU, model and GPU count set aside; a k-GPU class counts k times, whole
-  // GPUs as shares of 1000), p(s) the share of that demand asking for s milli
-  // per GPU, P(f) the part of it with s <= f, and t = fill_threshold:
-  //   W(f) = f                                          when P(f) = 0,
-  //   W(f) = (1 - r) f + r sum_{s<=f} p(s) W(f - s) / P(f),  r = min(1, P(f) / t).
-  // A GPU with room for common shares is filled by them, in proportion to
-  // their popularity, and its waste is what they leave; room that only rare
-  // shares fit is mostly wasted. 0 before the first refresh.
+  // W(f): the GPU milli of a GPU with f = `free_milli` free (clamped to
+  // 0..1000) that is expected to stay unused. Over the learned workload's
+  // GPU classes (CPU, model and GPU count set aside; a k-GPU class counts k
+  // times, whole GPUs as shares of 1000), p(s) is the share of GPU demand
+  // asking for s milli per GPU and P(f) the part with s <= f; with
+  // t = fill_threshold and g = fill_greedy:
+  //   W(f) = f                                              when P(f) = 0,
+  //   W(f) = (1 - r) f + r ((1 - g) A(f) + g B(f)),  r = min(1, P(f) / t),
+  //   A(f) = sum_{s<=f} p(s) W(f - s) / P(f),  B(f) = min_{s<=f} W(f - s).
+  // A GPU with room for common shares is filled by them, partly by the one
+  // that fits best (B), partly by popularity (A), and its waste is what they
+  // leave; room that only rare shares fit is mostly wasted. 0 before the
+  // first refresh.
   double ExpectedWaste(int64_t free_milli) const;
-  // Free GPU milli of the given state that no learned class could use.
+  // Free GPU milli of the given state that no learned class could use
+  // (starved nodes included).
   int64_t DeadMilli(const std::string& model, int64_t cpu_left, std::span<const int64_t> gpu_left);
 
   // Calls `fn(pick, score)` for every GPU choice Evaluate weighs on `node`,
@@ -137,7 +152,8 @@ class TesseraPolicy final : public PlacementPolicy {
   double FragNow(const NodeState& node, int* model_id);
   struct NodeTerms {
     double frag = 0, strand = 0, waste = 0;
-    int64_t dead = 0;
+    int64_t dead = 0;     // free milli no class could use (starved included)
+    int64_t starved = 0;  // all idle milli when no GPU class has the CPU and model
   };
   // Fills waste_ (ExpectedWaste for 0..1000) from workload_.
   void BuildWasteTable();

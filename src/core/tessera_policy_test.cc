@@ -59,9 +59,11 @@ TEST(TesseraPolicy, ExpectedWasteFollowsTheLearnedShares) {
   EXPECT_DOUBLE_EQ(p.ExpectedWaste(400), 0.0);    // one 400 share
   EXPECT_DOUBLE_EQ(p.ExpectedWaste(500), 100.0);  // one 400 share, 100 left
   EXPECT_DOUBLE_EQ(p.ExpectedWaste(900), 100.0);  // two 400 shares
-  // An empty GPU: a whole-GPU pod (12/32) leaves nothing, a 400 share (20/32)
-  // leaves 600, whose waste is 200.
-  EXPECT_DOUBLE_EQ(p.ExpectedWaste(1000), 20.0 / 32.0 * 200.0);
+  // An empty GPU: by popularity, a whole-GPU pod (12/32) leaves nothing and a
+  // 400 share (20/32) leaves 600, whose waste is 200; the best fit (the
+  // whole-GPU pod) leaves nothing. fill_greedy mixes the two.
+  const double g = p.options().fill_greedy;
+  EXPECT_DOUBLE_EQ(p.ExpectedWaste(1000), (1 - g) * (20.0 / 32.0 * 200.0) + g * 0.0);
   EXPECT_DOUBLE_EQ(p.ExpectedWaste(5000), p.ExpectedWaste(1000));  // clamped
 }
 
@@ -71,9 +73,11 @@ TEST(TesseraPolicy, ExpectedWasteCountsRoomOnlyRareSharesFitAsMostlyWasted) {
   TesseraPolicy p(o);
   for (int i = 0; i < 31; ++i) p.OnArrival(Pod("w" + std::to_string(i), 1, 1000));
   p.OnArrival(Pod("small", 1, 200));
-  // 300 free: only the 200 share fits, 1/32 of GPU demand, under the 0.1
-  // threshold: filled with r = (1/32) / 0.1, else all 300 wasted.
-  const double r = (1.0 / 32.0) / 0.1;
+  // 300 free: only the 200 share fits, 1/32 of GPU demand, under the fill
+  // threshold: filled (100 left) with r = (1/32) / threshold, else all 300
+  // wasted.
+  const double r = (1.0 / 32.0) / p.options().fill_threshold;
+  ASSERT_LT(r, 1.0);
   EXPECT_DOUBLE_EQ(p.ExpectedWaste(300), (1 - r) * 300.0 + r * 100.0);
   EXPECT_DOUBLE_EQ(p.ExpectedWaste(100), 100.0);
 }
@@ -88,14 +92,32 @@ TEST(TesseraPolicy, NodeValueIsExpectedWastePlusDeadMilliAndIgnoresGpuOrder) {
   const std::vector<int64_t> a = {1000, 300, 0}, b = {0, 1000, 300};
   // Plenty of CPU: no stranding, so v1's value is FGD's fragmentation alone,
   // v2 adds the 300 dead milli, and the default counts expected waste instead
-  // of fragmentation.
+  // of fragmentation, and the dead milli at dead_weight.
   EXPECT_DOUBLE_EQ(v1.NodeValue("T4", 64000, a), NodeFragAmount(v1.workload(), "T4", 64000, a));
   EXPECT_DOUBLE_EQ(v2.NodeValue("T4", 64000, a), NodeFragAmount(v2.workload(), "T4", 64000, a) + 300.0);
   EXPECT_DOUBLE_EQ(p.NodeValue("T4", 64000, a),
-                   p.ExpectedWaste(1000) + p.ExpectedWaste(300) + p.ExpectedWaste(0) + 300.0);
+                   p.ExpectedWaste(1000) + p.ExpectedWaste(300) + p.ExpectedWaste(0) +
+                       p.options().dead_weight * 300.0);
   // Memoised on the sorted shares: the same value in any GPU order, twice.
   EXPECT_DOUBLE_EQ(p.NodeValue("T4", 64000, b), p.NodeValue("T4", 64000, a));
   EXPECT_DOUBLE_EQ(p.NodeValue("T4", 64000, b), p.NodeValue("T4", 64000, b));
+}
+
+TEST(TesseraPolicy, StarvedNodeCountsAllItsIdleGpusAtStarvedWeight) {
+  TesseraPolicy p;
+  TesseraPolicyOptions o = p.options();
+  o.starved_weight = 0;
+  TesseraPolicy q(o);
+  Teach(p);
+  Teach(q);
+  // Every learned class wants 1000 CPU milli: with 500 left, no class can use
+  // the node's 1300 idle GPU milli.
+  const std::vector<int64_t> left = {1000, 300};
+  EXPECT_EQ(p.DeadMilli("T4", 500, left), 1300);
+  EXPECT_DOUBLE_EQ(p.NodeValue("T4", 500, left) - q.NodeValue("T4", 500, left),
+                   p.options().starved_weight * 1300.0);
+  // With the CPU, only the 300 sliver is dead, at dead_weight.
+  EXPECT_DOUBLE_EQ(p.NodeValue("T4", 64000, left), q.NodeValue("T4", 64000, left));
 }
 
 TEST(TesseraPolicy, ScoresASliverNoClassCanUseBelowV1) {
