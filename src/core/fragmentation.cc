@@ -54,18 +54,12 @@ FragBreakdown NodeFragBreakdown(const TargetWorkload& workload, const std::strin
   FragBreakdown out;
   if (idle == 0) return out;
   for (const TaskClass& c : workload.classes) {
-    bool fits = c.num_gpu > 0 && c.gpu_milli > 0 && cpu_left >= c.cpu_milli && c.models.Allows(model);
-    int64_t small = 0;
-    if (fits) {
-      int enough = 0;
-      for (int64_t l : gpu_left) {
-        if (l >= c.gpu_milli) ++enough; else small += l;
-      }
-      fits = enough >= c.num_gpu;
-    }
-    if (fits) {
-      out.fragmented += c.weight * static_cast<double>(small);
-      out.satisfied += c.weight * static_cast<double>(idle - small);
+    // The model test compares strings: ask it only when the cheap tests pass.
+    const bool allowed = c.num_gpu > 0 && c.gpu_milli > 0 && cpu_left >= c.cpu_milli && c.models.Allows(model);
+    const ClassFit f = FitClass(c, allowed, cpu_left, gpu_left);
+    if (f.fits) {
+      out.fragmented += c.weight * static_cast<double>(f.small);
+      out.satisfied += c.weight * static_cast<double>(idle - f.small);
     } else {
       out.fragmented += c.weight * static_cast<double>(idle);
     }

@@ -51,6 +51,31 @@ struct FragBreakdown {
   double idle() const { return satisfied + fragmented; }
 };
 
+// How one task class sees a node's free GPUs, the test at the heart of FGD's
+// measure. `fits`: the class is a GPU class (num_gpu > 0, gpu_milli > 0), the
+// node has its CPU (`cpu_left`), `model_allowed` (the caller's answer to
+// c.models.Allows(model), so callers that cache it need not ask again), and
+// at least num_gpu GPUs have gpu_milli or more free. `small`: when it fits,
+// the free milli on the GPUs too small for it; 0 when it does not. CPU-only
+// classes never fit: FGD counts all of a node's idle GPU milli as
+// fragmented for them. Shared by NodeFragBreakdown and the tessera policy.
+struct ClassFit {
+  bool fits = false;
+  int64_t small = 0;
+};
+inline ClassFit FitClass(const TaskClass& c, bool model_allowed, int64_t cpu_left,
+                         std::span<const int64_t> gpu_left) {
+  ClassFit out;
+  if (c.num_gpu <= 0 || c.gpu_milli <= 0 || cpu_left < c.cpu_milli || !model_allowed) return out;
+  int enough = 0;
+  for (int64_t l : gpu_left) {
+    if (l >= c.gpu_milli) ++enough; else out.small += l;
+  }
+  out.fits = enough >= c.num_gpu;
+  if (!out.fits) out.small = 0;
+  return out;
+}
+
 // Fragmented GPU milli of a node in the given state. `gpu_left` holds each
 // GPU's free core milli (0..1000); all GPUs are of `model`.
 double NodeFragAmount(const TargetWorkload& workload, const std::string& model,

@@ -93,6 +93,22 @@ TEST(Fragmentation, HandComputedExample) {
   EXPECT_DOUBLE_EQ(all.idle(), 1300.0);
 }
 
+TEST(Fragmentation, FitClassSaysWhetherAClassFitsAndWhatIsTooSmall) {
+  const std::vector<int64_t> left = {1000, 300, 600};
+  const TaskClass share{2000, 500, 1, {}, 1.0};
+  ClassFit f = FitClass(share, true, 4000, left);
+  EXPECT_TRUE(f.fits);
+  EXPECT_EQ(f.small, 300);  // only GPU 1 is too small for 500
+  EXPECT_FALSE(FitClass(share, false, 4000, left).fits);  // model not allowed
+  EXPECT_FALSE(FitClass(share, true, 1000, left).fits);   // not enough CPU
+  const TaskClass two_whole{0, 1000, 2, {}, 1.0};
+  f = FitClass(two_whole, true, 4000, left);  // one whole GPU free, two wanted
+  EXPECT_FALSE(f.fits);
+  EXPECT_EQ(f.small, 0);
+  const TaskClass cpu_only{1000, 0, 0, {}, 1.0};
+  EXPECT_FALSE(FitClass(cpu_only, true, 4000, left).fits);
+}
+
 TEST(Fragmentation, TypicalWorkloadKeepsTheCommonClasses) {
   std::vector<PodRequest> pods;
   for (int i = 0; i < 90; ++i) pods.push_back(Pod("a" + std::to_string(i), 1, 500));

@@ -116,8 +116,8 @@ class PlacementPolicy {
 };
 
 // The built-in policy names: random, dotprod, clustering, packing, bestfit,
-// fgd, tessera, tessera-interference, tessera-v1 (tessera before the
-// dead-capacity term).
+// fgd, tessera, tessera-interference, tessera-v2 (tessera before the
+// expected-waste term), tessera-v1 (before the dead-capacity term).
 std::vector<std::string> PolicyNames();
 
 // Settings for policies that need them. `workload` is FGD's target workload

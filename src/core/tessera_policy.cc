@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "core/fgd_policy.h"
 
@@ -65,10 +66,47 @@ void TesseraPolicy::Refresh() {
     return;
   workload_ = std::move(fresh);
   cpu_per_gpu_ = ratio;
+  BuildWasteTable();
   memo_.clear();
   allows_.clear();
   model_ids_.clear();
   ++epoch_;
+}
+
+void TesseraPolicy::BuildWasteTable() {
+  // p(s) per share size, over the GPU classes; a k-GPU class is k GPUs' demand.
+  std::map<int64_t, double> demand;
+  double total = 0;
+  for (const TaskClass& c : workload_.classes) {
+    if (c.num_gpu <= 0 || c.gpu_milli <= 0) continue;
+    const double w = c.weight * c.num_gpu;
+    demand[std::min<int64_t>(c.gpu_milli, kCoreMilliPerGpu)] += w;
+    total += w;
+  }
+  waste_.assign(kCoreMilliPerGpu + 1, 0.0);
+  for (int64_t f = 0; f <= kCoreMilliPerGpu; ++f) {
+    double fit = 0, after = 0, best = 0;  // P(f), P(f) A(f), B(f)
+    for (const auto& [share, w] : demand) {
+      if (share > f) break;
+      const double left = waste_[static_cast<size_t>(f - share)];
+      best = fit == 0 ? left : std::min(best, left);
+      fit += w / total;
+      after += w / total * left;
+    }
+    const double free = static_cast<double>(f);
+    if (fit <= 0) {
+      waste_[static_cast<size_t>(f)] = free;
+      continue;
+    }
+    const double r = options_.fill_threshold > 0 ? std::min(1.0, fit / options_.fill_threshold) : 1.0;
+    const double filled = (1 - options_.fill_greedy) * after / fit + options_.fill_greedy * best;
+    waste_[static_cast<size_t>(f)] = (1 - r) * free + r * filled;
+  }
+}
+
+double TesseraPolicy::ExpectedWaste(int64_t free_milli) const {
+  if (waste_.empty()) return 0;
+  return waste_[static_cast<size_t>(std::clamp<int64_t>(free_milli, 0, kCoreMilliPerGpu))];
 }
 
 double TesseraPolicy::Strand(int64_t cpu_left, int64_t idle_milli) const {
@@ -103,24 +141,20 @@ TesseraPolicy::NodeTerms TesseraPolicy::ComputeTerms(int model_id, int64_t cpu_l
   for (int64_t l : gpu_left) idle += l;
   t.strand = Strand(cpu_left, idle);
   if (idle == 0) return t;
+  if (options_.waste_weight != 0)
+    for (int64_t l : gpu_left) t.waste += ExpectedWaste(l);
   // FGD's fragmentation (NodeFragAmount) and the dead milli in one pass over
   // the classes. usable[g]: some GPU class could take a share of GPU g.
   std::array<bool, 64> usable{};
   const std::vector<char>& allows = allows_[static_cast<size_t>(model_id)];
   double frag = 0;
+  bool fed = false;  // some GPU class has the node's CPU and model
   for (size_t ci = 0; ci < workload_.classes.size(); ++ci) {
     const TaskClass& c = workload_.classes[ci];
-    bool fits = c.num_gpu > 0 && c.gpu_milli > 0 && cpu_left >= c.cpu_milli && allows[ci];
-    int64_t small = 0;
-    if (fits) {
-      int enough = 0;
-      for (int64_t l : gpu_left) {
-        if (l >= c.gpu_milli) ++enough; else small += l;
-      }
-      fits = enough >= c.num_gpu;
-    }
-    if (fits) {
-      frag += c.weight * static_cast<double>(small);
+    if (c.num_gpu > 0 && c.gpu_milli > 0 && cpu_left >= c.cpu_milli && allows[ci]) fed = true;
+    const ClassFit f = FitClass(c, allows[ci] != 0, cpu_left, gpu_left);
+    if (f.fits) {
+      frag += c.weight * static_cast<double>(f.small);
       for (size_t g = 0; g < gpu_left.size() && g < usable.size(); ++g)
         if (gpu_left[g] >= c.gpu_milli) usable[g] = true;
     } else {
@@ -130,6 +164,7 @@ TesseraPolicy::NodeTerms TesseraPolicy::ComputeTerms(int model_id, int64_t cpu_l
   t.frag = frag;
   for (size_t g = 0; g < gpu_left.size(); ++g)
     if (gpu_left[g] > 0 && !(g < usable.size() && usable[g])) t.dead += gpu_left[g];
+  if (!fed) t.starved = idle;  // then every GPU is dead: t.dead == idle
   return t;
 }
 
@@ -142,7 +177,9 @@ double TesseraPolicy::ValueOf(int model_id, int64_t cpu_left, std::span<const in
   constexpr size_t kMemoGpus = 18;
   auto value = [&](std::span<const int64_t> left) {
     const NodeTerms t = ComputeTerms(model_id, cpu_left, left);
-    return t.frag + t.strand + options_.dead_weight * static_cast<double>(t.dead);
+    return options_.waste_weight * t.waste + t.strand +
+           options_.dead_weight * static_cast<double>(t.dead - t.starved) +
+           options_.starved_weight * static_cast<double>(t.starved) + options_.frag_weight * t.frag;
   };
   if (gpu_left.size() > kMemoGpus) return value(gpu_left);
   std::array<int64_t, kMemoGpus> sorted{};

@@ -49,22 +49,79 @@ TEST(TesseraPolicy, DeadMilliHonoursModelsAndMultiGpuClasses) {
   EXPECT_EQ(p.DeadMilli("T4", 64000, std::vector<int64_t>{1000, 1000}), 2000);
 }
 
-TEST(TesseraPolicy, NodeValueIsFgdFragmentationPlusDeadMilliAndIgnoresGpuOrder) {
+TEST(TesseraPolicy, ExpectedWasteFollowsTheLearnedShares) {
+  TesseraPolicy p;
+  EXPECT_EQ(p.ExpectedWaste(1000), 0.0);  // nothing learned yet
+  Teach(p);
+  // GPU demand: p(400) = 20/32, p(1000) = 12/32; both far above the fill
+  // threshold (0.1), so any room they fit is filled.
+  EXPECT_DOUBLE_EQ(p.ExpectedWaste(300), 300.0);  // nothing fits
+  EXPECT_DOUBLE_EQ(p.ExpectedWaste(400), 0.0);    // one 400 share
+  EXPECT_DOUBLE_EQ(p.ExpectedWaste(500), 100.0);  // one 400 share, 100 left
+  EXPECT_DOUBLE_EQ(p.ExpectedWaste(900), 100.0);  // two 400 shares
+  // An empty GPU: by popularity, a whole-GPU pod (12/32) leaves nothing and a
+  // 400 share (20/32) leaves 600, whose waste is 200; the best fit (the
+  // whole-GPU pod) leaves nothing. fill_greedy mixes the two.
+  const double g = p.options().fill_greedy;
+  EXPECT_DOUBLE_EQ(p.ExpectedWaste(1000), (1 - g) * (20.0 / 32.0 * 200.0) + g * 0.0);
+  EXPECT_DOUBLE_EQ(p.ExpectedWaste(5000), p.ExpectedWaste(1000));  // clamped
+}
+
+TEST(TesseraPolicy, ExpectedWasteCountsRoomOnlyRareSharesFitAsMostlyWasted) {
+  TesseraPolicyOptions o;
+  o.coverage = 1.0;  // keep the rare class
+  TesseraPolicy p(o);
+  for (int i = 0; i < 31; ++i) p.OnArrival(Pod("w" + std::to_string(i), 1, 1000));
+  p.OnArrival(Pod("small", 1, 200));
+  // 300 free: only the 200 share fits, 1/32 of GPU demand, under the fill
+  // threshold: filled (100 left) with r = (1/32) / threshold, else all 300
+  // wasted.
+  const double r = (1.0 / 32.0) / p.options().fill_threshold;
+  ASSERT_LT(r, 1.0);
+  EXPECT_DOUBLE_EQ(p.ExpectedWaste(300), (1 - r) * 300.0 + r * 100.0);
+  EXPECT_DOUBLE_EQ(p.ExpectedWaste(100), 100.0);
+}
+
+TEST(TesseraPolicy, NodeValueIsExpectedWastePlusDeadMilliAndIgnoresGpuOrder) {
   TesseraPolicy p;
   TesseraPolicy v1(TesseraPolicyOptions::V1(), "tessera-v1");
+  TesseraPolicy v2(TesseraPolicyOptions::V2(), "tessera-v2");
   Teach(p);
   Teach(v1);
+  Teach(v2);
   const std::vector<int64_t> a = {1000, 300, 0}, b = {0, 1000, 300};
-  // Plenty of CPU: no stranding, so v1's value is FGD's fragmentation alone.
+  // Plenty of CPU: no stranding, so v1's value is FGD's fragmentation alone,
+  // v2 adds the 300 dead milli, and the default counts expected waste instead
+  // of fragmentation, and the dead milli at dead_weight.
   EXPECT_DOUBLE_EQ(v1.NodeValue("T4", 64000, a), NodeFragAmount(v1.workload(), "T4", 64000, a));
-  EXPECT_DOUBLE_EQ(p.NodeValue("T4", 64000, a), NodeFragAmount(p.workload(), "T4", 64000, a) + 300.0);
+  EXPECT_DOUBLE_EQ(v2.NodeValue("T4", 64000, a), NodeFragAmount(v2.workload(), "T4", 64000, a) + 300.0);
+  EXPECT_DOUBLE_EQ(p.NodeValue("T4", 64000, a),
+                   p.ExpectedWaste(1000) + p.ExpectedWaste(300) + p.ExpectedWaste(0) +
+                       p.options().dead_weight * 300.0);
   // Memoised on the sorted shares: the same value in any GPU order, twice.
   EXPECT_DOUBLE_EQ(p.NodeValue("T4", 64000, b), p.NodeValue("T4", 64000, a));
   EXPECT_DOUBLE_EQ(p.NodeValue("T4", 64000, b), p.NodeValue("T4", 64000, b));
 }
 
-TEST(TesseraPolicy, ScoresASliverNoClassCanUseBelowV1) {
+TEST(TesseraPolicy, StarvedNodeCountsAllItsIdleGpusAtStarvedWeight) {
   TesseraPolicy p;
+  TesseraPolicyOptions o = p.options();
+  o.starved_weight = 0;
+  TesseraPolicy q(o);
+  Teach(p);
+  Teach(q);
+  // Every learned class wants 1000 CPU milli: with 500 left, no class can use
+  // the node's 1300 idle GPU milli.
+  const std::vector<int64_t> left = {1000, 300};
+  EXPECT_EQ(p.DeadMilli("T4", 500, left), 1300);
+  EXPECT_DOUBLE_EQ(p.NodeValue("T4", 500, left) - q.NodeValue("T4", 500, left),
+                   p.options().starved_weight * 1300.0);
+  // With the CPU, only the 300 sliver is dead, at dead_weight.
+  EXPECT_DOUBLE_EQ(p.NodeValue("T4", 64000, left), q.NodeValue("T4", 64000, left));
+}
+
+TEST(TesseraPolicy, ScoresASliverNoClassCanUseBelowV1) {
+  TesseraPolicy p(TesseraPolicyOptions::V2(), "tessera-v2");
   TesseraPolicy v1(TesseraPolicyOptions::V1(), "tessera-v1");
   Teach(p);
   Teach(v1);
@@ -101,6 +158,24 @@ TEST(TesseraPolicy, PrefersTheGpuWhereTheShareLeavesNothingDead) {
   EXPECT_EQ(c.pick.index[0], 0);
 }
 
+TEST(TesseraPolicy, LeavesRoomACommonShareFillsRatherThanFitTightest) {
+  TesseraPolicy p;
+  // Half the pods want 600, half 400: they pair up on a GPU.
+  for (int i = 0; i < 16; ++i) p.OnArrival(Pod("a" + std::to_string(i), 1, 600));
+  for (int i = 0; i < 16; ++i) p.OnArrival(Pod("b" + std::to_string(i), 1, 400));
+  Ledger ledger;
+  ASSERT_TRUE(ledger.AddNode(Node("n", {0, 0})).ok());
+  ASSERT_TRUE(ledger.Assume(Pod("first", 1, 300), Assignment{"n", {{"main", {{0, "", 0, 300}}}}}).ok());
+  // A 400 pod fits tightest on GPU 0 (700 free), but would leave 300 there,
+  // which no pod of this workload fills; on GPU 1 it leaves 600, which a 600
+  // share fills exactly.
+  Rng rng(1);
+  const Candidate c = p.Evaluate(Pod("x", 1, 400), ledger.nodes()[0], rng);
+  ASSERT_EQ(c.pick.count, 1);
+  EXPECT_EQ(c.pick.index[0], 1);
+  EXPECT_LT(p.ExpectedWaste(600) - p.ExpectedWaste(1000), p.ExpectedWaste(300) - p.ExpectedWaste(700));
+}
+
 TEST(TesseraPolicy, RefreshWithinToleranceKeepsCachedScores) {
   TesseraPolicy p;
   TesseraPolicy v1(TesseraPolicyOptions::V1(), "tessera-v1");
@@ -135,6 +210,13 @@ TEST(TesseraPolicy, RegisteredNames) {
   ASSERT_TRUE(cur.ok());
   EXPECT_EQ((*cur)->name(), "tessera");
   EXPECT_GT(static_cast<TesseraPolicy&>(**cur).options().dead_weight, 0);
+  EXPECT_GT(static_cast<TesseraPolicy&>(**cur).options().waste_weight, 0);
+  EXPECT_EQ(static_cast<TesseraPolicy&>(**cur).options().frag_weight, 0);
+  auto v2 = MakePolicy("tessera-v2", {});
+  ASSERT_TRUE(v2.ok());
+  EXPECT_EQ((*v2)->name(), "tessera-v2");
+  EXPECT_EQ(static_cast<TesseraPolicy&>(**v2).options().waste_weight, 0);
+  EXPECT_GT(static_cast<TesseraPolicy&>(**v2).options().dead_weight, 0);
   auto v1 = MakePolicy("tessera-v1", {});
   ASSERT_TRUE(v1.ok());
   EXPECT_EQ((*v1)->name(), "tessera-v1");
