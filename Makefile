@@ -24,8 +24,10 @@ images: build
 	./scripts/build-images.sh $(BUILD) $(BUILD)/images
 
 # The main job on its embedded default: a local control plane with
-# tessera-scheduler as kube-scheduler's extender, simulated GPU nodes and the
-# example workloads in examples/workloads.
+# tessera-scheduler as kube-scheduler's extender, simulated GPU nodes, one
+# real node (as root; a sharing Deployment of real containers there) and the
+# example workloads in examples/workloads. DEMO_KEEP=1 leaves it running;
+# DEMO_FRONT_ENDS=gpushare,hami switches the compatibility front ends on.
 demo: build
 	./scripts/demo.sh $(BUILD)
 

@@ -188,10 +188,15 @@ Result<nlohmann::json> Client::Patch(const std::string& path, PatchType type, co
   return impl_->SendJson("PATCH", path, patch.dump(), ContentType(type));
 }
 
-Status Client::Delete(const std::string& path, std::optional<int> grace_period_seconds) {
+Status Client::Delete(const std::string& path, std::optional<int> grace_period_seconds, const std::string& uid) {
   std::string p = path;
   if (grace_period_seconds) p = AppendQuery(p, "gracePeriodSeconds", std::to_string(*grace_period_seconds));
-  return impl_->Send("DELETE", p).status();
+  if (uid.empty()) return impl_->Send("DELETE", p).status();
+  // With a body the API server reads the options from it alone, ignoring the
+  // query: the grace period goes in both.
+  nlohmann::json options = {{"apiVersion", "v1"}, {"kind", "DeleteOptions"}, {"preconditions", {{"uid", uid}}}};
+  if (grace_period_seconds) options["gracePeriodSeconds"] = *grace_period_seconds;
+  return impl_->Send("DELETE", p, options.dump(), "application/json").status();
 }
 
 Status Client::Bind(const std::string& ns, const std::string& name, const std::string& uid, const std::string& node,

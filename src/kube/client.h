@@ -64,8 +64,12 @@ class Client {
   Result<nlohmann::json> Update(const std::string& path, const nlohmann::json& body);
   // PATCH with the given patch format; the patched object.
   Result<nlohmann::json> Patch(const std::string& path, PatchType type, const nlohmann::json& patch);
-  // DELETE, with ?gracePeriodSeconds= when given. kNotFound when already gone.
-  Status Delete(const std::string& path, std::optional<int> grace_period_seconds = std::nullopt);
+  // DELETE, with ?gracePeriodSeconds= when given, and with `uid` as a
+  // precondition (DeleteOptions) when non-empty, so a newer object of the
+  // same name is never deleted in its place. kNotFound when already gone;
+  // kFailedPrecondition (409 Conflict) when the uid differs.
+  Status Delete(const std::string& path, std::optional<int> grace_period_seconds = std::nullopt,
+                const std::string& uid = "");
 
   // Binds pod ns/name to `node` through POST .../pods/{name}/binding, with
   // metadata.uid as a precondition (when non-empty) and `annotations` merged

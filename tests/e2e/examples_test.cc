@@ -21,7 +21,9 @@
 //    grace period; the fixture's kube-controller-manager makes the pods
 //    (`replicas`, or a Job's `parallelism`, default 1), which the test finds
 //    by the Deployment's selector or the Job's job-name label. Rollouts, Job
-//    completion and restarts are not tested (the stand-in never ends a pod).
+//    completion and restarts are not tested (the stand-in never ends a pod
+//    by itself); a Deployment's availability and a replica's graceful
+//    deletion and replacement are (the TF Serving example).
 //  - Services are created as they are (nothing routes to the pods here).
 //  - schedulerName: tessera-scheduler (the Helm chart's default profile,
 //    docs/install.md): the test runs a second kube-scheduler from the
@@ -400,6 +402,62 @@ TEST_F(ExamplesTest, TfServingReplicasShareOneGpu) {
     }
   }
   EXPECT_EQ(gpus, std::set<std::string>{farm_->node(0).info.gpus.at(0).uuid});
+  EXPECT_EQ(FindOvercommit(*client_), std::vector<std::string>{});
+}
+
+// What a user of the demo does next with the TF Serving Deployment, which
+// used to trap them on simulated nodes: its Deployment reports the replicas
+// available (the stand-in reports pods Ready), and a replica deleted with a
+// grace period goes (the stand-in finishes the deletion as a kubelet does)
+// instead of hanging in Terminating; its ReplicaSet's replacement takes the
+// freed share on the one T4, which holds no fourth replica beside three.
+TEST_F(ExamplesTest, DeletedTfServingReplicaIsReplacedOnItsShare) {
+  StartFarm(UniformSimNodes(group_ + "-t4", 1, 1, "T4", 15360));
+  StartChartProfileScheduler();
+  auto pods = Apply("examples/tf-serving/half-plus-two.yaml");
+  ASSERT_TRUE(pods.ok()) << pods.status().ToString();
+  ASSERT_EQ(pods->size(), 3u);
+  for (const auto& name : *pods) {
+    auto pod = Settled(name, seconds(120));
+    ASSERT_TRUE(pod.ok()) << pod.status().ToString();
+    ASSERT_EQ(Phase(*pod), "Running") << pod->dump();
+  }
+  const std::string deployment = "/apis/apps/v1/namespaces/" + ns_ + "/deployments/tf-serving";
+  auto available = [&](int64_t want) {
+    const auto deadline = std::chrono::steady_clock::now() + seconds(60);
+    json status;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto d = client_->Get(deployment);
+      if (d.ok()) status = (*d)["status"];
+      if (status.value("availableReplicas", int64_t{0}) == want && status.value("readyReplicas", int64_t{0}) == want) {
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    ADD_FAILURE() << "Deployment tf-serving: not " << want << " available and ready replicas: " << status.dump();
+    return false;
+  };
+  ASSERT_TRUE(available(3));
+
+  // 30 s of grace: only the stand-in can end the pod sooner.
+  const std::string victim = pods->front();
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(client_->Delete(kube::PodPath(ns_, victim), 30).ok());
+  Status gone = Status::Ok();
+  while (std::chrono::steady_clock::now() - start < seconds(20)) {
+    gone = client_->Get(kube::PodPath(ns_, victim)).status();
+    if (gone.code() == StatusCode::kNotFound) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(gone.code(), StatusCode::kNotFound) << victim << " still Terminating 20 s into its 30 s grace period";
+  ASSERT_TRUE(available(3));
+  auto now = client_->List(kube::PodsPath(ns_), "app=tf-serving");
+  ASSERT_TRUE(now.ok()) << now.status().ToString();
+  ASSERT_EQ((*now)["items"].size(), 3u) << now->dump();
+  for (const auto& p : (*now)["items"]) {
+    EXPECT_NE(p["metadata"].value("name", ""), victim);
+    EXPECT_EQ(Phase(p), "Running") << p.dump();
+  }
   EXPECT_EQ(FindOvercommit(*client_), std::vector<std::string>{});
 }
 

@@ -13,6 +13,7 @@
 #include <set>
 #include <thread>
 
+#include "core/timestamp.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "kube/paths.h"
 #include "podresources/v1/api.grpc.pb.h"
@@ -86,6 +87,44 @@ class PodResourcesService final : public v1::PodResourcesLister::Service {
   const std::function<std::vector<SimDevice>()> devices_;
 };
 
+// The status a kubelet writes once every container of `pod` has started:
+// phase Running, the Initialized, ContainersReady and Ready conditions, and
+// per container a running, started, ready status (init containers:
+// terminated, Completed). A strategic merge patch: the conditions merge by
+// type, so kube-scheduler's PodScheduled stays.
+json RunningStatus(const json& pod) {
+  const std::string now = core::FormatRfc3339(std::chrono::system_clock::now());
+  const std::string uid = Str(pod["metadata"], "uid");
+  json conditions = json::array();
+  for (const char* type : {"Initialized", "ContainersReady", "Ready"}) {
+    conditions.push_back({{"type", type}, {"status", "True"}, {"lastTransitionTime", now}});
+  }
+  auto statuses = [&](const char* list, bool init) {
+    json out = json::array();
+    if (!pod["spec"].contains(list)) return out;
+    for (const auto& c : pod["spec"][list]) {
+      const std::string name = Str(c, "name");
+      json state = init ? json{{"terminated", {{"exitCode", 0}, {"reason", "Completed"}, {"startedAt", now},
+                                               {"finishedAt", now}}}}
+                        : json{{"running", {{"startedAt", now}}}};
+      out.push_back({{"name", name},
+                     {"image", Str(c, "image")},
+                     {"imageID", ""},
+                     {"containerID", "kubelet-sim://" + uid + "-" + name},
+                     {"ready", true},
+                     {"started", !init},
+                     {"restartCount", 0},
+                     {"state", std::move(state)}});
+    }
+    return out;
+  };
+  json status = {{"phase", "Running"}, {"startTime", now}, {"conditions", std::move(conditions)},
+                 {"containerStatuses", statuses("containers", false)}};
+  json init = statuses("initContainers", true);
+  if (!init.empty()) status["initContainerStatuses"] = std::move(init);
+  return {{"status", std::move(status)}};
+}
+
 std::string DefaultPodResourcesSocket(const std::string& dir) {
   std::filesystem::path p = std::filesystem::path(dir).lexically_normal();
   if (!p.has_filename()) p = p.parent_path();  // "a/dp/" -> "a/dp"
@@ -110,6 +149,7 @@ struct KubeletSim::Impl : public v1beta1::Registration::Service {
   std::map<std::string, std::vector<std::string>> in_use;       // GUARDED_BY(mu): pod uid -> device IDs
   std::set<std::string> admitted;                               // GUARDED_BY(mu): pod uids decided
   std::map<std::string, PodRecord> records;                     // GUARDED_BY(mu): pod uid -> what it allocated
+  std::set<std::string> finished;                               // pod thread only: deletions finished
   int64_t published_capacity = -1, published_allocatable = -1;  // plugin thread only: last Node status sent
   const std::string pod_resources_socket;
   PodResourcesService pod_resources;
@@ -277,6 +317,7 @@ struct KubeletSim::Impl : public v1beta1::Registration::Service {
       }
       std::vector<json> items = (*pods)["items"].get<std::vector<json>>();
       ReleaseGone(items);
+      if (options.serve_registration) FinishDeletions(items);
       std::sort(items.begin(), items.end(), [](const json& a, const json& b) {
         return std::make_pair(Str(a["metadata"], "creationTimestamp"), Str(a["metadata"], "name")) <
                std::make_pair(Str(b["metadata"], "creationTimestamp"), Str(b["metadata"], "name"));
@@ -300,6 +341,35 @@ struct KubeletSim::Impl : public v1beta1::Registration::Service {
     }
     for (auto it = records.begin(); it != records.end();) {
       it = live.count(it->first) ? std::next(it) : records.erase(it);
+    }
+  }
+
+  // The kubelet's last step for a pod being deleted: once its containers
+  // have stopped (here at once: nothing runs) it deletes the pod with grace
+  // period 0 and the pod's uid as a precondition, which removes it from the
+  // API server. Without this step a graceful delete (kubectl delete, a
+  // controller scaling down, an eviction) leaves the pod Terminating until
+  // someone forces it. Done by the stand-in that serves kubelet.sock (the
+  // node's one kubelet), for every pod of its node, even while paused; once
+  // per pod, retried with the next list only when the call failed.
+  void FinishDeletions(const std::vector<json>& items) {
+    std::set<std::string> deleting;
+    for (const auto& pod : items) {
+      const json& meta = pod["metadata"];
+      if (!meta.contains("deletionTimestamp")) continue;
+      const std::string uid = Str(meta, "uid"), ns = Str(meta, "namespace"), name = Str(meta, "name");
+      deleting.insert(uid);
+      if (finished.count(uid)) continue;
+      const Status st = client.Delete(kube::PodPath(ns, name), 0, uid);
+      if (st.ok() || st.code() == StatusCode::kNotFound || st.code() == StatusCode::kFailedPrecondition) {
+        finished.insert(uid);
+        spdlog::info("kubelet-sim: pod {}/{} deleted: its containers stopped", ns, name);
+      } else {
+        spdlog::warn("kubelet-sim: finishing the deletion of {}/{}: {}", ns, name, st.message());
+      }
+    }
+    for (auto it = finished.begin(); it != finished.end();) {
+      it = deleting.count(*it) ? std::next(it) : finished.erase(it);
     }
   }
 
@@ -408,13 +478,13 @@ struct KubeletSim::Impl : public v1beta1::Registration::Service {
     if (failure.empty()) {
       (void)client.Patch(path, kube::PatchType::kMerge,
                          {{"metadata", {{"annotations", {{kSimAllocationsAnnotation, allocations.dump()}}}}}});
-      status = {{"status", {{"phase", "Running"}}}};
+      status = RunningStatus(pod);
       spdlog::info("kubelet-sim: admitted {}/{} with {}", ns, name, allocations.dump());
     } else {
       status = {{"status", {{"phase", "Failed"}, {"reason", "UnexpectedAdmissionError"}, {"message", failure}}}};
       spdlog::info("kubelet-sim: rejected {}/{}: {}", ns, name, failure);
     }
-    if (auto st = client.Patch(path + "/status", kube::PatchType::kMerge, status); !st.ok()) {
+    if (auto st = client.Patch(path + "/status", kube::PatchType::kStrategicMerge, status); !st.ok()) {
       spdlog::warn("kubelet-sim: status of {}/{}: {}", ns, name, st.status().message());
     }
   }

@@ -8,8 +8,15 @@
 //
 // What it records: on success the pod gets the annotation
 // kubelet-sim.tessera.io/allocations (JSON: container -> deviceIDs, envs,
-// mounts) and phase Running; on an Allocate error, phase Failed with reason
-// UnexpectedAdmissionError and the plugin's message, as the kubelet does.
+// mounts) and the status a kubelet writes once the containers run (phase
+// Running, conditions Initialized, ContainersReady and Ready, and per
+// container a started, ready, running status: kubectl shows READY 1/1 and
+// Deployments count the pod available); on an Allocate error, phase Failed
+// with reason UnexpectedAdmissionError and the plugin's message, as the
+// kubelet does. Nothing ever runs, so a pod never ends by itself; but the
+// stand-in that serves kubelet.sock finishes the deletion of every pod of its
+// node that is being deleted (deletionTimestamp set), as a kubelet does once
+// the containers stopped: a graceful delete does not hang in Terminating.
 // Like the kubelet it also serves the pod-resources API (v1.PodResourcesLister
 // List, Get, GetAllocatableResources) on its own socket, answering from what
 // it actually allocated: per admitted pod, every container with its device

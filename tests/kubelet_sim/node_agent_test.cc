@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <thread>
 #include <utility>
 
@@ -485,6 +487,81 @@ TEST_F(NodeAgentTest, ACorruptKubeletRecordRaisesOneMismatchEvent) {
   EXPECT_EQ(CounterOrZero("tessera_node_allocation_mismatches_total"), mismatches + 1);
   EXPECT_EQ(EventsOn("rec-bad", "TesseraAllocationMismatch").size(), 1u);
   (void)Client().Delete(kube::PodPath(suite->ns, "rec-bad"), 0);
+}
+
+// The stand-in writes the status a kubelet writes once the containers run:
+// kubectl's READY column counts ready containers, and Deployments count
+// Ready pods as available.
+TEST_F(NodeAgentTest, AdmittedPodIsReadyAsAKubeletReportsIt) {
+  const auto& u = suite->uuids;
+  json pod = GpuPod(suite->ns, "ready", {{"main", 1, 2048, 10}, {"side", 0, 0, 0}}, {},
+                    {{std::string(core::kAssignmentAnnotation), Assignment({{"main", {{0, u[0], 2048, 100}}}})},
+                     {"tessera.io/assigned-at", "2026-01-01T00:00:09Z"}});
+  pod["spec"]["nodeName"] = suite->node;
+  pod["spec"]["initContainers"] = json::array({{{"name", "setup"}, {"image", "registry.example/setup:1"}}});
+  ASSERT_TRUE(Client().Create(kube::PodsPath(suite->ns), pod).ok());
+  auto settled = Settled("ready");
+  ASSERT_TRUE(settled.ok()) << settled.status().ToString();
+  const json& status = (*settled)["status"];
+  ASSERT_EQ(status["phase"], "Running") << status.dump();
+  std::map<std::string, std::string> conditions;
+  for (const auto& c : status["conditions"]) conditions[c["type"]] = c["status"];
+  EXPECT_EQ(conditions["Initialized"], "True") << status.dump();
+  EXPECT_EQ(conditions["ContainersReady"], "True") << status.dump();
+  EXPECT_EQ(conditions["Ready"], "True") << status.dump();
+  EXPECT_TRUE(status.contains("startTime")) << status.dump();
+  ASSERT_EQ(status["containerStatuses"].size(), 2u) << status.dump();
+  std::set<std::string> names;
+  for (const auto& c : status["containerStatuses"]) {
+    names.insert(c["name"].get<std::string>());
+    EXPECT_TRUE(c["ready"].get<bool>()) << c.dump();
+    EXPECT_TRUE(c["started"].get<bool>()) << c.dump();
+    EXPECT_EQ(c["restartCount"], 0) << c.dump();
+    EXPECT_TRUE(c["state"].contains("running")) << c.dump();
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"main", "side"}));
+  ASSERT_EQ(status["initContainerStatuses"].size(), 1u) << status.dump();
+  EXPECT_EQ(status["initContainerStatuses"][0]["state"]["terminated"]["reason"], "Completed") << status.dump();
+  (void)Client().Delete(kube::PodPath(suite->ns, "ready"), 0);
+}
+
+// A graceful delete (kubectl delete, a controller scaling down, an
+// eviction) sets deletionTimestamp; the kubelet then stops the containers
+// and deletes the pod for good. The stand-in does the same at once, for the
+// pods it admitted and for those it never admits (no GPU of its resource),
+// and the GPU it held takes a whole-GPU pod again.
+TEST_F(NodeAgentTest, GracefulDeleteFinishesInsteadOfHangingInTerminating) {
+  const auto& u = suite->uuids;
+  CreateBound("graceful", {{"main", 1, 81920, 100}}, Assignment({{"main", {{1, u[1], 81920, 1000}}}}),
+              "2026-01-01T00:00:10Z");
+  json plain = GpuPod(suite->ns, "plain", {{"main", 0, 0, 0}});
+  plain["spec"]["nodeName"] = suite->node;
+  ASSERT_TRUE(Client().Create(kube::PodsPath(suite->ns), plain).ok());
+  auto pod = Settled("graceful");
+  ASSERT_TRUE(pod.ok()) << pod.status().ToString();
+  ASSERT_EQ((*pod)["status"]["phase"], "Running") << pod->dump();
+
+  const auto start = std::chrono::steady_clock::now();
+  for (const char* name : {"graceful", "plain"}) {
+    ASSERT_TRUE(Client().Delete(kube::PodPath(suite->ns, name), 60).ok()) << name;
+  }
+  for (const char* name : {"graceful", "plain"}) {
+    Status gone = Status::Ok();
+    while (std::chrono::steady_clock::now() - start < seconds(20)) {
+      gone = Client().Get(kube::PodPath(suite->ns, name)).status();
+      if (gone.code() == StatusCode::kNotFound) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_EQ(gone.code(), StatusCode::kNotFound) << name << " still there 20 s into its 60 s grace period";
+  }
+
+  // The whole GPU again, for a new pod.
+  CreateBound("after-graceful", {{"main", 1, 81920, 100}}, Assignment({{"main", {{1, u[1], 81920, 1000}}}}),
+              "2026-01-01T00:00:11Z");
+  auto next = Settled("after-graceful");
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_EQ((*next)["status"]["phase"], "Running") << next->dump();
+  (void)Client().Delete(kube::PodPath(suite->ns, "after-graceful"), 0);
 }
 
 }  // namespace

@@ -6,6 +6,9 @@
 //   tessera-nodesim examples/cluster/nodes.yaml --kubeconfig DIR/kubeconfig
 //                   --log-dir DIR/logs --pid-dir DIR/pids --ready-file DIR/nodesim.ready
 //                   [--agent-flag=--log-level=debug ...]
+//   With a compatibility front end on (docs/migration.md), the agents serve its
+//   resource too and each node needs a stand-in for it:
+//                   --agent-flag=--gpushare=true --extra-resource aliyun.com/gpu-mem
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -35,6 +38,7 @@ struct NodesimFlags {
   int ready_timeout_s = 60;
   std::vector<std::string> agent_flags;  // appended to every tessera-node's flags
   std::string agent_kubeconfig;          // the agents' own credentials; "": --kubeconfig
+  std::vector<std::string> extra_resources;  // NodeFarmOptions::extra_resources
 };
 
 // One line per node: name, GPUs, slots, where /metrics and the agent's log are.
@@ -114,6 +118,7 @@ int Run(const NodesimFlags& flags, const sigset_t& signals) {
   options.pid_dir = flags.pid_dir;
   options.ready_timeout = std::chrono::seconds(flags.ready_timeout_s);
   options.agent_flags = flags.agent_flags;
+  options.extra_resources = flags.extra_resources;
   kube::Client client(std::move(config).value());
   auto farm = NodeFarm::Start(client, std::move(nodes).value(), options);
   if (!farm.ok()) {
@@ -155,6 +160,10 @@ int main(int argc, char** argv) {
   app.add_option("--agent-flag", flags.agent_flags,
                  "a flag appended to every tessera-node's command line, as --agent-flag=--log-level=debug "
                  "(repeatable; the helm chart test passes the chart's flags this way)");
+  app.add_option("--extra-resource", flags.extra_resources,
+                 "a further device-plugin resource the agents serve (a compatibility front end's: "
+                 "aliyun.com/gpu-mem with --agent-flag=--gpushare=true, nvidia.com/gpu with "
+                 "--agent-flag=--hami=true); each node gets a kubelet stand-in for it (repeatable)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help

@@ -8,6 +8,12 @@
 #   EXTENDER=0 cluster-up.sh DIR   # plain kube-scheduler, no extender
 #   SCHEDULER=0 cluster-up.sh DIR  # no kube-scheduler yet: start it later with scheduler-up.sh DIR
 #   CONTROLLER_MANAGER=0 cluster-up.sh DIR  # no kube-controller-manager
+#   SCHEDULER_NAMES="default-scheduler tessera-scheduler" cluster-up.sh DIR
+#       # kube-scheduler serves a profile per name, each with the extender: pods
+#       # with `schedulerName: tessera-scheduler` (the Helm chart's profile,
+#       # docs/install.md) are scheduled too. The demo's choice; the ctest
+#       # fixture leaves it out, as a test that installs the chart runs that
+#       # chart's own kube-scheduler under that name.
 #
 # kube-controller-manager makes the workload controllers (Deployments, Jobs,
 # DaemonSets, StatefulSets), namespace deletion, garbage collection and node
@@ -29,6 +35,12 @@ bin="${TESSERA_CONTROLPLANE_BIN:-$here/bin}"
 extender="${EXTENDER:-1}"
 
 controller_manager="${CONTROLLER_MANAGER:-1}"
+if [[ -n "${SCHEDULER_NAMES:-}" ]]; then
+  [[ "$extender" == 1 ]] || { echo "cluster-up: SCHEDULER_NAMES needs the extender (EXTENDER=1)" >&2; exit 1; }
+  for n in ${SCHEDULER_NAMES//,/ }; do
+    [[ "$n" =~ ^[a-z0-9]([-a-z0-9]*[a-z0-9])?$ ]] || { echo "cluster-up: bad scheduler name '$n'" >&2; exit 1; }
+  done
+fi
 for b in etcd kube-apiserver kube-scheduler $([[ $controller_manager == 1 ]] && echo kube-controller-manager); do
   [[ -x "$bin/$b" ]] || { echo "cluster-up: $bin/$b missing; run tools/controlplane/build.sh (or scripts/setup.sh)" >&2; exit 1; }
 done
@@ -161,8 +173,18 @@ fi
 # with the compatibility front ends' names too (docs/migration.md): pods that
 # use them reach the extender, which reads them only when its flags enable them.
 extender_yaml=""
+if [[ -n "${SCHEDULER_NAMES:-}" ]]; then
+  # Top-level extenders serve every profile.
+  extender_yaml="profiles:"
+  for n in ${SCHEDULER_NAMES//,/ }; do
+    extender_yaml+="
+- schedulerName: $n"
+  done
+  extender_yaml+="
+"
+fi
 if [[ "$extender" == 1 ]]; then
-  extender_yaml="extenders:
+  extender_yaml+="extenders:
 - urlPrefix: http://127.0.0.1:${ext_port}
   filterVerb: filter
   prioritizeVerb: prioritize
