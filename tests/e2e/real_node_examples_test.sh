@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# e2e_real_node_examples_test: the user-facing examples (examples/tf-serving,
-# examples/tensorflow, examples/pytorch, examples/compat) on a real node, with
+# e2e_real_node_examples_test: every example (examples/tf-serving,
+# examples/tensorflow, examples/pytorch, examples/compat, examples/workloads;
+# examples/cluster and examples/synthetic are inputs of the demo and the
+# simulator, not Kubernetes objects) on a real node, with
 # the chart installed as in e2e_real_node_chart_test and both compatibility
 # front ends switched on (docs/migration.md).
 #
 #  1. A real node (tools/realnode) with Tessera's images and the fake-CUDA
-#     workload image imported; helm install with two simulated H100s and
+#     workload image imported; helm install with six simulated H100s and
 #     frontEnds.gpushare and frontEnds.hami enabled.
 #  2. Each example, adapted by adapt_example.py only where it cannot run here
 #     (the workload image instead of TensorFlow's or PyTorch's, which holds
@@ -27,7 +29,11 @@
 #     its three shares to new pods; sampled every 0.3 s until it is done, no
 #     GPU's allocated memory or slots ever exceed the GPU, and afterwards the
 #     allocation is what it was before.
-#  6. helm uninstall; the node down; nothing left.
+#  6. examples/workloads, the demo's set: the 2-GPU H100 trainer gets two
+#     whole GPUs, every inference pod runs beside it on the other four (the
+#     set asks for 230 % of a GPU's compute in shares), and
+#     too-big.yaml's two pods stay Pending with the extender's reasons.
+#  7. helm uninstall; the node down; nothing left.
 #
 # Exit 77 (skipped) without root, the image archives (unless
 # TESSERA_REQUIRE_IMAGES=1) or the fake CUDA client (sanitizer builds).
@@ -43,11 +49,15 @@ rn_preflight
 h100=81559
 uuid() { echo "GPU-fa4e0000-0000-4000-8000-00000000e0$1"; }
 
-step "1. a real node; helm install with two simulated H100s and both front ends on"
+step "1. a real node; helm install with six simulated H100s and both front ends on"
 rn_begin
-rn_helm_install 16 "gpus:
+rn_helm_install 48 "gpus:
 - {uuid: $(uuid 00), model: H100, memMiB: $h100, sms: 132, numa: 0, healthy: true}
-- {uuid: $(uuid 01), model: H100, memMiB: $h100, sms: 132, numa: 0, healthy: true}" \
+- {uuid: $(uuid 01), model: H100, memMiB: $h100, sms: 132, numa: 0, healthy: true}
+- {uuid: $(uuid 02), model: H100, memMiB: $h100, sms: 132, numa: 0, healthy: true}
+- {uuid: $(uuid 03), model: H100, memMiB: $h100, sms: 132, numa: 0, healthy: true}
+- {uuid: $(uuid 04), model: H100, memMiB: $h100, sms: 132, numa: 0, healthy: true}
+- {uuid: $(uuid 05), model: H100, memMiB: $h100, sms: 132, numa: 0, healthy: true}" \
   --set frontEnds.gpushare.enabled=true --set frontEnds.hami.enabled=true
 for r in aliyun.com/gpu-mem nvidia.com/gpu; do
   for _ in $(seq 150); do
@@ -57,8 +67,8 @@ for r in aliyun.com/gpu-mem nvidia.com/gpu; do
   [[ -n "$("$kubectl" get node "$node" -o "jsonpath={.status.allocatable.${r//./\\.}}")" ]] || fail "the Node does not offer $r"
 done
 # gpushare's unit is GiB: kube-scheduler and the kubelet count it as under gpushare.
-[[ "$("$kubectl" get node "$node" -o 'jsonpath={.status.capacity.aliyun\.com/gpu-mem}')" == $((2 * (h100 / 1024))) ]] \
-  || fail "the Node's aliyun.com/gpu-mem capacity is not $((2 * (h100 / 1024))) GiB"
+[[ "$("$kubectl" get node "$node" -o 'jsonpath={.status.capacity.aliyun\.com/gpu-mem}')" == $((6 * (h100 / 1024))) ]] \
+  || fail "the Node's aliyun.com/gpu-mem capacity is not $((6 * (h100 / 1024))) GiB"
 echo "the Node offers tessera.io/gpu, aliyun.com/gpu-mem and nvidia.com/gpu"
 
 step "2. the examples, adapted only where they cannot run here, applied"
@@ -174,5 +184,41 @@ for _ in $(seq 100); do [[ "$(allocated_sum)" == "$running_mib" ]] && break; sle
 for p in $new; do check_share "${p#pod/}" 4096; done
 echo "rolled: 3 new pods with their shares; $samples samples of /metrics, no GPU over-committed"
 
-step "6. helm uninstall; realnode.sh down leaves nothing"
+step "6. examples/workloads (the demo's set): a 2-GPU trainer, inference shares, two that cannot fit"
+"$kubectl" delete namespace "$ns" --wait=true --timeout=90s > /dev/null
+for _ in $(seq 100); do [[ "$(allocated_sum)" == 0 ]] && break; sleep 0.3; done
+[[ "$(allocated_sum)" == 0 ]] || fail "with the examples' namespace deleted the GPUs still hold $(allocated_sum) MiB"
+ns=real-node-workloads-e2e
+"$kubectl" create namespace "$ns" > /dev/null
+apply_example() {
+  "$kubectl" -n "$ns" create --dry-run=client -o json -f "$src/examples/$1" \
+    | python3 "$src/tests/e2e/adapt_example.py" "$workload_image" "$h100" | "$kubectl" -n "$ns" apply -f - > /dev/null
+}
+t0=$SECONDS
+# The trainer first: it takes two whole GPUs, which the shares after it must leave.
+apply_example workloads/trainer.yaml
+"$kubectl" -n "$ns" wait --for=condition=Ready pod/finetune-2xh100 --timeout=120s > /dev/null
+visible="$("$kubectl" -n "$ns" exec finetune-2xh100 -- env | sed -n 's/^NVIDIA_VISIBLE_DEVICES=//p')"
+[[ "$(tr ',' '\n' <<< "$visible" | sort -u | wc -l)" == 2 ]] || fail "the trainer sees '$visible', not two GPUs"
+apply_example workloads/inference.yaml
+apply_example workloads/too-big.yaml
+mapfile -t inference < <("$kubectl" -n "$ns" get pods -o name | grep -v -e finetune-2xh100 -e too-big -e wants-v100)
+for p in "${inference[@]}"; do
+  "$kubectl" -n "$ns" wait --for=condition=Ready "$p" --timeout=120s > /dev/null || fail "$p did not run"
+done
+echo "the trainer on two whole GPUs ($visible) and ${#inference[@]} inference pods running: $((SECONDS - t0)) s"
+for want in "too-big|more than any GPU in the cluster has" "wants-v100|is not on any node in the cluster"; do
+  p="${want%%|*}" reason="${want#*|}"
+  for _ in $(seq 150); do
+    "$kubectl" -n "$ns" get events --field-selector "involvedObject.name=$p,reason=FailedScheduling" \
+      -o 'jsonpath={.items[*].message}' | grep -q "$reason" && break
+    sleep 0.2
+  done
+  msg="$("$kubectl" -n "$ns" get events --field-selector "involvedObject.name=$p,reason=FailedScheduling" -o 'jsonpath={.items[*].message}')"
+  grep -q "$reason" <<< "$msg" || fail "$p has no FailedScheduling event saying '$reason': $msg"
+  [[ -z "$("$kubectl" -n "$ns" get pod "$p" -o 'jsonpath={.spec.nodeName}')" ]] || fail "$p was bound"
+  echo "$p: Pending, $(grep -o "[^:]*$reason[^;.]*" <<< "$msg" | head -1)"
+done
+
+step "7. helm uninstall; realnode.sh down leaves nothing"
 rn_end
