@@ -203,12 +203,7 @@ restarts() {  # NAME=RESTARTS of the sharing Deployment's pods
 before_restarts="$(restarts)"
 intact() {  # WHAT: the sharing pods unrestarted, their memory held, the slots offered
   [[ "$(restarts)" == "$before_restarts" ]] || fail "after $1: sharing pods restarted or replaced: $(restarts) (before: $before_restarts)"
-  for _ in $(seq 150); do
-    [[ "$("$kubectl" get node "$node" -o 'jsonpath={.status.allocatable.tessera\.io/gpu}')" == 8 ]] && break
-    sleep 0.2
-  done
-  [[ "$("$kubectl" get node "$node" -o 'jsonpath={.status.allocatable.tessera\.io/gpu}')" == 8 ]] \
-    || fail "after $1: the Node no longer offers the agent's 8 slots"
+  wait_allocatable tessera.io/gpu 8 "after $1"
   if [[ "$workload_image" == *fake-cuda* ]]; then
     # Retried: a kubelet just restarted answers exec only once it has listed
     # its pods again ("pod does not exist" until then).
@@ -273,12 +268,7 @@ for _ in $(seq 300); do
 done
 echo "helm upgrade to rolled out: $((SECONDS - t0)) s"
 intact "helm upgrade"
-for _ in $(seq 150); do
-  gib="$("$kubectl" get node "$node" -o 'jsonpath={.status.allocatable.aliyun\.com/gpu-mem}')"
-  [[ "$gib" == 40 ]] && break
-  sleep 0.2
-done
-[[ "$gib" == 40 ]] || fail "the Node offers aliyun.com/gpu-mem '$gib', not 40 (GiB of the one GPU)"
+wait_allocatable aliyun.com/gpu-mem 40 "with gpushare on (GiB of the one GPU)"
 "$kubectl" -n "$ns" apply -f - > /dev/null <<EOF
 # As gpushare's own docs write a StatefulSet (binpack), with its image here
 # and the schedulerName docs/install.md says to add.

@@ -59,13 +59,8 @@ rn_helm_install 48 "gpus:
 - {uuid: $(uuid 04), model: H100, memMiB: $h100, sms: 132, numa: 0, healthy: true}
 - {uuid: $(uuid 05), model: H100, memMiB: $h100, sms: 132, numa: 0, healthy: true}" \
   --set frontEnds.gpushare.enabled=true --set frontEnds.hami.enabled=true
-for r in aliyun.com/gpu-mem nvidia.com/gpu; do
-  for _ in $(seq 150); do
-    [[ -n "$("$kubectl" get node "$node" -o "jsonpath={.status.allocatable.${r//./\\.}}")" ]] && break
-    sleep 0.2
-  done
-  [[ -n "$("$kubectl" get node "$node" -o "jsonpath={.status.allocatable.${r//./\\.}}")" ]] || fail "the Node does not offer $r"
-done
+wait_allocatable aliyun.com/gpu-mem + "with both front ends on"
+wait_allocatable nvidia.com/gpu + "with both front ends on"
 # gpushare's unit is GiB: kube-scheduler and the kubelet count it as under gpushare.
 [[ "$("$kubectl" get node "$node" -o 'jsonpath={.status.capacity.aliyun\.com/gpu-mem}')" == $((6 * (h100 / 1024))) ]] \
   || fail "the Node's aliyun.com/gpu-mem capacity is not $((6 * (h100 / 1024))) GiB"

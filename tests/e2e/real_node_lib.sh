@@ -11,7 +11,8 @@
 # (exit 77 without root or images, unless TESSERA_REQUIRE_IMAGES=1);
 # rn_begin (cleanup trap, host state recorded, node up, images imported, node
 # labelled); rn_helm_install (the chart as docs/install.md installs it, with
-# the test's extra values, until every workload is Ready); agent_pod,
+# the test's extra values, until every workload is Ready); allocatable and
+# wait_allocatable (the Node's allocatable resources); agent_pod,
 # agent_metric, wait_metric (the agent's /metrics, from the node's netns);
 # rn_end (helm uninstall, node down, nothing left on the host).
 : "${TESSERA_TEST_KUBECONFIG:?}" "${TESSERA_TEST_CLUSTER_DIR:?}" "${TESSERA_BIN_DIR:?}" "${TESSERA_IMAGES_DIR:?}"
@@ -100,7 +101,7 @@ rn_begin() {
 # Ready and the Node offers SLOTS tessera.io/gpu slots.
 rn_helm_install() {
   local slots="$1" gpus="$2"; shift 2
-  local k8s_version t0=$SECONDS gpu=""
+  local k8s_version t0=$SECONDS
   k8s_version="$("$TESSERA_CONTROLPLANE_BIN/kube-scheduler" --version | awk '{print $2}')"
   {
     cat <<EOF
@@ -127,13 +128,21 @@ EOF
   done
   [[ "$("$kubectl" -n "$relns" get deployment tessera-extender -o 'jsonpath={.status.readyReplicas}')" == 1 ]] \
     || fail "no extender replica became Ready (the Lease holder)"
+  wait_allocatable tessera.io/gpu "$slots" "after helm install"
+  echo "helm install to every workload Ready and $slots slots offered: $((SECONDS - t0)) s"
+}
+
+allocatable() {  # RESOURCE: the Node's allocatable amount of it ("" when none)
+  "$kubectl" get node "$node" -o "jsonpath={.status.allocatable.${1//./\\.}}"
+}
+wait_allocatable() {  # RESOURCE VALUE WHAT: until the Node offers VALUE of it ("+": any)
+  local v=""
   for _ in $(seq 150); do
-    gpu="$("$kubectl" get node "$node" -o 'jsonpath={.status.allocatable.tessera\.io/gpu}')"
-    [[ "$gpu" == "$slots" ]] && break
+    v="$(allocatable "$1")"
+    [[ "$v" == "$2" || ( "$2" == + && -n "$v" ) ]] && return 0
     sleep 0.2
   done
-  [[ "$gpu" == "$slots" ]] || fail "the Node shows tessera.io/gpu '$gpu', not the agent's $slots slots"
-  echo "helm install to every workload Ready and $slots slots offered: $((SECONDS - t0)) s"
+  fail "$3: the Node offers $1 '$v', not $2"
 }
 
 agent_pod() {  # the agent pod's name once its DaemonSet's pod is Ready

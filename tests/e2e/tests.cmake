@@ -80,51 +80,40 @@ tessera_cluster_test(e2e_interference_test SRCS ${CMAKE_CURRENT_LIST_DIR}/interf
 set_tests_properties(e2e_interference_test PROPERTIES TIMEOUT 300)
 add_dependencies(e2e_interference_test tessera-scheduler)
 
-# One real node (tools/realnode: its own netns, mount namespace, containerd
-# and kubelet) on the fixture's cluster: a busybox pod to completion, then
-# tessera-node registered with the real kubelet and a sharing pod checked from
-# inside its container. Needs root (namespaces) and the kubelet from
-# scripts/setup.sh; skipped (77) without root.
-add_test(NAME e2e_real_node_test COMMAND ${CMAKE_CURRENT_LIST_DIR}/real_node_test.sh)
-set_tests_properties(e2e_real_node_test PROPERTIES
-  FIXTURES_REQUIRED cluster
-  RESOURCE_LOCK cluster
-  LABELS e2e
-  TIMEOUT 300
-  SKIP_RETURN_CODE 77
-  ENVIRONMENT "TESSERA_TEST_KUBECONFIG=${TESSERA_TEST_CLUSTER_DIR}/kubeconfig;TESSERA_TEST_CLUSTER_DIR=${TESSERA_TEST_CLUSTER_DIR};TESSERA_BIN_DIR=${CMAKE_BINARY_DIR}/bin")
-if(NOT TESSERA_SANITIZE)
-  set_property(TEST e2e_real_node_test APPEND PROPERTY ENVIRONMENT "TESSERA_TEST_PRELOAD=$<TARGET_FILE:tessera-cuda>")
-endif()
+# Tests on real nodes (tools/realnode: per node its own netns, mount
+# namespace, containerd, kubelet, kube-proxy and CoreDNS) beside the
+# fixture's cluster. Shell scripts; they need root (namespaces) and exit 77,
+# skipped, without it. With the fake CUDA client (not built under the
+# sanitizers) their containers run it under the interception library.
+function(tessera_real_node_test name script timeout)
+  add_test(NAME ${name} COMMAND ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/${script})
+  set_tests_properties(${name} PROPERTIES
+    FIXTURES_REQUIRED cluster
+    RESOURCE_LOCK cluster
+    LABELS e2e
+    TIMEOUT ${timeout}
+    SKIP_RETURN_CODE 77
+    ENVIRONMENT "TESSERA_TEST_KUBECONFIG=${TESSERA_TEST_CLUSTER_DIR}/kubeconfig;TESSERA_TEST_CLUSTER_DIR=${TESSERA_TEST_CLUSTER_DIR};TESSERA_BIN_DIR=${CMAKE_BINARY_DIR}/bin;TESSERA_IMAGES_DIR=${CMAKE_BINARY_DIR}/images")
+  if(NOT TESSERA_SANITIZE)
+    set_property(TEST ${name} APPEND PROPERTY ENVIRONMENT
+      "TESSERA_TEST_CLIENT=$<TARGET_FILE:fake_cuda_client>" "TESSERA_TEST_PRELOAD=$<TARGET_FILE:tessera-cuda>")
+  endif()
+endfunction()
+
+# One real node: a busybox pod to completion, then tessera-node registered
+# with the real kubelet and a sharing pod checked from inside its container.
+tessera_real_node_test(e2e_real_node_test real_node_test.sh 300)
 
 # The product path on one real node: Tessera's images (make images) imported
 # into the node's containerd and run by the Helm chart as docs/install.md
 # installs it; a Deployment of sharing pods through the chart's kube-scheduler,
-# the extender's Service and the real kubelet's Allocate. Skipped (77) without
-# root or the image archives, unless TESSERA_REQUIRE_IMAGES=1 (make test).
-add_test(NAME e2e_real_node_chart_test COMMAND ${CMAKE_CURRENT_LIST_DIR}/real_node_chart_test.sh)
-set_tests_properties(e2e_real_node_chart_test PROPERTIES
-  FIXTURES_REQUIRED cluster
-  RESOURCE_LOCK cluster
-  LABELS e2e
-  TIMEOUT 600
-  SKIP_RETURN_CODE 77
-  ENVIRONMENT "TESSERA_TEST_KUBECONFIG=${TESSERA_TEST_CLUSTER_DIR}/kubeconfig;TESSERA_TEST_CLUSTER_DIR=${TESSERA_TEST_CLUSTER_DIR};TESSERA_BIN_DIR=${CMAKE_BINARY_DIR}/bin;TESSERA_IMAGES_DIR=${CMAKE_BINARY_DIR}/images")
-# The user-facing examples on a real node with the chart and both front ends:
-# each runs through the real controllers and kubelet, sees its share from
-# inside, a Job's completion frees its share, a rolling update moves shares
-# without over-commit. Needs the fake CUDA client (skipped under sanitizers).
-add_test(NAME e2e_real_node_examples_test COMMAND ${CMAKE_CURRENT_LIST_DIR}/real_node_examples_test.sh)
-set_tests_properties(e2e_real_node_examples_test PROPERTIES
-  FIXTURES_REQUIRED cluster
-  RESOURCE_LOCK cluster
-  LABELS e2e
-  TIMEOUT 600
-  SKIP_RETURN_CODE 77
-  ENVIRONMENT "TESSERA_TEST_KUBECONFIG=${TESSERA_TEST_CLUSTER_DIR}/kubeconfig;TESSERA_TEST_CLUSTER_DIR=${TESSERA_TEST_CLUSTER_DIR};TESSERA_BIN_DIR=${CMAKE_BINARY_DIR}/bin;TESSERA_IMAGES_DIR=${CMAKE_BINARY_DIR}/images")
-if(NOT TESSERA_SANITIZE)
-  set_property(TEST e2e_real_node_examples_test APPEND PROPERTY ENVIRONMENT
-    "TESSERA_TEST_CLIENT=$<TARGET_FILE:fake_cuda_client>" "TESSERA_TEST_PRELOAD=$<TARGET_FILE:tessera-cuda>")
-  set_property(TEST e2e_real_node_chart_test APPEND PROPERTY ENVIRONMENT
-    "TESSERA_TEST_CLIENT=$<TARGET_FILE:fake_cuda_client>" "TESSERA_TEST_PRELOAD=$<TARGET_FILE:tessera-cuda>")
-endif()
+# the extender's Service and the real kubelet's Allocate; faults. Skipped (77)
+# without the image archives, unless TESSERA_REQUIRE_IMAGES=1 (make test).
+tessera_real_node_test(e2e_real_node_chart_test real_node_chart_test.sh 600)
+
+# Every example on a real node with the chart and both front ends: each runs
+# through the real controllers and kubelet and sees its share from inside, a
+# Job's completion frees its share, a rolling update moves shares without
+# over-commit, examples/workloads' trainer gets two whole GPUs. Needs the fake
+# CUDA client (skipped under the sanitizers).
+tessera_real_node_test(e2e_real_node_examples_test real_node_examples_test.sh 600)
