@@ -29,7 +29,8 @@ PACKAGES=(
   buildah mmdebstrap                  # Tessera's images from deploy/images/Dockerfile without a daemon (scripts/build-images.sh)
   valgrind                            # callgrind instruction counts of the hooked CUDA path (bench/hook_instructions.sh)
   containerd runc                     # real nodes (tools/realnode/): the container runtime each node's kubelet drives
-  containernetworking-plugins         # real nodes: the CNI bridge, host-local and loopback plugins (pulls in iptables)
+  containernetworking-plugins         # real nodes: the CNI bridge, host-local and loopback plugins
+  iptables                            # real nodes: kube-proxy's Service rules in each node's netns
   busybox-static                      # real nodes: the shell image's only binary; `pause` is built with gcc -static
 )
 
