@@ -56,9 +56,10 @@
 # a node that is half up or already down; exits non-zero if anything stays.
 # Logs stay in CLUSTER_DIR/nodes/NAME/logs.
 #
-# Needs root, the kubelet and kubectl from tools/controlplane/build.sh, and
-# Debian's containerd, runc, containernetworking-plugins, busybox-static and
-# gcc (scripts/setup.sh installs them all).
+# Needs root, the kubelet, kube-proxy, kube-scheduler, CoreDNS and kubectl from
+# tools/controlplane/build.sh, and Debian's containerd, runc,
+# containernetworking-plugins, iptables, curl, busybox-static and gcc
+# (scripts/setup.sh installs them all).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 usage() { sed -n '8,15p' "${BASH_SOURCE[0]}" >&2; exit 2; }
