@@ -161,25 +161,11 @@ else
 fi
 
 step "5. /metrics, the tessera.io/usage annotation and kubectl tessera top"
-agent_ip="$("$kubectl" -n "$relns" get pod "$agent" -o 'jsonpath={.status.podIP}')"
-metrics=""
-for _ in $(seq 100); do
-  metrics="$(ip netns exec "$netns" curl -sf "http://$agent_ip:9410/metrics" || true)"
-  grep -qE '^tessera_gpu_containers\{[^}]*\} 2$' <<< "$metrics" && break
-  sleep 0.3
-done
-grep -E '^tessera_gpu_(containers|memory_allocated_bytes|memory_used_bytes|core_allocated_ratio)\{' <<< "$metrics" || true
-grep -qE '^tessera_gpu_containers\{[^}]*\} 2$' <<< "$metrics" || fail "the agent's /metrics does not count 2 containers on the GPU"
+wait_metric tessera_gpu_containers 2 "the sharing Deployment ran"
+agent_metrics | grep -E '^tessera_gpu_(containers|memory_allocated_bytes|memory_used_bytes|core_allocated_ratio)\{' || true
 if [[ "$workload_image" == *fake-cuda* ]]; then
   # Both main processes: 2 x (1024 + 256) MiB.
-  used=$((2 * (1024 + 256) * mib))
-  for _ in $(seq 100); do
-    metrics="$(ip netns exec "$netns" curl -sf "http://$agent_ip:9410/metrics" || true)"
-    grep -qE "^tessera_gpu_memory_used_bytes\{[^}]*\} $used\$" <<< "$metrics" && break
-    sleep 0.3
-  done
-  grep -qE "^tessera_gpu_memory_used_bytes\{[^}]*\} $used\$" <<< "$metrics" \
-    || fail "tessera_gpu_memory_used_bytes is not $used: $(grep '^tessera_gpu_memory_used_bytes' <<< "$metrics")"
+  wait_metric tessera_gpu_memory_used_bytes $((2 * (1024 + 256) * mib)) "the sharing Deployment ran"
   for p in "${share_pods[@]}"; do
     for _ in $(seq 150); do
       usage="$("$kubectl" -n "$ns" get pod "$p" -o 'jsonpath={.metadata.annotations.tessera\.io/usage}')"
