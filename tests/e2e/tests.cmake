@@ -117,3 +117,13 @@ tessera_real_node_test(e2e_real_node_chart_test real_node_chart_test.sh 600)
 # over-commit, examples/workloads' trainer gets two whole GPUs. Needs the fake
 # CUDA client (skipped under the sanitizers).
 tessera_real_node_test(e2e_real_node_examples_test real_node_examples_test.sh 600)
+
+# The node path's cases that need no fault injection (they ran against the
+# kubelet stand-in in e2e_node_path_test): one real node with the chart,
+# reused by each case. Same-size pods on their own GPUs, a 2-GPU container,
+# an init container beside two GPU containers, each checked from inside
+# against its assignment; a burst pod's loan on /metrics; usage on /metrics,
+# the pod's annotation and Events and kubectl tessera top; a deleted pod's
+# region folder removed after the grace. Needs the fake CUDA client (skipped
+# under the sanitizers).
+tessera_real_node_test(e2e_real_node_path_test real_node_path_test.sh 300)
