@@ -1,5 +1,6 @@
 # Shared by the e2e tests that install the Helm chart on a real node
-# (real_node_chart_test.sh, real_node_examples_test.sh); sourced, not run.
+# (real_node_chart_test.sh, real_node_examples_test.sh, real_node_path_test.sh);
+# sourced, not run.
 #
 # Before sourcing, the test sets: node (the real node's name), ns (its
 # workload namespace), work (a scratch folder). The environment ctest gives:
