@@ -128,7 +128,7 @@ const std::map<std::string, int64_t, std::less<>>& ClusterView::Models() const {
 std::vector<core::PodRequest> ClusterView::HeldRequests() const {
   std::vector<core::PodRequest> out;
   for (const auto& [key, rec] : state_->pods_)
-    if (rec.place == ClusterState::Place::kHeld) out.push_back(rec.request);
+    if (core::HoldsShare(rec.stage)) out.push_back(rec.request);
   return out;
 }
 
@@ -165,7 +165,7 @@ const LoadTracker& ClusterView::load() const { return state_->load_; }
 
 const core::PodRequest* ClusterView::HeldRequest(std::string_view key) const {
   auto it = state_->pods_.find(key);
-  if (it == state_->pods_.end() || it->second.place != ClusterState::Place::kHeld) return nullptr;
+  if (it == state_->pods_.end() || !core::HoldsShare(it->second.stage)) return nullptr;
   return &it->second.request;
 }
 
@@ -237,7 +237,7 @@ void ClusterState::UpsertNode(const Json& node) {
   ApplyParked(name);
   if (had_agent != entry.has_agent) {
     log_->info("node {} {} a node agent", name, entry.has_agent ? "has" : "no longer has");
-    for (const std::string& key : ledger_.PodsOn(name)) SyncAwaiting(key, pods_.at(key));
+    for (const std::string& key : ledger_.PodsOn(name)) SettleAdmission(key, pods_.at(key));
   }
 }
 
@@ -323,6 +323,8 @@ void ClusterState::UpsertPod(const core::PodView& pod) {
     if (it != pods_.end() && !it->second.assumed) {
       log_->warn("pod {} holds a share but is no longer bound; releasing it", key);
       Release(key);
+    } else if (it != pods_.end()) {
+      (void)Advance(key, it->second, core::PodEvent::kSeenPending);  // the watch lags this extender's Binding
     }
     if (wants_gpu) {
       // (A pod assumed here keeps the load booked at bind.)
@@ -346,7 +348,7 @@ void ClusterState::UpsertPod(const core::PodView& pod) {
     // An update that does not change the share (status, labels, admission).
     note_meta(it->second);
     it->second.admitted = IsAdmitted(it->second.assignment, phase, allocated);
-    SyncAwaiting(key, it->second);
+    SettleAdmission(key, it->second);
     NoteUsage(key, it->second, usage_text, usage);
     return;
   }
@@ -364,12 +366,15 @@ void ClusterState::UpsertPod(const core::PodView& pod) {
       if (rec.assumed) {
         rec.assumed = false;
         assumed_.erase({rec.assumed_at, key});
-        if (rec.place == Place::kHeld) (void)ledger_.Confirm(key);
+        if (core::HoldsShare(rec.stage)) {
+          (void)ledger_.Confirm(key);
+          (void)Advance(key, rec, core::PodEvent::kPlaced);
+        }
         log_->debug("pod {} confirmed on {}", key, node);
       }
       rec.admitted = IsAdmitted(rec.assignment, phase, allocated);
       note_meta(rec);
-      SyncAwaiting(key, rec);
+      SettleAdmission(key, rec);
       NoteUsage(key, rec, usage_text, usage);
       return;
     }
@@ -383,12 +388,11 @@ void ClusterState::UpsertPod(const core::PodView& pod) {
   if (!request.ok()) {
     // Unusable annotation: kept as a conflict on the pod's node so it shows.
     rec.assignment.node = node;
-    rec.place = Place::kConflict;
     rec.problem = request.status().message();
     ++conflicts_total_;
     log_->error("pod {} on {}: unusable {} annotation: {}", key, node, core::kAssignmentAnnotation, rec.problem);
-    parked_[node].insert(key);
-    pods_.emplace(key, std::move(rec));
+    PodRecord& kept = pods_.emplace(key, std::move(rec)).first->second;
+    (void)Advance(key, kept, core::PodEvent::kDoesNotFit);
     return;
   }
   rec.request = std::move(request).value();
@@ -417,15 +421,17 @@ Status ClusterState::ClaimAdmissionTurn(std::string_view pod_key, Clock::time_po
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     auto it = pods_.find(pod_key);
-    if (it == pods_.end() || !it->second.unposted) {
-      return NotFound("pod " + std::string(pod_key) + " is not assumed by this extender");
+    if (it == pods_.end() || it->second.stage != core::PodStage::kAssumed) {
+      return NotFound("pod " + std::string(pod_key) + " is not assumed by this extender" +
+                      (it == pods_.end() ? "" : " (it is " + std::string(core::StageName(it->second.stage)) + ")"));
     }
     PodRecord& rec = it->second;
     GiveUpStaleAwaiting(rec.assignment.node, Clock::now());
     auto a = awaiting_.find(rec.assignment.node);
     if (a == awaiting_.end()) {
-      rec.unposted = false;
-      SyncAwaiting(std::string(pod_key), rec);
+      const std::string key(pod_key);
+      (void)Advance(key, rec, core::PodEvent::kTurnGranted);
+      SettleAdmission(key, rec);
       return Status::Ok();
     }
     if (admitted_.wait_until(lock, deadline) == std::cv_status::timeout) {
@@ -469,12 +475,12 @@ Result<core::Assignment> ClusterState::AssumeOnNodeInView(const core::PodRequest
   rec.assignment = assignment;
   if (auto p = pending_.find(pod.key); p != pending_.end()) rec.workload = p->second.workload;
   load_.Placed(pod.key, rec.workload, pod, assignment, NowSeconds());
-  rec.place = Place::kHeld;
   rec.assumed = true;
   rec.assumed_at = now;
-  rec.unposted = true;  // awaits its admission turn (ClaimAdmissionTurn)
   assumed_.emplace(now, pod.key);
-  NoteNewHold(pods_.emplace(pod.key, std::move(rec)).first->second);
+  PodRecord& kept = pods_.emplace(pod.key, std::move(rec)).first->second;
+  (void)Advance(pod.key, kept, core::PodEvent::kBooked);  // awaits its admission turn (ClaimAdmissionTurn)
+  NoteNewHold(kept);
   return assignment;
 }
 
@@ -484,7 +490,7 @@ Status ClusterState::ForgetAssumed(std::string_view pod_key) {
   if (it == pods_.end()) return NotFound("pod " + std::string(pod_key) + " holds no share");
   if (!it->second.assumed)
     return FailedPrecondition("pod " + std::string(pod_key) + " is already confirmed by the pod watch");
-  Release(std::string(pod_key));
+  Release(std::string(pod_key), core::PodEvent::kForgotten);
   return Status();
 }
 
@@ -496,7 +502,7 @@ int ClusterState::ExpireAssumed(Clock::time_point now) {
   for (const auto& key : expired) {
     log_->warn("pod {}: bound {} s ago but never seen with its assignment; releasing its share on {}", key,
                options_.assume_ttl.count(), pods_.at(key).assignment.node);
-    Release(key);
+    Release(key, core::PodEvent::kForgotten);
     ++expired_total_;
   }
   return static_cast<int>(expired.size());
@@ -521,6 +527,53 @@ bool ClusterState::IsPending(std::string_view pod_key, std::string_view uid, std
 
 // ---- internals (mu_ held) ----
 
+bool ClusterState::Advance(const std::string& key, PodRecord& rec, core::PodEvent event) {
+  const core::PodStage before = rec.stage;
+  Result<core::PodStage> next = core::Next(before, event);
+  if (!next.ok()) {
+    log_->error("pod {}: {} (ignored)", key, next.status().message());
+    return false;
+  }
+  const core::PodStage after = *next;
+  if (after == before) return true;
+  const std::string& node = rec.assignment.node;
+  if (core::HoldsBindsBack(before)) {
+    if (auto a = awaiting_.find(node); a != awaiting_.end()) {
+      a->second.erase(key);
+      if (a->second.empty()) awaiting_.erase(a);
+    }
+    admitted_.notify_all();
+  }
+  if (core::Parked(before) && !core::Parked(after)) {
+    if (auto p = parked_.find(node); p != parked_.end()) {
+      p->second.erase(key);
+      if (p->second.empty()) parked_.erase(p);
+    }
+  }
+  if (core::HoldsBindsBack(after)) {
+    rec.awaiting_since = Clock::now();
+    awaiting_[node].insert(key);
+  }
+  if (core::Parked(after)) parked_[node].insert(key);
+  rec.stage = after;
+  log_->debug("pod {}: {} -> {} ({})", key, core::StageName(before), core::StageName(after), core::EventName(event));
+  return true;
+}
+
+bool ClusterState::NodeHasAgent(const std::string& node) const {
+  auto n = nodes_.find(node);
+  return n != nodes_.end() && n->second.has_agent;
+}
+
+void ClusterState::SettleAdmission(const std::string& key, PodRecord& rec) {
+  const bool waits = rec.stage == core::PodStage::kAwaitingAdmission || rec.stage == core::PodStage::kAdmissionAbandoned;
+  if (waits && (rec.admitted || !NodeHasAgent(rec.assignment.node))) {
+    (void)Advance(key, rec, core::PodEvent::kAdmitted);
+  } else if (rec.stage == core::PodStage::kHeld && !rec.admitted && NodeHasAgent(rec.assignment.node)) {
+    (void)Advance(key, rec, core::PodEvent::kAgentAwaits);
+  }
+}
+
 void ClusterState::Hold(const std::string& key, PodRecord record) {
   auto [it, inserted] = pods_.insert_or_assign(key, std::move(record));
   TryPlace(key, it->second);
@@ -536,17 +589,16 @@ void ClusterState::NoteNewHold(PodRecord& rec) {
   }
 }
 
-// Books `rec` in the ledger, or parks it (waiting / conflict) on its node.
+// Books `rec` in the ledger, or parks it (waiting for its node / conflict).
 void ClusterState::TryPlace(const std::string& key, PodRecord& rec) {
   const std::string& node = rec.assignment.node;
-  const Place before = rec.place;
+  const core::PodStage before = rec.stage;
   if (ledger_.FindNode(node) == nullptr) {
     auto n = nodes_.find(node);
-    rec.place = Place::kWaiting;
     rec.problem = n == nodes_.end() ? "waiting for node " + node + " (not seen yet)"
                                     : "waiting for node " + node + " to be a GPU node (" +
                                           n->second.not_gpu_reason + ")";
-    parked_[node].insert(key);
+    (void)Advance(key, rec, core::PodEvent::kNodeMissing);
     log_->info("pod {}: {}", key, rec.problem);
     return;
   }
@@ -554,42 +606,34 @@ void ClusterState::TryPlace(const std::string& key, PodRecord& rec) {
   if (st.ok()) {
     if (!rec.assumed) (void)ledger_.Confirm(key);
     load_.Placed(key, rec.workload, rec.request, rec.assignment, NowSeconds());
-    rec.place = Place::kHeld;
     rec.problem.clear();
-    SyncAwaiting(key, rec);
+    (void)Advance(key, rec, core::PodEvent::kPlaced);
+    SettleAdmission(key, rec);
     NoteNewHold(rec);
-    if (auto p = parked_.find(node); p != parked_.end()) {
-      p->second.erase(key);
-      if (p->second.empty()) parked_.erase(p);
-    }
-    if (before == Place::kConflict) log_->info("pod {}: conflict resolved, now holds its share on {}", key, node);
+    if (before == core::PodStage::kConflict) log_->info("pod {}: conflict resolved, now holds its share on {}", key, node);
     log_->debug("pod {} holds its share on {}", key, node);
     return;
   }
-  rec.place = Place::kConflict;
-  if (before != Place::kConflict || rec.problem != st.message()) {
-    if (before != Place::kConflict) ++conflicts_total_;
+  if (before != core::PodStage::kConflict || rec.problem != st.message()) {
+    if (before != core::PodStage::kConflict) ++conflicts_total_;
     log_->error("pod {}: its assignment does not fit node {}: {} (kept as a conflict; "
                 "was it placed by another scheduler?)", key, node, st.message());
   }
   rec.problem = st.message();
-  parked_[node].insert(key);
+  (void)Advance(key, rec, core::PodEvent::kDoesNotFit);
 }
 
-void ClusterState::Release(const std::string& key) {
+void ClusterState::Release(const std::string& key, core::PodEvent event) {
   auto it = pods_.find(key);
   if (it == pods_.end()) return;
   const std::string node = it->second.assignment.node;
-  const bool freed = it->second.place == Place::kHeld;
+  const bool freed = core::HoldsShare(it->second.stage);
   if (freed) {
     if (Status st = ledger_.Forget(key); !st.ok()) log_->error("pod {}: {}", key, st.message());
     freed_.fetch_add(1, std::memory_order_relaxed);
-  } else if (auto p = parked_.find(node); p != parked_.end()) {
-    p->second.erase(key);
-    if (p->second.empty()) parked_.erase(p);
   }
   if (it->second.assumed) assumed_.erase({it->second.assumed_at, key});
-  ClearAwaiting(key, it->second);
+  (void)Advance(key, it->second, event);
   pods_.erase(it);
   load_.Released(key);
   if (freed) ApplyParked(node);
@@ -601,10 +645,8 @@ void ClusterState::Evict(const std::string& node, const std::string& why) {
     (void)ledger_.Forget(key);
     load_.Released(key);
     PodRecord& rec = pods_.at(key);
-    rec.place = Place::kWaiting;
-    ClearAwaiting(key, rec);
     rec.problem = why;
-    parked_[node].insert(key);
+    (void)Advance(key, rec, core::PodEvent::kNodeMissing);
   }
 }
 
@@ -613,13 +655,13 @@ void ClusterState::SetWaitingReason(const std::string& node, const std::string& 
   if (p == parked_.end()) return;
   for (const std::string& key : p->second) {
     PodRecord& rec = pods_.at(key);
-    if (rec.place == Place::kWaiting) rec.problem = why;
+    if (rec.stage == core::PodStage::kWaitingForNode) rec.problem = why;
   }
 }
 
 void ClusterState::NoteUsage(const std::string& key, const PodRecord& rec, const std::string& usage_text,
                              const Result<core::PodUsage>& usage) {
-  if (rec.place != Place::kHeld || usage_text.empty()) return;
+  if (!core::HoldsShare(rec.stage) || usage_text.empty()) return;
   Result<bool> changed = load_.Measured(key, rec.workload, usage_text, usage, NowSeconds());
   if (!changed.ok()) {
     ++usage_rejected_total_;
@@ -629,21 +671,6 @@ void ClusterState::NoteUsage(const std::string& key, const PodRecord& rec, const
   if (!*changed) return;
   log_->debug("pod {} on {}: measured usage re-predicts workload {}", key, rec.assignment.node, rec.workload);
   if (Status st = ledger_.Touch(rec.assignment.node); !st.ok()) log_->error("pod {}: {}", key, st.message());
-}
-
-void ClusterState::SyncAwaiting(const std::string& key, PodRecord& rec) {
-  auto n = nodes_.find(rec.assignment.node);
-  const bool want = rec.place == Place::kHeld && !rec.admitted && !rec.unposted && !rec.gave_up_awaiting &&
-                    n != nodes_.end() && n->second.has_agent;
-  if (want == rec.awaiting) return;
-  if (!want) {
-    ClearAwaiting(key, rec);
-    log_->debug("pod {} admitted on {} (or no longer held there)", key, rec.assignment.node);
-    return;
-  }
-  rec.awaiting = true;
-  rec.awaiting_since = Clock::now();
-  awaiting_[rec.assignment.node].insert(key);
 }
 
 void ClusterState::GiveUpStaleAwaiting(const std::string& node, Clock::time_point now) {
@@ -657,19 +684,8 @@ void ClusterState::GiveUpStaleAwaiting(const std::string& node, Clock::time_poin
     log_->warn("pod {} was bound to node {} {} s ago and its node agent has not admitted it; binds to {} no "
                "longer wait for it (is the node's kubelet running?)",
                key, node, std::chrono::duration_cast<std::chrono::seconds>(now - rec.awaiting_since).count(), node);
-    rec.gave_up_awaiting = true;
-    ClearAwaiting(key, rec);
+    (void)Advance(key, rec, core::PodEvent::kGaveUp);
   }
-}
-
-void ClusterState::ClearAwaiting(const std::string& key, PodRecord& rec) {
-  if (!rec.awaiting) return;
-  rec.awaiting = false;
-  if (auto a = awaiting_.find(rec.assignment.node); a != awaiting_.end()) {
-    a->second.erase(key);
-    if (a->second.empty()) awaiting_.erase(a);
-  }
-  admitted_.notify_all();
 }
 
 // Retries the pods parked on `node`: pods seen by the watch first, then own
@@ -694,11 +710,11 @@ StateSummary ClusterState::SummaryLocked() const {
   s.gpu_nodes = static_cast<int>(ledger_.nodes().size());
   s.gpus = ledger_.TotalGpus();
   for (const auto& [key, rec] : pods_) {
-    s.pods_held += rec.place == Place::kHeld;
+    s.pods_held += core::HoldsShare(rec.stage);
     s.pods_assumed += rec.assumed;
-    s.pods_held_assumed += rec.place == Place::kHeld && rec.assumed;
-    s.pods_waiting += rec.place == Place::kWaiting;
-    s.pods_conflict += rec.place == Place::kConflict;
+    s.pods_held_assumed += core::HoldsShare(rec.stage) && rec.assumed;
+    s.pods_waiting += rec.stage == core::PodStage::kWaitingForNode;
+    s.pods_conflict += rec.stage == core::PodStage::kConflict;
   }
   s.pods_pending = static_cast<int>(pending_.size());
   s.conflicts_total = conflicts_total_;
@@ -732,14 +748,14 @@ std::vector<std::string> ClusterState::Problems() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> out;
   for (const auto& [key, rec] : pods_)
-    if (rec.place != Place::kHeld) out.push_back(key + ": " + rec.problem);
+    if (!core::HoldsShare(rec.stage)) out.push_back(key + ": " + rec.problem);
   return out;
 }
 
 int ClusterState::conflict_count() const {
   std::lock_guard<std::mutex> lock(mu_);
   int n = 0;
-  for (const auto& [key, rec] : pods_) n += rec.place == Place::kConflict;
+  for (const auto& [key, rec] : pods_) n += rec.stage == core::PodStage::kConflict;
   return n;
 }
 

@@ -25,6 +25,11 @@
 // shows it with its assignment; ExpireAssumed releases assumptions older than
 // the TTL (the bind was lost). A node without a valid inventory annotation is
 // not a GPU node; it is kept with the reason so Filter can say why.
+// Each pod's record moves through the stages of core/pod_lifecycle.h
+// (pending, assumed, awaiting admission, held, waiting for its node,
+// conflict, released) by that table only; the indexes that follow a stage
+// (the pods awaiting admission per node, the parked pods per node) change
+// with it, in one place (Advance).
 // A LoadTracker (load_tracker.h) follows every pending and held pod's
 // predicted GPU load and learns from the tessera.io/usage annotations of held
 // pods; a pod re-booked at a new prediction gives its node a new ledger
@@ -58,6 +63,7 @@
 
 #include "core/ledger.h"
 #include "core/model.h"
+#include "core/pod_lifecycle.h"
 #include "core/pod_view.h"
 #include "core/podspec.h"
 #include "core/preemption.h"
@@ -260,22 +266,22 @@ class ClusterState {
 
  private:
   friend class ClusterView;
-  enum class Place { kHeld, kWaiting, kConflict };
   struct PodRecord {
     std::string uid;
     std::string assignment_text;  // the annotation as last seen ("" for own assumptions)
     core::PodRequest request;     // what the ledger holds (shares from the assignment)
     core::Assignment assignment;
-    Place place = Place::kWaiting;
-    std::string problem;          // why waiting / in conflict
+    // Where the pod is in its scheduling life (core/pod_lifecycle.h); changed
+    // only by Advance, which keeps awaiting_ and parked_ in step with it.
+    core::PodStage stage = core::PodStage::kNone;
+    std::string problem;          // why waiting for its node / in conflict
+    // Bound by this extender and not yet shown by the pod watch (the ledger
+    // holds its share as assumed while it holds one); expires after the TTL.
     bool assumed = false;
     Clock::time_point assumed_at{};
     bool counted = false;         // reported by NewHoldsSince already
-    bool admitted = false;        // its node's agent allocated every GPU container, or it runs
-    bool awaiting = false;        // listed in awaiting_ (SyncAwaiting)
-    bool unposted = false;        // assumed here, its Binding not sent yet (ClaimAdmissionTurn)
-    Clock::time_point awaiting_since{};  // when it started awaiting admission
-    bool gave_up_awaiting = false;  // awaited kAdmissionGiveUpFactor waits: holds no bind back
+    bool admitted = false;        // as last seen: it runs, or its node's agent allocated every GPU container
+    Clock::time_point awaiting_since{};  // when it entered kAwaitingAdmission
     // For preemption: spec.priority, start time (status.startTime, else
     // creation; unix seconds), deletionTimestamp set; known once the pod
     // watch showed the pod.
@@ -299,19 +305,26 @@ class ClusterState {
   };
 
   // The functions below need mu_ held.
+  // Moves `rec` (pods_[key]) to the stage after `event` and keeps awaiting_
+  // and parked_ in step: entering kAwaitingAdmission starts its wait, leaving
+  // it wakes binds waiting for the node. An event its stage does not take is
+  // logged and changes nothing (false).
+  bool Advance(const std::string& key, PodRecord& rec, core::PodEvent event);
+  // A bound pod that awaits admission and is admitted now (or its node has
+  // no agent) goes on to kHeld; a held one whose node gained an agent that
+  // has not admitted it awaits again.
+  void SettleAdmission(const std::string& key, PodRecord& rec);
+  bool NodeHasAgent(const std::string& node) const;
   void Hold(const std::string& key, PodRecord record);
   void NoteNewHold(PodRecord& rec);
   void TryPlace(const std::string& key, PodRecord& record);
-  void Release(const std::string& key);
+  // Gives back what the pod holds and forgets it; `event` is kGone or kForgotten.
+  void Release(const std::string& key, core::PodEvent event = core::PodEvent::kGone);
   void Evict(const std::string& node, const std::string& why);
   void ApplyParked(const std::string& node);
-  // Records whether a held pod awaits admission (its node has an agent that
-  // has not admitted it yet); wakes binds waiting for the node when it no
-  // longer does.
-  void SyncAwaiting(const std::string& key, PodRecord& record);
-  void ClearAwaiting(const std::string& key, PodRecord& record);
-  // Stops the pods that have awaited admission on `node` for
-  // kAdmissionGiveUpFactor admission waits from holding its binds back.
+  // Moves the pods that have awaited admission on `node` for
+  // kAdmissionGiveUpFactor admission waits to kAdmissionAbandoned, so they
+  // no longer hold its binds back.
   void GiveUpStaleAwaiting(const std::string& node, Clock::time_point now);
   void SetWaitingReason(const std::string& node, const std::string& why);
   // Feeds a held pod's tessera.io/usage to the LoadTracker; gives its node a
@@ -328,7 +341,7 @@ class ClusterState {
   const ClusterStateOptions options_;
   std::shared_ptr<spdlog::logger> log_;
 
-  std::map<std::string, std::set<std::string, std::less<>>, std::less<>> awaiting_;  // node -> pods awaiting admission there
+  std::map<std::string, std::set<std::string, std::less<>>, std::less<>> awaiting_;  // node -> its pods in kAwaitingAdmission
   std::condition_variable admitted_;  // notified when a pod stops awaiting admission
   std::atomic<uint64_t> freed_{0};
   mutable std::mutex mu_;
@@ -336,7 +349,7 @@ class ClusterState {
   core::Ledger ledger_;
   std::unordered_map<std::string, NodeEntry> nodes_;
   std::map<std::string, PodRecord, std::less<>> pods_;
-  std::map<std::string, std::set<std::string>, std::less<>> parked_;  // node -> waiting/conflict pod keys
+  std::map<std::string, std::set<std::string>, std::less<>> parked_;  // node -> its pods in a Parked stage
   // Assumed records by (assumed_at, key), oldest first, for ExpireAssumed.
   std::set<std::pair<Clock::time_point, std::string>> assumed_;
   std::unordered_map<std::string, PendingPod> pending_;
