@@ -297,6 +297,25 @@ TEST(ClusterStateTest, NodesWithAnAgentAdmitOneBoundPodAtATime) {
   EXPECT_TRUE(state.ClaimAdmissionTurn("ns/e", soon()).ok());
 }
 
+// A node deleted between Bind's booking and its admission turn: the pod is
+// parked there, its turn is refused (the Binding is never sent to a node
+// that is gone), and forgetting it gives everything back.
+TEST(ClusterStateTest, NodeGoneBeforeTheAdmissionTurnRefusesTheTurn) {
+  ClusterState state(Options());
+  state.UpsertNode(AgentNodeJson("n1"));
+  auto a = state.AssumeOnNode(QuarterRequest("a"), "uid-ns-a", "n1", QuarterOn(0), {});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  state.DeleteNode("n1");
+  EXPECT_EQ(state.Summary().pods_waiting, 1);
+  Status turn = state.ClaimAdmissionTurn("ns/a", Clock::now() + std::chrono::milliseconds(100));
+  ASSERT_EQ(turn.code(), StatusCode::kNotFound) << turn.ToString();
+  EXPECT_NE(turn.message().find("waiting for its node"), std::string::npos) << turn.message();
+  ASSERT_TRUE(state.ForgetAssumed("ns/a").ok());
+  const StateSummary s = state.Summary();
+  EXPECT_EQ(s.pods_waiting + s.pods_held + s.pods_assumed, 0) << s.ToString();
+  EXPECT_TRUE(state.Problems().empty());
+}
+
 // Issue 19: a pod bound to a node whose kubelet never admits it must not
 // wedge the node. Past one admission wait the node is reported stalled (the
 // extender filters it out); past kAdmissionGiveUpFactor waits the pod no
