@@ -70,13 +70,6 @@ std::string EffectiveGpuSource(const NodeConfig& c) {
   return c.simulated_gpus_file.empty() ? "nvml" : "file";
 }
 
-// Event reasons tessera-node raises on pods.
-constexpr const char* kAllocateFailedReason = "TesseraAllocateFailed";
-// An Allocate refused because the pod's assignment was not handed out (handout.h).
-constexpr const char* kAssignmentRefusedReason = "TesseraAssignmentRefused";
-constexpr const char* kMismatchReason = "TesseraAllocationMismatch";
-constexpr const char* kOomRefusedReason = "TesseraOOMRefused";
-
 // A pod's usage annotation as last written.
 struct PublishedUsage {
   core::PodUsage usage;
