@@ -1,27 +1,19 @@
 #include "node/agent.h"
 
-#include <grpcpp/grpcpp.h>
-
 #include <algorithm>
-#include <filesystem>
-#include <map>
-#include <mutex>
-#include <optional>
-#include <set>
 #include <thread>
 
-#include "kube/paths.h"
-#include "node/allocator.h"
 #include "node/device_plugin.h"
-#include "node/dir_watch.h"
 #include "node/event_recorder.h"
+#include "node/gpu_inventory.h"
 #include "node/metrics_server.h"
 #include "node/node_metrics.h"
-#include "node/pod_resources.h"
-#include "node/reconcile.h"
+#include "node/node_pods.h"
+#include "node/periodic.h"
+#include "node/reconciler.h"
 #include "node/region_gc.h"
-#include "node/usage.h"
 #include "node/usage_metrics.h"
+#include "node/usage_reporter.h"
 
 namespace tessera::node {
 
@@ -70,109 +62,75 @@ std::string EffectiveGpuSource(const NodeConfig& c) {
   return c.simulated_gpus_file.empty() ? "nvml" : "file";
 }
 
-// Event reasons tessera-node raises on pods.
-constexpr const char* kAllocateFailedReason = "TesseraAllocateFailed";
-// An Allocate refused because the pod's assignment was not handed out (handout.h).
-constexpr const char* kAssignmentRefusedReason = "TesseraAssignmentRefused";
-constexpr const char* kMismatchReason = "TesseraAllocationMismatch";
-constexpr const char* kOomRefusedReason = "TesseraOOMRefused";
+namespace {
 
-// A pod's usage annotation as last written.
-struct PublishedUsage {
-  core::PodUsage usage;
-  std::chrono::steady_clock::time_point when;
-};
+NodeConfig WithMpsRoot(NodeConfig config, const MpsPlan& mps) {
+  config.mounts.mps_root = mps.enabled ? config.mps_root : "";
+  return config;
+}
 
+PluginHostOptions HostOptions(const NodeConfig& config) {
+  PluginHostOptions options;
+  options.node = config.node_name;
+  options.server.dir = config.device_plugin_dir;
+  options.server.resync = config.resync;
+  return options;
+}
+
+}  // namespace
+
+// Members are declared in the order they are needed, so they are destroyed
+// in the reverse: the loops first, then the host (no Allocate runs after it),
+// then what the loops and the Allocator's observer use.
 struct NodeAgent::Impl {
   NodeConfig config;
   kube::Client client;
-  std::unique_ptr<GpuSource> source;
   std::shared_ptr<spdlog::logger> log;
-  // What /metrics serves. Run registers the families before the device
-  // plugin serves; gRPC and reconcile threads update them.
+  // What /metrics serves. Run registers the families before the host
+  // serves; gRPC and loop threads update them.
   metrics::Registry registry;
   NodeMetrics node_metrics;
+  SnapshotStore usage_store;  // the latest usage, for /metrics
   EventRecorder events;
-  MismatchTracker mismatch_tracker;  // reconcile thread only
-  bool warned_no_pod_resources = false;  // reconcile thread only
-  Allocator allocator;
-  DevicePluginService service;
+  std::unique_ptr<MpsSupervisor> mps;  // null when this node runs no MPS; the Allocator asks it while serving
+  PluginHost host;
+  Status own_resource;  // whether the agent's own resource was added to the host
+  GpuInventory inventory;
   std::unique_ptr<MetricsServer> metrics_server;
-  std::unique_ptr<grpc::Server> server;
-  std::unique_ptr<ArbiterLoop> arbiter;  // compute grants; Snapshot() has per-container stats
-  std::unique_ptr<MpsSupervisor> mps;    // null when this node runs no MPS; the allocator asks it while serving
-  std::unique_ptr<RegionGc> region_gc;   // null when --region-gc-grace-seconds is 0; its loop only
-  std::vector<core::GpuInfo> gpus;  // written by the main loop only
-  mutable std::mutex inventory_mu;
-  std::vector<core::GpuInfo> inventory;  // GUARDED_BY(inventory_mu): a copy of gpus for the usage loop
-  SnapshotStore usage_store;             // the latest usage, for /metrics
-  // Usage loop only.
-  std::optional<UsageSnapshot> last_usage;
-  std::map<std::string, PublishedUsage> published_usage;  // by pod uid
-  std::set<std::string> warned_regions;
-  bool warned_load = false;
-  std::mutex source_mu;  // GpuSource is one-caller-at-a-time: the main loop's Read, the usage loop's ReadLoad
-  bool registered = false;
-  bool published = false;
+  std::unique_ptr<ArbiterLoop> arbiter;  // compute grants
+  std::unique_ptr<Reconciler> reconciler;
+  std::unique_ptr<UsageReporter> usage;
+  std::unique_ptr<RegionGc> region_gc;  // null when --region-gc-grace-seconds is 0
+  std::vector<std::unique_ptr<PeriodicLoop>> loops;
 
-  Impl(NodeConfig c, kube::Client k, std::unique_ptr<GpuSource> s, std::shared_ptr<spdlog::logger> l,
+  Impl(NodeConfig c, kube::Client k, std::unique_ptr<GpuSource> source, std::shared_ptr<spdlog::logger> l,
        const MpsPlan& mps_plan)
       : config(std::move(c)),
         client(std::move(k)),
-        source(std::move(s)),
         log(std::move(l)),
         events([k = client](const std::string& path, const nlohmann::json& body) mutable {
                  return k.Create(path, body).status();
                },
                EventRecorderOptions{}, log),
-        allocator(client, config.node_name, config.mounts, log),
-        service(allocator, config.slots_per_gpu, log,
-                [this](const Status& st, const std::vector<PodRef>& pods) { OnAllocate(st, pods); }) {
-    service.SetReplyDelayForTesting(config.testing_allocate_reply_delay);
-    if (mps_plan.enabled) {
-      MpsOptions options;
-      options.control = mps_plan.control;
-      options.root = config.mps_root;
-      mps = std::make_unique<MpsSupervisor>(std::move(options), log);
-      allocator.SetMpsProbe([this](const std::string& uuid) { return mps->Running(uuid); });
-    }
+        mps(mps_plan.enabled ? std::make_unique<MpsSupervisor>(MpsOptions{mps_plan.control, config.mps_root}, log)
+                             : nullptr),
+        host(HostOptions(config), client, config.mounts, log),
+        inventory(GpuInventoryOptions{config.node_name, config.slots_per_gpu}, std::move(source), mps.get(),
+                  [this](const std::vector<core::GpuInfo>& gpus) { return host.SetGpus(gpus); },
+                  [this](const std::vector<core::GpuInfo>& gpus) {
+                    return PublishInventory(client, config.node_name, gpus);
+                  },
+                  log) {
+    if (mps) host.allocator().SetMpsProbe([this](const std::string& uuid) { return mps->Running(uuid); });
+    host.allocator().SetObserver([this](const Status& st, const std::vector<PodRef>& pods) { OnAllocate(st, pods); });
+    auto service =
+        std::make_unique<DevicePluginService>(host.allocator(), config.resource_name, config.slots_per_gpu, log);
+    service->SetReplyDelayForTesting(config.testing_allocate_reply_delay);
+    own_resource = host.Add(config.resource_name, config.socket_name, std::move(service));
   }
 
-  // Starts what is missing among the GPUs' MPS daemons (when MPS is on) and
-  // sets each GPU's mps flag: whether its daemon runs now.
-  void MarkMps(std::vector<core::GpuInfo>& read) {
-    if (mps) mps->Ensure(read);
-    for (core::GpuInfo& g : read) g.mps = mps != nullptr && g.healthy && mps->Running(g.uuid);
-  }
-
-  // Logs each GPU whose mps flag changed since the last inventory.
-  void LogMpsChanges(const std::vector<core::GpuInfo>& read) const {
-    for (const core::GpuInfo& g : read) {
-      auto old = std::find_if(gpus.begin(), gpus.end(), [&](const core::GpuInfo& o) { return o.uuid == g.uuid; });
-      if (old == gpus.end() || old->mps == g.mps) continue;
-      if (g.mps) {
-        log->info("GPU {}: its MPS daemon runs again; MPS pods may be placed on it", g.uuid);
-      } else {
-        log->warn("GPU {}: its MPS daemon is not running; MPS pods are neither placed on it nor admitted until it is "
-                  "started again", g.uuid);
-      }
-    }
-  }
-
-  kube::EventSpec WarningOn(const PodRef& pod, const char* reason, const std::string& message) const {
-    kube::EventSpec spec;
-    spec.object.ns = pod.ns;
-    spec.object.name = pod.name;
-    spec.object.uid = pod.uid;
-    spec.reason = reason;
-    spec.message = message;
-    spec.component = "tessera-node";
-    spec.host = config.node_name;
-    return spec;
-  }
-
-  // On the gRPC thread, before the kubelet is answered: counts, and queues
-  // (never posts) an Event on each pod a refusal names.
+  // Before the kubelet is answered, for every resource the host serves:
+  // counts, and queues (never posts) an Event on each pod a refusal names.
   void OnAllocate(const Status& st, const std::vector<PodRef>& pods) {
     if (st.ok()) {
       node_metrics.allocations->Increment();
@@ -182,250 +140,64 @@ struct NodeAgent::Impl {
     const bool refused = st.code() == StatusCode::kPermissionDenied;
     if (refused) node_metrics.assignments_refused->Increment();
     for (const PodRef& pod : pods) {
-      events.Record(WarningOn(pod, refused ? kAssignmentRefusedReason : kAllocateFailedReason, st.message()));
+      events.Record(
+          PodWarning(pod, refused ? kAssignmentRefusedReason : kAllocateFailedReason, st.message(), config.node_name));
     }
   }
 
-  // One pass: the kubelet's record against the assignments; each new
-  // mismatch is logged, counted and raised as an Event once.
-  void Reconcile() {
-    const std::string& socket = config.pod_resources_socket;
-    std::error_code ec;
-    if (!std::filesystem::exists(socket, ec)) {
-      if (!warned_no_pod_resources) {
-        log->warn("{} is absent: allocations are not checked against the kubelet until it appears", socket);
-        warned_no_pod_resources = true;
-      } else {
-        log->debug("{} is still absent: reconciliation skipped", socket);
-      }
-      return;
+  // The loops beside the host, each on its own thread so a slow API server
+  // or kubelet never delays another or the kubelet watch.
+  void StartLoops() {
+    ReconcilerOptions reconcile;
+    reconcile.node = config.node_name;
+    reconcile.resource = config.resource_name;
+    reconcile.socket = config.pod_resources_socket;
+    reconciler = std::make_unique<Reconciler>(std::move(reconcile), client, events, node_metrics, log);
+    loops.push_back(std::make_unique<PeriodicLoop>(config.reconcile_interval, [this] { reconciler->Pass(); }));
+    if (config.usage_interval.count() > 0) {
+      UsageReporterOptions options;
+      options.node = config.node_name;
+      options.region_root = config.mounts.region_root_host;
+      options.annotation_interval = config.usage_annotation_interval;
+      UsageSources sources;
+      sources.pods = [this] { return host.allocator().CachedPods(); };
+      sources.gpus = [this] { return inventory.Current(); };
+      sources.load = [this] { return inventory.ReadLoad(); };
+      usage = std::make_unique<UsageReporter>(std::move(options), client, std::move(sources), events, usage_store, log);
+      loops.push_back(std::make_unique<PeriodicLoop>(config.usage_interval, [this] { usage->Pass(); }));
     }
-    warned_no_pod_resources = false;
-    auto records = ListKubeletRecords(socket, config.resource_name, std::chrono::seconds(5));
-    if (!records.ok()) {
-      log->warn("reconciliation skipped: {}", records.status().message());
-      return;
+    if (config.region_gc_grace.count() > 0) {
+      RegionGcOptions gc;
+      gc.root = config.mounts.region_root_host;
+      gc.node = config.node_name;
+      gc.grace = config.region_gc_grace;
+      region_gc = std::make_unique<RegionGc>(std::move(gc), log, node_metrics.region_folders_removed);
+      const std::chrono::milliseconds every =
+          std::min<std::chrono::milliseconds>(config.region_gc_grace, std::chrono::seconds(30));
+      log->info("region folders under {} are removed {}s after their pod left node {} (checked every {}s)",
+                config.mounts.region_root_host, config.region_gc_grace.count(), config.node_name,
+                every.count() / 1000);
+      loops.push_back(std::make_unique<PeriodicLoop>(every, [this] {
+        region_gc->Pass(
+            host.allocator().CachedPods(), [this] { return ListNodePods(client, config.node_name); },
+            std::chrono::steady_clock::now());
+      }));
+    } else {
+      log->info("region cleanup off (--region-gc-grace-seconds=0): folders under {} are never removed",
+                config.mounts.region_root_host);
     }
-    auto pods = client.List(kube::PodsPath(""), "", "spec.nodeName=" + config.node_name);
-    if (!pods.ok()) {
-      log->warn("reconciliation skipped: listing the pods of node {}: {}", config.node_name,
-                pods.status().message());
-      return;
-    }
-    std::vector<Mismatch> found = FindMismatches(*records, PodAssignmentsFromList((*pods)["items"]), config.node_name);
-    for (const Mismatch& m : mismatch_tracker.New(found)) {
-      node_metrics.mismatches->Increment();
-      log->warn("allocation mismatch ({}): {}", MismatchKindName(m.kind), m.message);
-      events.Record(WarningOn({m.ns, m.pod, m.uid}, kMismatchReason, m.message));
-    }
-    node_metrics.reconcile_runs->Increment();
-    log->debug("reconciled {} kubelet record(s): {} mismatch(es)", records->size(), found.size());
+    for (auto& loop : loops) loop->Start();
   }
 
-  // One pass of the region cleanup: folders of pods gone from the node.
-  void RegionGcPass() {
-    region_gc->Pass(
-        allocator.CachedPods(),
-        [this]() -> Result<std::vector<nlohmann::json>> {
-          TESSERA_ASSIGN_OR_RETURN(nlohmann::json pods,
-                                   client.List(kube::PodsPath(""), "", "spec.nodeName=" + config.node_name));
-          auto items = pods.find("items");
-          if (items == pods.end() || !items->is_array()) return Internal("the pod list has no items");
-          return items->get<std::vector<nlohmann::json>>();
-        },
-        std::chrono::steady_clock::now());
-  }
-
-  void SetInventory(std::vector<core::GpuInfo> read) {
-    gpus = read;
-    std::lock_guard<std::mutex> lock(inventory_mu);
-    inventory = std::move(read);
-  }
-
-  std::optional<std::vector<RegionCounters>> LookupRegion(const std::string& uid, const std::string& container,
-                                                          int n) {
-    const std::string dir = RegionHostDir(config.mounts.region_root_host, uid, container);
-    auto counters = ReadRegionCounters(dir, n);
-    if (counters.ok()) {
-      warned_regions.erase(dir);
-      return std::move(counters).value();
-    }
-    // No region yet: the container has not touched its GPU. Anything else is worth one line.
-    if (counters.status().code() != StatusCode::kNotFound && warned_regions.insert(dir).second) {
-      log->warn("cannot read the region of {}: {}", dir, counters.status().message());
-    }
-    return std::nullopt;
-  }
-
-  // One pass: the regions of the containers with a share here, read and
-  // joined with their assignments; new OOM refusals raised; usage
-  // annotations written where the usage moved.
-  void UsagePass() {
-    std::optional<std::vector<nlohmann::json>> pods = allocator.CachedPods();
-    if (!pods) {
-      log->debug("usage pass skipped: the watch of node {}'s pods has not synced", config.node_name);
-      return;
-    }
-    std::vector<core::GpuInfo> now_gpus;
-    {
-      std::lock_guard<std::mutex> lock(inventory_mu);
-      now_gpus = inventory;
-    }
-    std::optional<std::vector<GpuLoad>> load;
-    {
-      std::lock_guard<std::mutex> lock(source_mu);
-      auto read = source->ReadLoad();
-      if (read.ok()) {
-        load = std::move(read).value();
-        warned_load = false;
-      } else if (read.status().code() != StatusCode::kUnimplemented && !warned_load) {
-        log->warn("GPU load from {} unavailable, using the containers' regions: {}", source->Describe(),
-                  read.status().message());
-        warned_load = true;
-      }
-    }
-    UsageSnapshot snapshot = JoinUsage(
-        ActiveAssignments(*pods, config.node_name), now_gpus,
-        [this](const std::string& uid, const std::string& container, int n) { return LookupRegion(uid, container, n); },
-        std::chrono::system_clock::now(), std::chrono::steady_clock::now(), last_usage ? &*last_usage : nullptr,
-        load ? &*load : nullptr);
-    for (const OomRefusal& r : NewOomRefusals(last_usage ? &*last_usage : nullptr, snapshot)) {
-      const std::string message = OomRefusalMessage(r);
-      log->info("{}/{}: {}", r.share.pod.ns, r.share.pod.name, message);
-      events.Record(WarningOn(r.share.pod, kOomRefusedReason, message));
-    }
-    if (config.usage_annotation_interval.count() > 0) PublishUsage(snapshot);
-    usage_store.Set(snapshot);
-    last_usage = std::move(snapshot);
-  }
-
-  void PublishUsage(const UsageSnapshot& snapshot) {
-    const std::map<std::string, core::PodUsage> usages = PodUsages(snapshot);
-    std::erase_if(published_usage, [&](const auto& entry) { return !usages.contains(entry.first); });
-    const auto now = std::chrono::steady_clock::now();
-    UsagePublishPolicy policy;
-    policy.min_interval = config.usage_annotation_interval;
-    for (const auto& [uid, usage] : usages) {
-      auto last = published_usage.find(uid);
-      if (last != published_usage.end() &&
-          (now - last->second.when < policy.min_interval || !UsageChanged(last->second.usage, usage, policy))) {
-        continue;
-      }
-      const ContainerGpu& any = *std::find_if(snapshot.containers.begin(), snapshot.containers.end(),
-                                              [&](const ContainerGpu& c) { return c.pod.uid == uid; });
-      auto encoded = core::EncodeUsage(usage);
-      if (!encoded.ok()) {
-        log->warn("usage of {}/{} not written: {}", any.pod.ns, any.pod.name, encoded.status().message());
-        continue;
-      }
-      nlohmann::json patch = {{"metadata", {{"uid", uid}, {"annotations", {{std::string(core::kUsageAnnotation), *encoded}}}}}};
-      auto patched = client.Patch(kube::PodPath(any.pod.ns, any.pod.name), kube::PatchType::kMerge, patch);
-      if (!patched.ok()) {
-        log->warn("writing the usage of {}/{} failed (will retry): {}", any.pod.ns, any.pod.name,
-                  patched.status().message());
-        continue;
-      }
-      published_usage[uid] = PublishedUsage{usage, now};
-    }
-  }
-
-  // Runs `pass` every `interval` until *stop or *quit.
-  template <typename Pass>
-  static void Every(std::chrono::milliseconds interval, Pass pass, const std::atomic<bool>& stop,
-                    const std::atomic<bool>& quit) {
-    while (true) {
-      const auto until = std::chrono::steady_clock::now() + interval;
-      while (std::chrono::steady_clock::now() < until) {
-        if (stop.load() || quit.load()) return;
-        std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(50, interval.count())));
-      }
-      pass();
-    }
-  }
-
-  std::string SocketPath() const { return config.device_plugin_dir + "/" + config.socket_name; }
-  std::string KubeletSocket() const { return config.device_plugin_dir + "/kubelet.sock"; }
-
-  Status Serve() {
-    std::error_code ec;
-    std::filesystem::remove(SocketPath(), ec);  // a stale socket from a previous run
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("unix://" + SocketPath(), grpc::InsecureServerCredentials());
-    builder.RegisterService(&service);
-    server = builder.BuildAndStart();
-    if (!server) return Internal("cannot serve the device plugin on " + SocketPath());
-    log->info("serving the device plugin on {}", SocketPath());
-    return Status::Ok();
-  }
-
-  void StopServing() {
-    if (!server) return;
-    service.EndStreams();
-    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-    server->Wait();
-    server.reset();
-  }
-
-  Status Register() {
-    auto channel = grpc::CreateChannel("unix://" + KubeletSocket(), grpc::InsecureChannelCredentials());
-    auto stub = v1beta1::Registration::NewStub(channel);
-    v1beta1::RegisterRequest request;
-    request.set_version("v1beta1");
-    request.set_endpoint(config.socket_name);
-    request.set_resource_name(config.resource_name);
-    request.mutable_options()->set_pre_start_required(false);
-    request.mutable_options()->set_get_preferred_allocation_available(true);
-    v1beta1::Empty reply;
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    grpc::Status st = stub->Register(&context, request, &reply);
-    if (!st.ok()) {
-      return Status(static_cast<StatusCode>(st.error_code()), "Register with " + KubeletSocket() + ": " +
-                                                                  st.error_message());
-    }
-    return Status::Ok();
-  }
-
-  // Re-reads the GPUs; updates slots and the Node when they changed.
-  void Resync() {
-    auto read = [this] {
-      std::lock_guard<std::mutex> lock(source_mu);
-      return source->Read();
-    }();
-    if (read.ok()) {
-      // The scheduler must not put more containers on a GPU than it has slots.
-      for (auto& g : *read) g.max_sharers = config.slots_per_gpu;
-      MarkMps(*read);
-      LogMpsChanges(*read);
-    }
-    if (!read.ok()) {
-      log->warn("reading GPUs from {} failed, keeping the last inventory: {}", source->Describe(),
-                read.status().message());
-    } else if (*read != gpus || !published) {
-      if (*read != gpus) log->info("GPU inventory from {} changed: {} GPU(s)", source->Describe(), read->size());
-      if (Status st = service.SetGpus(*read); !st.ok()) {
-        log->warn("GPU inventory rejected: {}", st.message());
-        return;
-      }
-      SetInventory(*read);
-      auto patched = PublishInventory(client, config.node_name, gpus);
-      published = patched.ok();
-      if (!patched.ok()) {
-        log->warn("publishing the inventory on node {} failed (will retry): {}", config.node_name,
-                  patched.status().message());
-      } else if (*patched) {
-        log->info("published the inventory of {} GPU(s) on node {}", gpus.size(), config.node_name);
-      }
-    }
+  // Everything Run started, in reverse; safe to call twice.
+  void StopAll() {
+    for (auto& loop : loops) loop->Stop();
+    host.Stop();
+    if (metrics_server) metrics_server->Stop();
+    if (arbiter) arbiter->Stop();
+    if (mps) mps->Stop();  // quits the daemons: MPS clients left on this node lose their server
   }
 };
-
-namespace {
-NodeConfig WithMpsRoot(NodeConfig config, const MpsPlan& mps) {
-  config.mounts.mps_root = mps.enabled ? config.mps_root : "";
-  return config;
-}
-}  // namespace
 
 NodeAgent::NodeAgent(NodeConfig config, kube::Client client, std::unique_ptr<GpuSource> source,
                      std::shared_ptr<spdlog::logger> log, MpsPlan mps)
@@ -433,20 +205,24 @@ NodeAgent::NodeAgent(NodeConfig config, kube::Client client, std::unique_ptr<Gpu
                                    std::move(log), mps)) {}
 
 NodeAgent::~NodeAgent() {
-  impl_->service.Shutdown();
-  impl_->StopServing();
+  for (auto& loop : impl_->loops) loop->Stop();
+  impl_->host.Stop();
 }
+
+PluginHost& NodeAgent::host() { return impl_->host; }
 
 Status NodeAgent::Run(const std::atomic<bool>& stop) {
   Impl& s = *impl_;
+  TESSERA_RETURN_IF_ERROR(s.own_resource);
   TESSERA_ASSIGN_OR_RETURN(s.node_metrics, NodeMetrics::Register(s.registry, s.config.node_name));
   TESSERA_RETURN_IF_ERROR(RegisterUsageMetrics(s.registry, s.config.node_name, s.usage_store));
-  TESSERA_ASSIGN_OR_RETURN(std::vector<core::GpuInfo> first, s.source->Read());
-  for (auto& g : first) g.max_sharers = s.config.slots_per_gpu;
-  s.MarkMps(first);  // the first publication already says which GPUs run MPS
-  TESSERA_RETURN_IF_ERROR(s.service.SetGpus(first));
-  s.SetInventory(std::move(first));
-  s.Resync();  // publishes
+  // The first inventory is read, offered to every resource and published
+  // before anything is served.
+  TESSERA_RETURN_IF_ERROR(s.inventory.Start());
+  struct StopOnReturn {
+    Impl& s;
+    ~StopOnReturn() { s.StopAll(); }
+  } stop_on_return{s};
   if (!s.config.metrics_bind_address.empty()) {
     TESSERA_ASSIGN_OR_RETURN(BindAddress address, ParseBindAddress(s.config.metrics_bind_address));
     s.metrics_server = std::make_unique<MetricsServer>([&s] { return s.registry.Render(); }, s.log);
@@ -454,103 +230,22 @@ Status NodeAgent::Run(const std::atomic<bool>& stop) {
   }
   // The per-GPU compute arbiter (arbiter_loop.h), on its own thread.
   s.arbiter = StartArbiter(s.config.mounts.region_root_host, s.config.arbiter);
-  // The watch of this node's pods syncs in the background; Allocate LISTs until it has.
-  TESSERA_RETURN_IF_ERROR(s.allocator.Start());
-  TESSERA_RETURN_IF_ERROR(s.Serve());
-  // Reconciliation and the usage pass run on their own threads so a slow API
-  // server or kubelet never delays re-registration; they end with Run,
-  // however Run returns.
-  std::atomic<bool> quit_loops{false};
-  std::vector<std::thread> loops;
-  struct JoinLoops {
-    std::atomic<bool>& quit;
-    std::vector<std::thread>& threads;
-    ~JoinLoops() {
-      quit.store(true);
-      for (std::thread& t : threads) t.join();
-    }
-  } join_loops{quit_loops, loops};
-  loops.emplace_back([&] { Impl::Every(s.config.reconcile_interval, [&] { s.Reconcile(); }, stop, quit_loops); });
-  if (s.config.usage_interval.count() > 0) {
-    loops.emplace_back([&] { Impl::Every(s.config.usage_interval, [&] { s.UsagePass(); }, stop, quit_loops); });
-  }
-  if (s.config.region_gc_grace.count() > 0) {
-    RegionGcOptions gc;
-    gc.root = s.config.mounts.region_root_host;
-    gc.node = s.config.node_name;
-    gc.grace = s.config.region_gc_grace;
-    s.region_gc = std::make_unique<RegionGc>(std::move(gc), s.log, s.node_metrics.region_folders_removed);
-    const std::chrono::milliseconds every = std::min<std::chrono::milliseconds>(s.config.region_gc_grace,
-                                                                               std::chrono::seconds(30));
-    s.log->info("region folders under {} are removed {}s after their pod left node {} (checked every {}s)",
-                s.config.mounts.region_root_host, s.config.region_gc_grace.count(), s.config.node_name,
-                every.count() / 1000);
-    loops.emplace_back([&s, &stop, &quit_loops, every] {
-      Impl::Every(every, [&s] { s.RegionGcPass(); }, stop, quit_loops);
-    });
-  } else {
-    s.log->info("region cleanup off (--region-gc-grace-seconds=0): folders under {} are never removed",
-                s.config.mounts.region_root_host);
-  }
-  // inotify wakes the loop at once when the kubelet wipes its directory; the
-  // socket check below stays as the fallback.
-  std::optional<DirWatch> watch;
-  if (auto opened = DirWatch::Open(s.config.device_plugin_dir); opened.ok()) {
-    watch.emplace(std::move(opened).value());
-  } else {
-    s.log->warn("{}; checking the socket every {} ms instead", opened.status().message(), s.config.resync.count());
-  }
+  // The watch of this node's pods syncs in the background (Allocate LISTs
+  // until it has); every resource is served, then registered by the host's
+  // own thread, which also follows kubelet restarts.
+  TESSERA_RETURN_IF_ERROR(s.host.Start());
+  std::string served;
+  for (const std::string& r : s.host.Resources()) served += (served.empty() ? "" : ", ") + r;
+  s.log->info("plugin host serving {} through one Allocator", served);
+  s.StartLoops();
   while (!stop.load()) {
-    if (!std::filesystem::exists(s.SocketPath())) {
-      // The kubelet deletes every socket in its directory when it starts.
-      s.log->warn("{} is gone (kubelet restart?): serving again and re-registering", s.SocketPath());
-      s.StopServing();
-      TESSERA_RETURN_IF_ERROR(s.Serve());
-      s.registered = false;
+    const auto until = std::chrono::steady_clock::now() + s.config.resync;
+    while (!stop.load() && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(50, s.config.resync.count())));
     }
-    if (!s.registered) {
-      // Events queued so far (our own re-serve, the kubelet.sock that is
-      // already there) are answered by this registration.
-      if (watch) (void)watch->Wait(std::chrono::milliseconds(0));
-      if (Status st = s.Register(); st.ok()) {
-        s.registered = true;
-        s.log->info("registered {} with the kubelet at {} (endpoint {})", s.config.resource_name, s.KubeletSocket(),
-                    s.config.socket_name);
-      } else {
-        s.log->warn("{} (retrying every {} ms)", st.message(), s.config.resync.count());
-      }
-    }
-    s.Resync();
-    auto until = std::chrono::steady_clock::now() + s.config.resync;
-    bool woken = false;
-    while (!stop.load() && !woken && std::chrono::steady_clock::now() < until) {
-      if (!watch) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        continue;
-      }
-      auto events = watch->Wait(std::chrono::milliseconds(100));
-      if (!events.ok()) {
-        s.log->warn("{}; falling back to checking the socket every {} ms", events.status().message(),
-                    s.config.resync.count());
-        watch.reset();
-        continue;
-      }
-      for (const DirEvent& e : *events) {
-        if (e.name == "kubelet.sock" && e.created) {
-          s.log->info("kubelet.sock was created again (kubelet restart): registering again");
-          s.registered = false;
-          woken = true;
-        } else if (e.name == s.config.socket_name && !e.created) {
-          woken = true;  // handled at the top of the loop
-        }
-      }
-    }
+    if (!stop.load()) s.inventory.Resync();
   }
   s.log->info("stopping");
-  s.service.Shutdown();
-  s.StopServing();
-  if (s.metrics_server) s.metrics_server->Stop();
-  if (s.mps) s.mps->Stop();  // quits the daemons: MPS clients left on this node lose their server
   return Status::Ok();
 }
 

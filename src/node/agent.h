@@ -1,19 +1,22 @@
-// tessera-node's device-plugin loop: serves the plugin socket, registers
-// tessera.io/gpu with the kubelet, keeps the inventory published and the slot
-// health current, and serves and registers again when a restarting kubelet
-// wipes its socket directory or creates kubelet.sock anew (inotify, with a
-// per-resync check of the socket file as the fallback). Beside it, it checks
-// the kubelet's pod-resources record against the pods' assignments every
-// reconcile interval, raises Events on mismatches and refused Allocates, and
-// serves its counters on /metrics. A third loop reads the containers' regions
-// (node/usage.h): GPU and container series on /metrics, OOM-refusal Events
-// and each pod's tessera.io/usage annotation. A fourth removes the region
-// folders of pods gone from the node (node/region_gc.h). Where MPS is on
-// (--mps), it runs one MPS control daemon per healthy GPU (node/mps.h) and
-// publishes each GPU's `mps` flag as whether its daemon runs. Run() blocks
-// until its stop flag, which any thread may set, becomes true.
+// tessera-node's node agent: owns and wires the node's modules, each a
+// class of its own, and runs them until its stop flag, which any thread may
+// set, becomes true:
+//   - the plugin host (plugin_host.h): every device-plugin resource of the
+//     node (tessera.io/gpu, plus the compatibility front ends' when main adds
+//     them through host()), one kubelet watch that serves and registers them
+//     again when the kubelet restarts, and one Allocator for all of them;
+//   - the GPU inventory (gpu_inventory.h): read every resync, offered to the
+//     host, published on the Node, each GPU's `mps` flag from its MPS daemon;
+//   - the reconciliation against the kubelet's pod-resources record
+//     (reconciler.h), the usage pass over the containers' regions
+//     (usage_reporter.h: GPU and container series, OOM-refusal Events, the
+//     tessera.io/usage annotation) and the region cleanup (region_gc.h),
+//     each on a thread of its own (periodic.h);
+//   - the per-GPU compute arbiter (arbiter_loop.h), the MPS daemons where MPS
+//     is on (--mps; mps.h), Events (event_recorder.h) and /metrics.
 //
 //   NodeAgent agent(config, client, std::make_unique<FileGpuSource>(path), log, *PlanMps("auto", control));
+//   TESSERA_RETURN_IF_ERROR(AddCompatPlugins(compat, agent.host(), log));
 //   return agent.Run(stop_flag).ok() ? 0 : 1;
 #pragma once
 
@@ -30,6 +33,7 @@
 #include "node/container_env.h"
 #include "node/inventory.h"
 #include "node/mps.h"
+#include "node/plugin_host.h"
 
 namespace tessera::node {
 
@@ -79,15 +83,22 @@ class NodeAgent {
  public:
   // `mps` (PlanMps of config.mps and config.mps_control) says whether this
   // node runs MPS; when it does, config.mounts.mps_root becomes config.mps_root.
+  // The agent's own resource (config.resource_name on config.socket_name) is
+  // added to its plugin host here.
   NodeAgent(NodeConfig config, kube::Client client, std::unique_ptr<GpuSource> source,
             std::shared_ptr<spdlog::logger> log, MpsPlan mps = {});
   ~NodeAgent();
 
-  // Runs until *stop becomes true (checked every resync period), then quits
-  // the MPS daemons. Fails only when the first inventory cannot be read, the
-  // socket cannot be served or the metrics address cannot be bound; later
-  // errors (API server, kubelet away, an MPS daemon that will not start) are
-  // logged and retried.
+  // The node's plugin host: add further resources (AddCompatPlugins) before
+  // Run.
+  PluginHost& host();
+
+  // Runs until *stop becomes true (checked every resync period), then stops
+  // serving and quits the MPS daemons. Fails only when the agent's own
+  // resource could not be added to the host, the first inventory cannot be
+  // read or is refused by a served resource, a socket cannot be served or
+  // the metrics address cannot be bound; later errors (API server, kubelet
+  // away, an MPS daemon that will not start) are logged and retried.
   Status Run(const std::atomic<bool>& stop);
 
  private:

@@ -38,12 +38,27 @@ void Allocator::DropRefused(NodePods::Snapshot& read) {
   std::erase_if(refused_uids_, [&present](const std::string& uid) { return present.count(uid) == 0; });
 }
 
-Result<ContainerEnv> Allocator::Allocate(const std::vector<std::string>& device_ids,
+Result<NodePods::Snapshot> Allocator::ReadFor(const std::string& resource, bool fresh) {
+  TESSERA_ASSIGN_OR_RETURN(NodePods::Snapshot read, pods_.Read(fresh));
+  DropRefused(read);
+  KeepPendingFor(read.pending, resource);
+  return read;
+}
+
+Result<ContainerEnv> Allocator::Allocate(const std::string& resource, const std::vector<std::string>& device_ids,
                                          const std::vector<core::GpuInfo>& gpus, std::vector<PodRef>* named) {
   std::vector<PodRef> ignored;
   std::vector<PodRef>& concerned = named ? *named : ignored;
   concerned.clear();
   std::lock_guard<std::mutex> lock(mu_);
+  Result<ContainerEnv> env = AllocateLocked(resource, device_ids, gpus, concerned);
+  if (observer_) observer_(env.status(), concerned);
+  return env;
+}
+
+Result<ContainerEnv> Allocator::AllocateLocked(const std::string& resource, const std::vector<std::string>& device_ids,
+                                               const std::vector<core::GpuInfo>& gpus,
+                                               std::vector<PodRef>& concerned) {
   std::vector<std::string> slot_gpus;
   for (const auto& id : device_ids) {
     TESSERA_ASSIGN_OR_RETURN(std::string uuid, SlotGpu(id));
@@ -52,17 +67,17 @@ Result<ContainerEnv> Allocator::Allocate(const std::vector<std::string>& device_
   std::vector<std::string> sorted_ids = device_ids;
   std::sort(sorted_ids.begin(), sorted_ids.end());
   std::optional<ContainerRef> steered;
-  if (steered_ && sorted_ids == steered_ids_) steered = steered_;
-  TESSERA_ASSIGN_OR_RETURN(NodePods::Snapshot read, pods_.Read(false));
-  DropRefused(read);
+  if (auto steer = steered_.find(resource); steer != steered_.end() && steer->second.ids == sorted_ids) {
+    steered = steer->second.container;
+  }
+  TESSERA_ASSIGN_OR_RETURN(NodePods::Snapshot read, ReadFor(resource, false));
   std::vector<size_t> candidates;
   Result<Identified> identified = IdentifyContainer(slot_gpus, read.pending, steered, &candidates);
   if (!identified.ok() && !read.listed) {
     // The cache may lag behind a pod bound a moment ago: decide on a LIST.
-    log_->debug("Allocate [{}]: no single match in the pod cache; listing: {}", JoinUuids(device_ids),
-                identified.status().message());
-    TESSERA_ASSIGN_OR_RETURN(read, pods_.Read(true));
-    DropRefused(read);
+    log_->debug("Allocate of {} [{}]: no single match in the pod cache; listing: {}", resource,
+                JoinUuids(device_ids), identified.status().message());
+    TESSERA_ASSIGN_OR_RETURN(read, ReadFor(resource, true));
     identified = IdentifyContainer(slot_gpus, read.pending, steered, &candidates);
   }
   const std::vector<PendingPod>& pending = read.pending;
@@ -79,7 +94,7 @@ Result<ContainerEnv> Allocator::Allocate(const std::vector<std::string>& device_
     auto self = std::find_if(read.pods.begin(), read.pods.end(), [&pod](const auto& p) { return p->uid == pod.uid; });
     if (self == read.pods.end()) return Internal("pod " + pod.Key() + " is gone from the pod list just read");
     if (Status st = CheckHandOut(**self, read.pods, node_, gpus); !st.ok()) {
-      log_->warn("Allocate [{}]: {}", JoinUuids(device_ids), st.message());
+      log_->warn("Allocate of {} [{}]: {}", resource, JoinUuids(device_ids), st.message());
       refused_uids_.insert(pod.uid);
       return st;
     }
@@ -99,9 +114,10 @@ Result<ContainerEnv> Allocator::Allocate(const std::vector<std::string>& device_
   if (pod.isolation != core::Isolation::kMps) WriteArbiterFor(pod, container, env.region_host_dir);
   TESSERA_RETURN_IF_ERROR(MarkAllocated(pod, container.name));
   concerned.clear();
-  steered_.reset();
-  log_->info("Allocate [{}]: {} container {} (the one match among {} pending pod(s), {}); NVIDIA_VISIBLE_DEVICES={}{}",
-             JoinUuids(device_ids), pod.Key(), container.name, pending.size(),
+  steered_.erase(resource);
+  log_->info("Allocate of {} [{}]: {} container {} (the one match among {} pending pod(s) asking for it, {}); "
+             "NVIDIA_VISIBLE_DEVICES={}{}",
+             resource, JoinUuids(device_ids), pod.Key(), container.name, pending.size(),
              read.listed ? "listed" : "from the watch cache", env.envs["NVIDIA_VISIBLE_DEVICES"],
              pod.isolation == core::Isolation::kMps ? ", MPS" : "");
   return env;
@@ -154,7 +170,8 @@ Status Allocator::MarkAllocated(const PendingPod& pod, const std::string& contai
   return FailedPrecondition("marking " + pod.Key() + " allocated: still conflicting after 5 attempts");
 }
 
-Result<std::vector<std::string>> Allocator::Prefer(const std::vector<std::string>& available,
+Result<std::vector<std::string>> Allocator::Prefer(const std::string& resource,
+                                                   const std::vector<std::string>& available,
                                                    const std::vector<std::string>& must_include, size_t size) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> available_gpus;
@@ -162,20 +179,18 @@ Result<std::vector<std::string>> Allocator::Prefer(const std::vector<std::string
     TESSERA_ASSIGN_OR_RETURN(std::string uuid, SlotGpu(id));
     available_gpus.push_back(std::move(uuid));
   }
-  TESSERA_ASSIGN_OR_RETURN(NodePods::Snapshot read, pods_.Read(false));
-  DropRefused(read);
+  TESSERA_ASSIGN_OR_RETURN(NodePods::Snapshot read, ReadFor(resource, false));
   std::optional<Identified> next = NextToSteer(read.pending, size, available_gpus);
   if (!next && !read.listed) {
     // The cache may lag behind a pod bound a moment ago: decide on a LIST.
-    TESSERA_ASSIGN_OR_RETURN(read, pods_.Read(true));
-    DropRefused(read);
+    TESSERA_ASSIGN_OR_RETURN(read, ReadFor(resource, true));
     next = NextToSteer(read.pending, size, available_gpus);
   }
   const std::vector<PendingPod>& pending = read.pending;
   if (!next) {
-    log_->info("GetPreferredAllocation of {} slot(s): no pending container of that size fits the {} available "
-               "slots; no preference", size, available.size());
-    steered_.reset();
+    log_->info("GetPreferredAllocation of {} slot(s) of {}: no pending container of that size asking for it fits "
+               "the {} available slots; no preference", size, resource, available.size());
+    steered_.erase(resource);
     return std::vector<std::string>{};
   }
   const PendingPod& pod = pending[next->pod];
@@ -200,11 +215,12 @@ Result<std::vector<std::string>> Allocator::Prefer(const std::vector<std::string
       }
     }
   }
-  steered_ = ContainerRef{pod.Key(), container.name};
-  steered_ids_ = chosen;
-  std::sort(steered_ids_.begin(), steered_ids_.end());
-  log_->info("GetPreferredAllocation of {} slot(s): steering to [{}] for {} container {}, the oldest pending "
-             "container of that size", size, JoinUuids(chosen), pod.Key(), container.name);
+  Steer& steer = steered_[resource];
+  steer.container = ContainerRef{pod.Key(), container.name};
+  steer.ids = chosen;
+  std::sort(steer.ids.begin(), steer.ids.end());
+  log_->info("GetPreferredAllocation of {} slot(s) of {}: steering to [{}] for {} container {}, the oldest pending "
+             "container of that size asking for it", size, resource, JoinUuids(chosen), pod.Key(), container.name);
   return chosen;
 }
 

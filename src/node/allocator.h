@@ -2,17 +2,22 @@
 // this node (from a watch cache of the node's pods, NodePods, with a LIST
 // before any failure), identifies the container an Allocate (or a
 // preferred-allocation request) is for, builds its env and marks the pod
-// allocated with an optimistic-concurrency PATCH. Thread-safe: calls are
-// serialised inside.
+// allocated with an optimistic-concurrency PATCH. tessera-node has one
+// Allocator, owned by its plugin host (plugin_host.h), for every resource it
+// serves: each call names the resource it came for, and only containers
+// asking for that resource are candidates. Thread-safe: calls are serialised
+// inside (one handshake at a time, whatever the resource), so two Allocates
+// on one node never read the same pending pods at once.
 //
 //   Allocator allocator(client, "node-1", paths, log);
 //   TESSERA_RETURN_IF_ERROR(allocator.Start());
-//   TESSERA_ASSIGN_OR_RETURN(ContainerEnv env, allocator.Allocate({"GPU-a-0"}, gpus));
+//   TESSERA_ASSIGN_OR_RETURN(ContainerEnv env, allocator.Allocate("tessera.io/gpu", {"GPU-a-0"}, gpus));
 #pragma once
 
 #include <spdlog/logger.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -33,6 +38,12 @@ namespace tessera::node {
 // Called with the Allocator's lock held; must not call back into it.
 using MpsProbe = std::function<bool(const std::string& uuid)>;
 
+// Told of each container's Allocate outcome, whatever its resource, before
+// the kubelet gets the answer: OK, or the error and the pods it concerns
+// (Allocate's `named`). Called with the Allocator's lock held: must return
+// at once (no I/O) and must not call back into it.
+using AllocateObserver = std::function<void(const Status& status, const std::vector<PodRef>& pods)>;
+
 class Allocator {
  public:
   Allocator(kube::Client client, std::string node, MountPaths paths, std::shared_ptr<spdlog::logger> log,
@@ -42,38 +53,44 @@ class Allocator {
   // rather than trusting the `mps` flags of the inventory it is given (which
   // may be a resync old). Call before Start; without it the flags decide.
   void SetMpsProbe(MpsProbe probe) { mps_probe_ = std::move(probe); }
+  // Every Allocate's outcome goes to `observer` (metrics, Events). Call
+  // before Start.
+  void SetObserver(AllocateObserver observer) { observer_ = std::move(observer); }
 
   // Starts the watch of this node's pods. Until it has synced, and whenever
   // it cannot vouch for its copy, calls LIST the pods instead. Fails only when
   // already started.
   Status Start();
 
-  // Identifies the container `device_ids` are for, builds its env, creates its
-  // region directory and adds it to the pod's tessera.io/allocated annotation
-  // (a merge PATCH carrying the pod's resourceVersion; re-read and retried on
-  // 409). Before a pod's first container, its assignment is checked against
-  // the pod's own request and what the node has handed out (CheckHandOut,
-  // handout.h): PERMISSION_DENIED when it is not handed out. Errors say why
-  // nothing was allocated (IdentifyContainer's messages, a refused
-  // assignment, an unknown GPU, an MPS pod whose GPU runs no MPS daemon, an
-  // API failure); nothing is marked then. On an error,
+  // Identifies the container `device_ids` (of `resource`) are for, builds
+  // its env, creates its region directory and adds it to the pod's
+  // tessera.io/allocated annotation (a merge PATCH carrying the pod's
+  // resourceVersion; re-read and retried on 409). Only pods whose next
+  // container asks for `resource` are candidates (KeepPendingFor); an empty
+  // `resource` considers every pod. Before a pod's first container, its
+  // assignment is checked against the pod's own request and what the node
+  // has handed out (CheckHandOut, handout.h): PERMISSION_DENIED when it is
+  // not handed out. Errors say why nothing was allocated (IdentifyContainer's
+  // messages, a refused assignment, an unknown GPU, an MPS pod whose GPU runs
+  // no MPS daemon, an API failure); nothing is marked then. On an error,
   // `named` (when given) receives the pods it concerns: the candidates
   // IdentifyContainer names, or the identified pod when a later step failed;
   // empty when it concerns none (bad device IDs, the pod list unreadable).
   // It identifies on the watch cache, which reflects every allocation this
   // Allocator marked; when that finds no single container it LISTs the pods
   // and identifies again, so a pod bound a moment ago is found and a refusal
-  // never rests on the cache alone.
-  Result<ContainerEnv> Allocate(const std::vector<std::string>& device_ids, const std::vector<core::GpuInfo>& gpus,
-                                std::vector<PodRef>* named = nullptr);
+  // never rests on the cache alone. The observer is told the outcome.
+  Result<ContainerEnv> Allocate(const std::string& resource, const std::vector<std::string>& device_ids,
+                                const std::vector<core::GpuInfo>& gpus, std::vector<PodRef>* named = nullptr);
 
   // The device IDs to prefer among `available` for a container of `size`
-  // slots: one per GPU of the oldest pending container that fits (the first
-  // available slot of each GPU), `must_include` kept. Empty when no pending
-  // container fits (the kubelet then chooses); "no container fits" is
-  // decided on a LIST, as Allocate's refusals are. Remembers the choice for
-  // Allocate's tie-break.
-  Result<std::vector<std::string>> Prefer(const std::vector<std::string>& available,
+  // slots of `resource`: one per GPU of the oldest pending container asking
+  // for `resource` that fits (the first available slot of each GPU),
+  // `must_include` kept. Empty when no pending container fits (the kubelet
+  // then chooses); "no container fits" is decided on a LIST, as Allocate's
+  // refusals are. Remembers the choice, per resource, for Allocate's
+  // tie-break.
+  Result<std::vector<std::string>> Prefer(const std::string& resource, const std::vector<std::string>& available,
                                           const std::vector<std::string>& must_include, size_t size);
 
   // The node's pods as the watch cache holds them (NodePods::Cached).
@@ -88,16 +105,27 @@ class Allocator {
   // looks pending, and would be named for the next Allocate on its GPUs);
   // forgets refused pods no longer in `read.pods`. Requires mu_.
   void DropRefused(NodePods::Snapshot& read);
+  // Reads the node's pods (a LIST when `fresh`) and keeps the pending ones
+  // `resource` may be for. Requires mu_.
+  Result<NodePods::Snapshot> ReadFor(const std::string& resource, bool fresh);
+  Result<ContainerEnv> AllocateLocked(const std::string& resource, const std::vector<std::string>& device_ids,
+                                      const std::vector<core::GpuInfo>& gpus, std::vector<PodRef>& concerned);
+
+  // What GetPreferredAllocation last steered to, for one resource.
+  struct Steer {
+    ContainerRef container;
+    std::vector<std::string> ids;  // sorted
+  };
 
   kube::Client client_;
   const std::string node_;
   const MountPaths paths_;
   std::shared_ptr<spdlog::logger> log_;
   MpsProbe mps_probe_;  // set before Start; may be empty
+  AllocateObserver observer_;  // set before Start; may be empty
   NodePods pods_;
   std::mutex mu_;  // one handshake at a time
-  std::optional<ContainerRef> steered_;        // GUARDED_BY(mu_)
-  std::vector<std::string> steered_ids_;       // GUARDED_BY(mu_), sorted
+  std::map<std::string, Steer> steered_;       // GUARDED_BY(mu_): by resource
   std::set<std::string> refused_uids_;         // GUARDED_BY(mu_): pods CheckHandOut refused
 };
 

@@ -1,27 +1,25 @@
-// The device-plugin resources of the compatibility front ends, served beside
-// the agent's own tessera.io/gpu so that other projects' manifests pass the
-// kubelet unchanged (docs/migration.md):
+// The device-plugin resources of the compatibility front ends, served by
+// tessera-node's plugin host (plugin_host.h) beside its own tessera.io/gpu so
+// that other projects' manifests pass the kubelet unchanged
+// (docs/migration.md):
 //   gpushare: aliyun.com/gpu-mem, one device ID per GiB of each GPU
 //     ("<uuid>-<k>", k = 0 .. GiB-1), so the Node's capacity counts GiB as
 //     gpushare's does and the kubelet calls Allocate for such containers;
 //   HAMi: its GPU count resource (nvidia.com/gpu by default), slots as for
-//     tessera.io/gpu.
-// Allocate identifies the container through the same handshake as the
-// agent's plugin (node/allocator.h): a gpushare container's GiB units stand
-// for the one GPU they lie on. The environment is BuildContainerEnv's, with
-// the front end's own variables. Thread-safe: Run on one thread, gRPC calls
-// on others.
+//     tessera.io/gpu (a DevicePluginService under HAMi's name).
+// Allocate identifies the container through the host's one Allocator
+// (node/allocator.h), among the containers asking for the front end's
+// resource: a gpushare container's GiB units stand for the one GPU they lie
+// on. The environment is BuildContainerEnv's, with the front end's own
+// variables. Serving, registration and re-registration after a kubelet
+// restart are the host's.
 //
-//   CompatPlugins plugins(options, client, mounts, [&] { return shared.Latest(); }, log);
-//   TESSERA_RETURN_IF_ERROR(plugins.Run(stop));
+//   TESSERA_RETURN_IF_ERROR(AddCompatPlugins(options, host, log));  // before host.Start()
 #pragma once
 
 #include <spdlog/logger.h>
 
-#include <atomic>
-#include <chrono>
 #include <condition_variable>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -31,21 +29,18 @@
 #include "core/podspec.h"
 #include "core/status.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
-#include "kube/client.h"
 #include "node/allocator.h"
 #include "node/container_env.h"
+#include "node/plugin_host.h"
 #include "node/slots.h"
 
 namespace tessera::node {
 
 struct CompatOptions {
-  std::string node_name;
-  std::string device_plugin_dir = "/var/lib/kubelet/device-plugins";
   core::ResourceNames resources;                          // which front ends are on, and their names
   int slots_per_gpu = 8;                                  // HAMi count resource: device IDs per GPU
-  std::string gpushare_socket = "tessera-gpushare.sock";  // in device_plugin_dir
+  std::string gpushare_socket = "tessera-gpushare.sock";  // in the kubelet's device-plugin folder
   std::string hami_socket = "tessera-hami.sock";
-  std::chrono::milliseconds resync{1000};                 // GPU refresh and socket check period
 };
 
 // OK, or INVALID_ARGUMENT naming the flag: names must be extended resource
@@ -67,13 +62,19 @@ std::vector<std::string> UnitsOn(const std::string& uuid, const std::vector<std:
                                  const std::vector<std::string>& must_include, size_t size);
 
 // The gpushare resource's gRPC service: GiB units in ListAndWatch, steering
-// to the units of the GPU assigned to the next pending container, Allocate
-// through the Allocator.
-class GpushareService final : public v1beta1::DevicePlugin::Service {
+// to the units of the GPU assigned to the next pending gpushare container,
+// Allocate through the Allocator. `resource` is gpushare's memory resource
+// name, which it is registered under.
+class GpushareService final : public v1beta1::DevicePlugin::Service, public HostedPlugin {
  public:
-  GpushareService(Allocator& allocator, std::shared_ptr<spdlog::logger> log);
-  Status SetGpus(std::vector<core::GpuInfo> gpus);
-  void Shutdown();
+  GpushareService(Allocator& allocator, std::string resource, std::shared_ptr<spdlog::logger> log);
+
+  // HostedPlugin
+  grpc::Service* GrpcService() override { return this; }
+  // INVALID_ARGUMENT (nothing changed) when GibUnits fails.
+  Status SetGpus(std::vector<core::GpuInfo> gpus) override;
+  void EndStreams() override;
+  void Shutdown() override;
 
   // v1beta1::DevicePlugin::Service
   grpc::Status GetDevicePluginOptions(grpc::ServerContext* context, const v1beta1::Empty* request,
@@ -89,6 +90,7 @@ class GpushareService final : public v1beta1::DevicePlugin::Service {
 
  private:
   Allocator& allocator_;
+  const std::string resource_;
   std::shared_ptr<spdlog::logger> log_;
   std::mutex mu_;
   std::condition_variable changed_;
@@ -96,24 +98,13 @@ class GpushareService final : public v1beta1::DevicePlugin::Service {
   std::vector<Slot> units_;          // GUARDED_BY(mu_)
   uint64_t generation_ = 0;          // GUARDED_BY(mu_)
   bool stopping_ = false;            // GUARDED_BY(mu_)
+  uint64_t stream_epoch_ = 0;        // GUARDED_BY(mu_); +1 per EndStreams
 };
 
-class CompatPlugins {
- public:
-  // `gpus` returns the node's GPUs as the agent last read them (empty until
-  // the first read).
-  CompatPlugins(CompatOptions options, kube::Client client, MountPaths mounts,
-                std::function<std::vector<core::GpuInfo>()> gpus, std::shared_ptr<spdlog::logger> log);
-  ~CompatPlugins();
-
-  // Serves and registers every enabled front end's resource, and serves and
-  // registers again when the kubelet wipes the socket or restarts, until
-  // *stop. Fails only when a socket cannot be served at start.
-  Status Run(const std::atomic<bool>& stop);
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-};
+// Adds to `host` the resource of each enabled front end of
+// `options.resources` (none when both are off), each served on its socket
+// and registered with the kubelet by the host. Before host.Start().
+// PluginHost::Add's errors.
+Status AddCompatPlugins(const CompatOptions& options, PluginHost& host, std::shared_ptr<spdlog::logger> log);
 
 }  // namespace tessera::node

@@ -11,9 +11,9 @@ grpc::Status ToGrpc(const Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), status.message());
 }
 
-DevicePluginService::DevicePluginService(Allocator& allocator, int slots_per_gpu,
-                                         std::shared_ptr<spdlog::logger> log, AllocateObserver observer)
-    : allocator_(allocator), slots_per_gpu_(slots_per_gpu), log_(std::move(log)), observer_(std::move(observer)) {}
+DevicePluginService::DevicePluginService(Allocator& allocator, std::string resource, int slots_per_gpu,
+                                         std::shared_ptr<spdlog::logger> log)
+    : allocator_(allocator), resource_(std::move(resource)), slots_per_gpu_(slots_per_gpu), log_(std::move(log)) {}
 
 Status DevicePluginService::SetGpus(std::vector<core::GpuInfo> gpus) {
   TESSERA_ASSIGN_OR_RETURN(std::vector<Slot> slots, SlotsFor(gpus, slots_per_gpu_));
@@ -75,7 +75,7 @@ grpc::Status DevicePluginService::ListAndWatch(grpc::ServerContext* context, con
         unhealthy += slot.healthy ? 0 : 1;
       }
     }
-    log_->info("ListAndWatch: sending {} slot(s), {} unhealthy", response.devices_size(), unhealthy);
+    log_->info("ListAndWatch of {}: sending {} slot(s), {} unhealthy", resource_, response.devices_size(), unhealthy);
     if (!writer->Write(response)) return grpc::Status::CANCELLED;
   }
 }
@@ -86,9 +86,10 @@ grpc::Status DevicePluginService::GetPreferredAllocation(grpc::ServerContext*,
   for (const auto& req : request->container_requests()) {
     std::vector<std::string> available(req.available_deviceids().begin(), req.available_deviceids().end());
     std::vector<std::string> must(req.must_include_deviceids().begin(), req.must_include_deviceids().end());
-    auto chosen = allocator_.Prefer(available, must, static_cast<size_t>(std::max(0, req.allocation_size())));
+    auto chosen =
+        allocator_.Prefer(resource_, available, must, static_cast<size_t>(std::max(0, req.allocation_size())));
     if (!chosen.ok()) {
-      log_->warn("GetPreferredAllocation failed: {}", chosen.status().ToString());
+      log_->warn("GetPreferredAllocation of {} failed: {}", resource_, chosen.status().ToString());
       return ToGrpc(chosen.status());
     }
     auto* out = response->add_container_responses();
@@ -106,11 +107,9 @@ grpc::Status DevicePluginService::Allocate(grpc::ServerContext*, const v1beta1::
   }
   for (const auto& req : request->container_requests()) {
     std::vector<std::string> ids(req.devices_ids().begin(), req.devices_ids().end());
-    std::vector<PodRef> named;
-    auto env = allocator_.Allocate(ids, gpus, &named);
-    if (observer_) observer_(env.status(), named);
+    auto env = allocator_.Allocate(resource_, ids, gpus);
     if (!env.ok()) {
-      log_->error("Allocate refused, the container gets no GPU: {}", env.status().message());
+      log_->error("Allocate of {} refused, the container gets no GPU: {}", resource_, env.status().message());
       return ToGrpc(env.status());
     }
     auto* out = response->add_container_responses();

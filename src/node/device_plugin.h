@@ -1,17 +1,19 @@
-// The kubelet-facing gRPC service of tessera-node (device plugin v1beta1):
-// slots with health for ListAndWatch, preferred allocation and Allocate,
-// translating the Allocator's Status into gRPC status at this edge only.
-// Thread-safe: gRPC calls and SetGpus may run concurrently.
+// The kubelet-facing gRPC service of one slot resource of tessera-node
+// (device plugin v1beta1): tessera.io/gpu, and HAMi's count resource when
+// that front end is on. Slots with health for ListAndWatch, preferred
+// allocation and Allocate through the plugin host's Allocator, for this
+// resource's containers, translating the Allocator's Status into gRPC status
+// at this edge only. Thread-safe: gRPC calls and SetGpus may run
+// concurrently.
 //
-//   DevicePluginService service(allocator, 8, log);
-//   TESSERA_RETURN_IF_ERROR(service.SetGpus(gpus));   // streams see the new list
+//   auto service = std::make_unique<DevicePluginService>(host.allocator(), "tessera.io/gpu", 8, log);
+//   TESSERA_RETURN_IF_ERROR(service->SetGpus(gpus));   // streams see the new list
 #pragma once
 
 #include <spdlog/logger.h>
 
 #include <chrono>
 #include <condition_variable>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -20,6 +22,7 @@
 #include "core/status.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "node/allocator.h"
+#include "node/plugin_host.h"
 #include "node/slots.h"
 
 namespace tessera::node {
@@ -27,25 +30,23 @@ namespace tessera::node {
 inline constexpr const char* kHealthy = "Healthy";
 inline constexpr const char* kUnhealthy = "Unhealthy";
 
-// Told of each container's Allocate outcome on the gRPC thread, before the
-// kubelet gets the answer: OK, or the error and the pods it concerns
-// (Allocator::Allocate's `named`). Must return at once: no I/O.
-using AllocateObserver = std::function<void(const Status& status, const std::vector<PodRef>& pods)>;
-
-class DevicePluginService final : public v1beta1::DevicePlugin::Service {
+class DevicePluginService final : public v1beta1::DevicePlugin::Service, public HostedPlugin {
  public:
-  // `observer` may be empty.
-  DevicePluginService(Allocator& allocator, int slots_per_gpu, std::shared_ptr<spdlog::logger> log,
-                      AllocateObserver observer = {});
+  // `resource` is the name this service is registered under: Allocate and
+  // GetPreferredAllocation consider only containers asking for it.
+  DevicePluginService(Allocator& allocator, std::string resource, int slots_per_gpu,
+                      std::shared_ptr<spdlog::logger> log);
 
+  // HostedPlugin
+  grpc::Service* GrpcService() override { return this; }
   // Replaces the GPUs and wakes every ListAndWatch stream when the slots
   // changed. INVALID_ARGUMENT (nothing changed) when SlotsFor fails.
-  Status SetGpus(std::vector<core::GpuInfo> gpus);
+  Status SetGpus(std::vector<core::GpuInfo> gpus) override;
   // Ends every ListAndWatch stream for good (before the server shuts down).
-  void Shutdown();
+  void Shutdown() override;
   // Ends the ListAndWatch streams open now, at once; later streams run as usual
   // (before re-serving after a kubelet restart, so the old server stops fast).
-  void EndStreams();
+  void EndStreams() override;
   // Fault injection for restart tests: Allocate waits this long after marking
   // the pod allocated and before answering, so a test can kill the agent there.
   void SetReplyDelayForTesting(std::chrono::milliseconds delay) { reply_delay_ = delay; }
@@ -64,9 +65,9 @@ class DevicePluginService final : public v1beta1::DevicePlugin::Service {
 
  private:
   Allocator& allocator_;
+  const std::string resource_;
   const int slots_per_gpu_;
   std::shared_ptr<spdlog::logger> log_;
-  const AllocateObserver observer_;
   std::chrono::milliseconds reply_delay_{0};  // set before serving
   std::mutex mu_;
   std::condition_variable changed_;

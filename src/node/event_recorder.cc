@@ -10,6 +10,19 @@ std::string Key(const kube::EventSpec& e) {
 
 }  // namespace
 
+kube::EventSpec PodWarning(const PodRef& pod, const std::string& reason, const std::string& message,
+                           const std::string& node) {
+  kube::EventSpec spec;
+  spec.object.ns = pod.ns;
+  spec.object.name = pod.name;
+  spec.object.uid = pod.uid;
+  spec.reason = reason;
+  spec.message = message;
+  spec.component = "tessera-node";
+  spec.host = node;
+  return spec;
+}
+
 EventRecorder::EventRecorder(Poster post, EventRecorderOptions options, std::shared_ptr<spdlog::logger> log)
     : post_(std::move(post)), options_(options), log_(std::move(log)), thread_([this] { Loop(); }) {}
 

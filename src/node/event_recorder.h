@@ -23,8 +23,20 @@
 
 #include "core/status.h"
 #include "kube/events.h"
+#include "node/identify.h"
 
 namespace tessera::node {
+
+// Event reasons tessera-node raises on pods.
+inline constexpr const char* kAllocateFailedReason = "TesseraAllocateFailed";
+// An Allocate refused because the pod's assignment was not handed out (handout.h).
+inline constexpr const char* kAssignmentRefusedReason = "TesseraAssignmentRefused";
+inline constexpr const char* kMismatchReason = "TesseraAllocationMismatch";
+inline constexpr const char* kOomRefusedReason = "TesseraOOMRefused";
+
+// A Warning Event on `pod` from tessera-node on `node`.
+kube::EventSpec PodWarning(const PodRef& pod, const std::string& reason, const std::string& message,
+                           const std::string& node);
 
 struct EventRecorderOptions {
   size_t max_queued = 256;                        // more waiting events than this: new ones are dropped

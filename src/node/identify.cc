@@ -148,6 +148,29 @@ std::vector<PendingPod> PendingPodsFromList(const nlohmann::json& items, const s
   return pending;
 }
 
+bool AsksFor(const PendingPod& pod, const std::string& name, const std::string& resource) {
+  const auto spec = pod.specs.find(name);
+  if (spec == pod.specs.end()) return false;
+  const auto resources = spec->second.find("resources");
+  if (resources == spec->second.end() || !resources->is_object()) return false;
+  for (const char* kind : {"limits", "requests"}) {
+    const auto list = resources->find(kind);
+    if (list != resources->end() && list->is_object() && list->contains(resource)) return true;
+  }
+  return false;
+}
+
+void KeepPendingFor(std::vector<PendingPod>& pending, const std::string& resource) {
+  if (resource.empty()) return;
+  std::erase_if(pending, [&resource](const PendingPod& pod) {
+    if (!pod.assignment_error.empty()) {
+      return std::none_of(pod.specs.begin(), pod.specs.end(),
+                          [&](const auto& spec) { return AsksFor(pod, spec.first, resource); });
+    }
+    return pod.containers.empty() || !AsksFor(pod, pod.containers.front().name, resource);
+  });
+}
+
 Result<Identified> IdentifyContainer(const std::vector<std::string>& slot_gpus, const std::vector<PendingPod>& pending,
                                      const std::optional<ContainerRef>& steered, std::vector<size_t>* named) {
   std::vector<std::string> want = slot_gpus;

@@ -78,6 +78,19 @@ std::optional<PendingPod> PendingPodFrom(const nlohmann::json& pod, const std::s
 // Sorts as PendingPodsFromList does: oldest first.
 void SortOldestFirst(std::vector<PendingPod>& pending);
 
+// Whether container `name` of `pod` names `resource` (an extended resource,
+// "tessera.io/gpu") in its spec's limits or requests. The kubelet calls a
+// device plugin's Allocate only for containers whose limits name its
+// resource, so an Allocate of one resource is never for another's container.
+bool AsksFor(const PendingPod& pod, const std::string& name, const std::string& resource);
+
+// Keeps the pods of `pending` an Allocate (or a preferred-allocation
+// request) of `resource` may be for: those whose next container asks for
+// it, and those with an unreadable assignment when any container asks for
+// it (so the refusal still names them). Order is kept. An empty `resource`
+// keeps every pod.
+void KeepPendingFor(std::vector<PendingPod>& pending, const std::string& resource);
+
 // A pod's next container, by position in a PendingPod list.
 struct Identified {
   size_t pod = 0;

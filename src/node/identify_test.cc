@@ -223,6 +223,60 @@ TEST(IdentifyTest, FailuresListThePodsTheyName) {
   EXPECT_TRUE(named.empty());
 }
 
+// An Allocate of one resource is only for containers asking for it: a
+// gpushare container and a tessera.io/gpu one on the same GPU are never
+// candidates for each other's Allocate.
+TEST(KeepPendingForTest, OnlyPodsWhoseNextContainerAsksForTheResource) {
+  json tessera = Pod("t", "2024-01-01T00:00:01Z", {{"main", {"GPU-a"}}});
+  tessera["spec"]["containers"][0]["resources"] = {{"limits", {{"tessera.io/gpu", "1"}}}};
+  json gpushare = Pod("g", "2024-01-01T00:00:02Z", {{"main", {"GPU-a"}}});
+  gpushare["spec"]["containers"][0]["resources"] = {{"limits", {{"aliyun.com/gpu-mem", "2"}}}};
+  json requests_only = Pod("r", "2024-01-01T00:00:03Z", {{"main", {"GPU-a"}}});
+  requests_only["spec"]["containers"][0]["resources"] = {{"requests", {{"tessera.io/gpu", "1"}}}};
+  // Its next container asks for nothing (the first, a tessera.io/gpu one, is allocated).
+  json next_plain = Pod("n", "2024-01-01T00:00:04Z", {{"first", {"GPU-a"}}, {"second", {"GPU-b"}}}, "first");
+  next_plain["spec"]["containers"][0]["resources"] = {{"limits", {{"tessera.io/gpu", "1"}}}};
+  json corrupt = Pod("c", "2024-01-01T00:00:05Z", {{"main", {"GPU-a"}}});
+  corrupt["metadata"]["annotations"]["tessera.io/assignment"] = "{";
+  corrupt["spec"]["containers"][0]["resources"] = {{"limits", {{"aliyun.com/gpu-mem", "1"}}}};
+  const json items = json::array({tessera, gpushare, requests_only, next_plain, corrupt});
+
+  auto keys = [&](const std::string& resource) {
+    std::vector<PendingPod> pending = PendingPodsFromList(items, "n1");
+    KeepPendingFor(pending, resource);
+    std::vector<std::string> out;
+    for (const auto& p : pending) out.push_back(p.name);
+    return out;
+  };
+  EXPECT_EQ(keys("tessera.io/gpu"), (std::vector<std::string>{"t", "r"}));
+  EXPECT_EQ(keys("aliyun.com/gpu-mem"), (std::vector<std::string>{"g", "c"}));
+  EXPECT_TRUE(keys("nvidia.com/gpu").empty());
+  EXPECT_EQ(keys("").size(), 5u);
+
+  // So the same slots on GPU-a identify one container per resource, where
+  // without the filter they are ambiguous.
+  std::vector<PendingPod> pending = PendingPodsFromList(json::array({tessera, gpushare}), "n1");
+  EXPECT_FALSE(IdentifyContainer({"GPU-a"}, pending, std::nullopt).ok());
+  for (const auto& [resource, name] : {std::pair<std::string, std::string>{"tessera.io/gpu", "t"},
+                                       {"aliyun.com/gpu-mem", "g"}}) {
+    std::vector<PendingPod> mine = pending;
+    KeepPendingFor(mine, resource);
+    auto who = IdentifyContainer({"GPU-a"}, mine, std::nullopt);
+    ASSERT_TRUE(who.ok()) << who.status().ToString();
+    EXPECT_EQ(mine[who->pod].name, name);
+  }
+}
+
+TEST(KeepPendingForTest, AsksForReadsTheContainersSpec) {
+  json pod = Pod("p", "t", {{"main", {"GPU-a"}}});
+  pod["spec"]["containers"][0]["resources"] = {{"limits", {{"tessera.io/gpu", "1"}, {"cpu", "1"}}}};
+  auto p = PendingPodFrom(pod, "n1");
+  ASSERT_TRUE(p.has_value());
+  EXPECT_TRUE(AsksFor(*p, "main", "tessera.io/gpu"));
+  EXPECT_FALSE(AsksFor(*p, "main", "aliyun.com/gpu-mem"));
+  EXPECT_FALSE(AsksFor(*p, "missing", "tessera.io/gpu"));
+}
+
 TEST(NextToSteerTest, OldestFittingContainerOfTheSize) {
   auto pending = Pending(json::array({Pod("old2", "t1", {{"main", {"GPU-a", "GPU-b"}}}),
                                       Pod("mid", "t2", {{"main", {"GPU-c"}}}), Pod("new", "t3", {{"main", {"GPU-a"}}})}));

@@ -73,20 +73,6 @@ Result<std::vector<core::GpuInfo>> FileGpuSource::Read() {
   return ParseGpuFile(text.str(), path_);
 }
 
-Result<std::vector<core::GpuInfo>> SharedGpuSource::Read() {
-  auto read = inner_->Read();
-  if (read.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
-    latest_ = *read;
-  }
-  return read;
-}
-
-std::vector<core::GpuInfo> SharedGpuSource::Latest() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return latest_;
-}
-
 std::string LabelValue(std::string_view text) {
   std::string out;
   for (char c : text) {

@@ -11,7 +11,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -77,25 +76,6 @@ class FileGpuSource final : public GpuSource {
 
  private:
   std::string path_;
-};
-
-// Passes Read() (and ReadLoad()) through to another source and keeps the last good result,
-// so a second reader (the compatibility plugins) sees what the agent read
-// without opening NVML again. Latest() may be called from any thread.
-class SharedGpuSource final : public GpuSource {
- public:
-  explicit SharedGpuSource(std::shared_ptr<GpuSource> inner) : inner_(std::move(inner)) {}
-  Result<std::vector<core::GpuInfo>> Read() override;
-  std::string Describe() const override { return inner_->Describe(); }
-  // Passed through, so NVML's load measurement still reaches the agent.
-  Result<std::vector<GpuLoad>> ReadLoad() override { return inner_->ReadLoad(); }
-  // The GPUs of the last successful Read(); empty before the first.
-  std::vector<core::GpuInfo> Latest() const;
-
- private:
-  std::shared_ptr<GpuSource> inner_;
-  mutable std::mutex mu_;
-  std::vector<core::GpuInfo> latest_;  // GUARDED_BY(mu_)
 };
 
 // A label value Kubernetes accepts: [A-Za-z0-9._-], at most 63 characters,

@@ -58,36 +58,5 @@ TEST(InventoryPatchTest, LabelValuesAreSanitised) {
   EXPECT_EQ(LabelValue(std::string(80, 'a')).size(), 63u);
 }
 
-// Hands out what it is told to, for SharedGpuSource.
-class ScriptedSource final : public GpuSource {
- public:
-  Result<std::vector<core::GpuInfo>> Read() override { return next; }
-  std::string Describe() const override { return "scripted"; }
-  Result<std::vector<GpuLoad>> ReadLoad() override {
-    GpuLoad load;
-    load.memory_used_bytes = 42;
-    return std::vector<GpuLoad>{load};
-  }
-  Result<std::vector<core::GpuInfo>> next = std::vector<core::GpuInfo>{};
-};
-
-TEST(SharedGpuSourceTest, KeepsTheLastGoodRead) {
-  auto inner = std::make_shared<ScriptedSource>();
-  SharedGpuSource shared(inner);
-  EXPECT_TRUE(shared.Latest().empty());
-  EXPECT_EQ(shared.Describe(), "scripted");
-  const std::vector<core::GpuInfo> gpus = {{0, "GPU-a", "T4", 15360, 40, 0, true}};
-  inner->next = gpus;
-  ASSERT_TRUE(shared.Read().ok());
-  EXPECT_EQ(shared.Latest(), gpus);
-  inner->next = Result<std::vector<core::GpuInfo>>(InvalidArgument("NVML went away"));
-  EXPECT_FALSE(shared.Read().ok());
-  EXPECT_EQ(shared.Latest(), gpus);
-  // The load measurement passes through too (NVML's, on real nodes).
-  auto load = shared.ReadLoad();
-  ASSERT_TRUE(load.ok()) << load.status().ToString();
-  EXPECT_EQ(load->at(0).memory_used_bytes, 42u);
-}
-
 }  // namespace
 }  // namespace tessera::node

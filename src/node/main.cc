@@ -1,5 +1,6 @@
-// tessera-node: the node agent. Parses flags, then runs the device-plugin
-// loop (node/agent.h) until SIGINT or SIGTERM.
+// tessera-node: the node agent. Parses flags, wires the GPU source and the
+// compatibility front ends into the agent (node/agent.h), and runs it until
+// SIGINT or SIGTERM.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -115,11 +116,8 @@ int main(int argc, char** argv) {
   config.usage_annotation_interval = std::chrono::milliseconds(usage_annotation_ms);
   config.mounts.resources.gpushare.enabled = gpushare == "true";
   config.mounts.resources.hami.enabled = hami == "true";
-  compat.node_name = config.node_name;
-  compat.device_plugin_dir = config.device_plugin_dir;
   compat.resources = config.mounts.resources;
   compat.slots_per_gpu = config.slots_per_gpu;
-  compat.resync = config.resync;
   config.arbiter.interval = std::chrono::milliseconds(arbiter_interval_ms);
   config.arbiter.idle_after = std::chrono::milliseconds(arbiter_idle_after_ms);
 
@@ -165,9 +163,9 @@ int main(int argc, char** argv) {
   });
   waiter.detach();
 
-  std::shared_ptr<tessera::node::GpuSource> source;
+  std::unique_ptr<tessera::node::GpuSource> source;
   if (tessera::node::EffectiveGpuSource(config) == "file") {
-    source = std::make_shared<tessera::node::FileGpuSource>(config.simulated_gpus_file);
+    source = std::make_unique<tessera::node::FileGpuSource>(config.simulated_gpus_file);
   } else {
     auto nvml = tessera::node::NvmlGpuSource::Open(log);
     if (!nvml.ok()) {
@@ -178,30 +176,16 @@ int main(int argc, char** argv) {
   }
   log->info("tessera-node for node {}: {} slot(s) per GPU, GPUs from {}, device-plugin dir {}",
             config.node_name, config.slots_per_gpu, source->Describe(), config.device_plugin_dir);
-  // The agent reads the GPUs; the compatibility plugins share what it read.
-  auto shared = std::make_unique<tessera::node::SharedGpuSource>(std::move(source));
-  tessera::node::SharedGpuSource* shared_view = shared.get();
   tessera::kube::Client client(std::move(kube_config).value());
-  tessera::node::NodeAgent agent(config, client, std::move(shared), log, std::move(mps).value());
-  std::unique_ptr<tessera::node::CompatPlugins> plugins;
-  std::thread compat_thread;
-  std::atomic<bool> compat_failed{false};
-  if (compat.resources.gpushare.enabled || compat.resources.hami.enabled) {
-    plugins = std::make_unique<tessera::node::CompatPlugins>(
-        compat, client, config.mounts, [shared_view] { return shared_view->Latest(); }, log);
-    compat_thread = std::thread([&] {
-      if (tessera::Status cst = plugins->Run(stop); !cst.ok()) {
-        log->critical("compatibility plugins: {}", cst.message());
-        compat_failed.store(true);
-      }
-    });
+  tessera::node::NodeAgent agent(config, client, std::move(source), log, std::move(mps).value());
+  // The front ends' resources are served by the agent's plugin host beside its own.
+  if (auto st = tessera::node::AddCompatPlugins(compat, agent.host(), log); !st.ok()) {
+    log->critical("compatibility plugins: {}", st.message());
+    return 1;
   }
-  tessera::Status st = agent.Run(stop);
-  stop.store(true);  // ends the compatibility plugins with the agent
-  if (compat_thread.joinable()) compat_thread.join();
-  if (!st.ok()) {
+  if (tessera::Status st = agent.Run(stop); !st.ok()) {
     log->critical("{}", st.message());
     return 1;
   }
-  return compat_failed.load() ? 1 : 0;
+  return 0;
 }

@@ -23,6 +23,13 @@ kube::InformerOptions OnNode(const std::string& node) {
 
 }  // namespace
 
+Result<std::vector<nlohmann::json>> ListNodePods(kube::Client& client, const std::string& node) {
+  TESSERA_ASSIGN_OR_RETURN(nlohmann::json pods, client.List(kube::PodsPath(""), "", "spec.nodeName=" + node));
+  auto items = pods.find("items");
+  if (items == pods.end() || !items->is_array()) return Internal("the pod list has no items");
+  return items->get<std::vector<nlohmann::json>>();
+}
+
 NodePods::NodePods(kube::Client client, std::string node, std::shared_ptr<spdlog::logger> log,
                    NodePodsOptions options)
     : client_(client),

@@ -39,6 +39,11 @@
 
 namespace tessera::node {
 
+// The pods bound to `node`, listed now from the API server (a LIST with
+// spec.nodeName=<node>, not a cache), as v1 Pod objects. The LIST's errors;
+// INTERNAL when the answer holds no items.
+Result<std::vector<nlohmann::json>> ListNodePods(kube::Client& client, const std::string& node);
+
 struct NodePodsOptions {
   // How long Read(false) waits for the cache to reflect the last NoteWrite
   // before it LISTs instead. Default 500 ms: the watch usually delivers a

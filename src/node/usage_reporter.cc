@@ -1,0 +1,94 @@
+#include "node/usage_reporter.h"
+
+#include <algorithm>
+
+#include "kube/paths.h"
+
+namespace tessera::node {
+
+UsageReporter::UsageReporter(UsageReporterOptions options, kube::Client client, UsageSources sources,
+                             EventRecorder& events, SnapshotStore& store, std::shared_ptr<spdlog::logger> log)
+    : options_(std::move(options)),
+      client_(std::move(client)),
+      sources_(std::move(sources)),
+      events_(events),
+      store_(store),
+      log_(std::move(log)) {}
+
+std::optional<std::vector<RegionCounters>> UsageReporter::LookupRegion(const std::string& uid,
+                                                                       const std::string& container, int n) {
+  const std::string dir = RegionHostDir(options_.region_root, uid, container);
+  auto counters = ReadRegionCounters(dir, n);
+  if (counters.ok()) {
+    warned_regions_.erase(dir);
+    return std::move(counters).value();
+  }
+  // No region yet: the container has not touched its GPU. Anything else is worth one line.
+  if (counters.status().code() != StatusCode::kNotFound && warned_regions_.insert(dir).second) {
+    log_->warn("cannot read the region of {}: {}", dir, counters.status().message());
+  }
+  return std::nullopt;
+}
+
+void UsageReporter::Pass() {
+  std::optional<std::vector<nlohmann::json>> pods = sources_.pods();
+  if (!pods) {
+    log_->debug("usage pass skipped: the watch of node {}'s pods has not synced", options_.node);
+    return;
+  }
+  const std::vector<core::GpuInfo> gpus = sources_.gpus();
+  std::optional<std::vector<GpuLoad>> load;
+  if (auto read = sources_.load(); read.ok()) {
+    load = std::move(read).value();
+    warned_load_ = false;
+  } else if (read.status().code() != StatusCode::kUnimplemented && !warned_load_) {
+    log_->warn("{}; using the containers' regions instead", read.status().message());
+    warned_load_ = true;
+  }
+  UsageSnapshot snapshot = JoinUsage(
+      ActiveAssignments(*pods, options_.node), gpus,
+      [this](const std::string& uid, const std::string& container, int n) { return LookupRegion(uid, container, n); },
+      std::chrono::system_clock::now(), std::chrono::steady_clock::now(), last_ ? &*last_ : nullptr,
+      load ? &*load : nullptr);
+  for (const OomRefusal& r : NewOomRefusals(last_ ? &*last_ : nullptr, snapshot)) {
+    const std::string message = OomRefusalMessage(r);
+    log_->info("{}/{}: {}", r.share.pod.ns, r.share.pod.name, message);
+    events_.Record(PodWarning(r.share.pod, kOomRefusedReason, message, options_.node));
+  }
+  if (options_.annotation_interval.count() > 0) PublishUsage(snapshot);
+  store_.Set(snapshot);
+  last_ = std::move(snapshot);
+}
+
+void UsageReporter::PublishUsage(const UsageSnapshot& snapshot) {
+  const std::map<std::string, core::PodUsage> usages = PodUsages(snapshot);
+  std::erase_if(published_, [&](const auto& entry) { return !usages.contains(entry.first); });
+  const auto now = std::chrono::steady_clock::now();
+  UsagePublishPolicy policy;
+  policy.min_interval = options_.annotation_interval;
+  for (const auto& [uid, usage] : usages) {
+    auto last = published_.find(uid);
+    if (last != published_.end() &&
+        (now - last->second.when < policy.min_interval || !UsageChanged(last->second.usage, usage, policy))) {
+      continue;
+    }
+    const ContainerGpu& any = *std::find_if(snapshot.containers.begin(), snapshot.containers.end(),
+                                            [&](const ContainerGpu& c) { return c.pod.uid == uid; });
+    auto encoded = core::EncodeUsage(usage);
+    if (!encoded.ok()) {
+      log_->warn("usage of {}/{} not written: {}", any.pod.ns, any.pod.name, encoded.status().message());
+      continue;
+    }
+    nlohmann::json patch = {
+        {"metadata", {{"uid", uid}, {"annotations", {{std::string(core::kUsageAnnotation), *encoded}}}}}};
+    auto patched = client_.Patch(kube::PodPath(any.pod.ns, any.pod.name), kube::PatchType::kMerge, patch);
+    if (!patched.ok()) {
+      log_->warn("writing the usage of {}/{} failed (will retry): {}", any.pod.ns, any.pod.name,
+                 patched.status().message());
+      continue;
+    }
+    published_[uid] = Published{usage, now};
+  }
+}
+
+}  // namespace tessera::node
