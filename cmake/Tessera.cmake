@@ -5,8 +5,16 @@ set(TESSERA_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor)
 if(TESSERA_WERROR)
   list(APPEND TESSERA_WARNINGS -Werror)
 endif()
+# Clang checks the lock annotations of src/core/thread_annotations.h;
+# TESSERA_THREAD_SAFETY (make check-thread-safety) makes its findings errors
+# even without TESSERA_WERROR, and adds the beta checks.
 if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
   list(APPEND TESSERA_WARNINGS -Wthread-safety)
+  if(TESSERA_THREAD_SAFETY)
+    list(APPEND TESSERA_WARNINGS -Wthread-safety-beta -Werror=thread-safety -Werror=thread-safety-beta)
+  endif()
+elseif(TESSERA_THREAD_SAFETY)
+  message(FATAL_ERROR "TESSERA_THREAD_SAFETY needs clang; configure with CXX=clang++-14")
 endif()
 
 if(TESSERA_SANITIZE)

@@ -19,7 +19,7 @@ void Accountant::Unreserve(int gpu, uint64_t bytes) {
 }
 
 bool Accountant::Track(Space space, uint64_t key, int gpu, uint64_t bytes, uint64_t pool) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   try {
     auto [it, inserted] = table_.try_emplace(Key{space, key}, Record{gpu, bytes, pool, 1});
     if (!inserted) {
@@ -39,7 +39,7 @@ bool Accountant::Track(Space space, uint64_t key, int gpu, uint64_t bytes, uint6
 }
 
 bool Accountant::Release(Space space, uint64_t key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = table_.find(Key{space, key});
   if (it == table_.end()) return false;
   if (it->second.refs > 0) --it->second.refs;
@@ -54,7 +54,7 @@ void Accountant::DropIfUnusedLocked(std::unordered_map<Key, Record, KeyHash>::it
 }
 
 bool Accountant::Map(uint64_t addr, uint64_t bytes, uint64_t handle) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = table_.find(Key{Space::kVmmHandle, handle});
   if (it == table_.end()) return false;
   try {
@@ -76,7 +76,7 @@ bool Accountant::Map(uint64_t addr, uint64_t bytes, uint64_t handle) {
 }
 
 int Accountant::Unmap(uint64_t addr, uint64_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   const uint64_t end = bytes > ~addr ? ~0ull : addr + bytes;
   auto first = mappings_.lower_bound(addr), last = mappings_.lower_bound(end);
   int n = 0;
@@ -91,12 +91,12 @@ int Accountant::Unmap(uint64_t addr, uint64_t bytes) {
 }
 
 size_t Accountant::Mappings() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return mappings_.size();
 }
 
 bool Accountant::OpenContext(int gpu, uint64_t bytes, region::Refusal refusal) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (context_refs_[gpu] == 0) {
     if (bytes != 0 && !Reserve(gpu, bytes, refusal)) return false;
     context_charge_[gpu] = bytes;
@@ -106,7 +106,7 @@ bool Accountant::OpenContext(int gpu, uint64_t bytes, region::Refusal refusal) {
 }
 
 void Accountant::CloseContext(int gpu) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   CloseContextLocked(gpu);
 }
 
@@ -119,12 +119,12 @@ void Accountant::CloseContextLocked(int gpu) {
 }
 
 void Accountant::PrimaryRetained(int gpu) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   ++primary_refs_[gpu];
 }
 
 bool Accountant::ContextCreated(uint64_t ctx, int gpu) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   try {
     auto [it, inserted] = table_.try_emplace(Key{Space::kContext, ctx}, Record{gpu, 0, 0, 1});
     if (!inserted) {
@@ -140,7 +140,7 @@ bool Accountant::ContextCreated(uint64_t ctx, int gpu) {
 }
 
 bool Accountant::PrimaryReleased(int gpu) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (primary_refs_[gpu] == 0) return false;
   --primary_refs_[gpu];
   CloseContextLocked(gpu);
@@ -148,7 +148,7 @@ bool Accountant::PrimaryReleased(int gpu) {
 }
 
 bool Accountant::ContextDestroyed(uint64_t ctx) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = table_.find(Key{Space::kContext, ctx});
   if (it == table_.end()) return false;
   const int gpu = it->second.gpu;
@@ -158,12 +158,12 @@ bool Accountant::ContextDestroyed(uint64_t ctx) {
 }
 
 uint32_t Accountant::Contexts(int gpu) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return context_refs_[gpu];
 }
 
 bool Accountant::Retain(Space space, uint64_t key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = table_.find(Key{space, key});
   if (it == table_.end()) return false;
   ++it->second.refs;
@@ -171,19 +171,19 @@ bool Accountant::Retain(Space space, uint64_t key) {
 }
 
 bool Accountant::Contains(Space space, uint64_t key) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return table_.count(Key{space, key}) != 0;
 }
 
 uint64_t Accountant::PoolOf(uint64_t async_ptr) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = table_.find(Key{Space::kAsyncPtr, async_ptr});
   return it == table_.end() ? 0 : it->second.pool;
 }
 
 bool Accountant::SetPoolReserved(uint64_t pool, int gpu, uint64_t reserved, bool force,
                                  uint64_t prepaid) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = table_.find(Key{Space::kPool, pool});
   const uint64_t charged = (it == table_.end() ? 0 : it->second.bytes) + prepaid;
   if (reserved > charged) {
@@ -211,13 +211,13 @@ bool Accountant::SetPoolReserved(uint64_t pool, int gpu, uint64_t reserved, bool
 }
 
 int Accountant::PoolGpu(uint64_t pool) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = table_.find(Key{Space::kPool, pool});
   return it == table_.end() ? -1 : it->second.gpu;
 }
 
 void Accountant::DropPool(uint64_t pool) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (auto it = table_.begin(); it != table_.end();) {
     const bool is_pool = (it->first.space == Space::kPool || it->first.space == Space::kHostPool) &&
                          it->first.value == pool;
@@ -234,7 +234,7 @@ void Accountant::DropPool(uint64_t pool) {
 
 std::vector<uint64_t> Accountant::Pools() {
   std::vector<uint64_t> out;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (const auto& [k, r] : table_) {
     if (k.space == Space::kPool) out.push_back(k.value);
   }
@@ -242,7 +242,7 @@ std::vector<uint64_t> Accountant::Pools() {
 }
 
 void Accountant::SetGraphReserved(int gpu, uint64_t reserved) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   uint64_t& charged = graph_reserved_[gpu];
   if (reserved > charged) {
     ForceReserve(gpu, reserved - charged);
@@ -264,8 +264,8 @@ uint64_t Accountant::Held(int gpu) const {
   return layout_->procs[slot()].used_bytes[gpu].load(std::memory_order_relaxed);
 }
 
-void Accountant::PrepareFork() { mu_.lock(); }
-void Accountant::AfterFork() { mu_.unlock(); }
+void Accountant::PrepareFork() { mu_.Lock(); }
+void Accountant::AfterFork() { mu_.Unlock(); }
 
 void Accountant::ResetForNewProcess(int slot) {
   // After fork the lock is free (PrepareFork held it across the fork); after
@@ -273,7 +273,7 @@ void Accountant::ResetForNewProcess(int slot) {
   // a thread of the parent that could hold it: clone() without CLONE_VM
   // copies memory as the parent's thread left it, so a clone made while
   // another thread held the lock would inherit it held (documented limit).
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   table_.clear();
   mappings_.clear();
   for (uint64_t& g : graph_reserved_) g = 0;

@@ -16,10 +16,10 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <unordered_map>
 #include <vector>
 
+#include "core/thread_annotations.h"
 #include "region/region.h"
 
 namespace tessera::cuda {
@@ -128,8 +128,8 @@ class Accountant {
   // Fork handlers (pthread_atfork, through the runtime): the table's lock is
   // held across fork(), so the child never inherits it locked by a thread
   // it does not have. AfterFork() runs in the parent and the child alike.
-  void PrepareFork();
-  void AfterFork();
+  void PrepareFork() TESSERA_ACQUIRE(mu_);
+  void AfterFork() TESSERA_RELEASE(mu_);
   int slot() const { return slot_.load(std::memory_order_relaxed); }
 
  private:
@@ -156,18 +156,18 @@ class Accountant {
   };
 
   // Gives a record's bytes back and erases it once nothing holds it.
-  void DropIfUnusedLocked(std::unordered_map<Key, Record, KeyHash>::iterator it);
-  void CloseContextLocked(int gpu);
+  void DropIfUnusedLocked(std::unordered_map<Key, Record, KeyHash>::iterator it) TESSERA_REQUIRES(mu_);
+  void CloseContextLocked(int gpu) TESSERA_REQUIRES(mu_);
 
   region::Layout* const layout_;
   std::atomic<int> slot_;  // changes only in a fresh child
-  mutable std::mutex mu_;
-  std::unordered_map<Key, Record, KeyHash> table_;  // guarded by mu_
-  uint64_t graph_reserved_[region::kMaxGpus] = {};  // guarded by mu_
-  std::map<uint64_t, Mapping> mappings_;            // address -> mapping; guarded by mu_
-  uint32_t context_refs_[region::kMaxGpus] = {};    // guarded by mu_
-  uint32_t primary_refs_[region::kMaxGpus] = {};    // guarded by mu_
-  uint64_t context_charge_[region::kMaxGpus] = {};  // guarded by mu_
+  mutable Mutex mu_;
+  std::unordered_map<Key, Record, KeyHash> table_ TESSERA_GUARDED_BY(mu_);
+  uint64_t graph_reserved_[region::kMaxGpus] TESSERA_GUARDED_BY(mu_) = {};
+  std::map<uint64_t, Mapping> mappings_ TESSERA_GUARDED_BY(mu_);  // address -> mapping
+  uint32_t context_refs_[region::kMaxGpus] TESSERA_GUARDED_BY(mu_) = {};
+  uint32_t primary_refs_[region::kMaxGpus] TESSERA_GUARDED_BY(mu_) = {};
+  uint64_t context_charge_[region::kMaxGpus] TESSERA_GUARDED_BY(mu_) = {};
 };
 
 }  // namespace tessera::cuda

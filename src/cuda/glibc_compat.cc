@@ -130,7 +130,9 @@ char __libc_single_threaded = 0;
 
 // Only std::random_device uses these (the library never does); its object
 // comes with libstdc++'s string instantiations. Kernel entropy, as glibc's.
-int getentropy(void* buffer, size_t length) noexcept {
+// getentropy without noexcept, as unistd.h declares it (clang rejects a
+// definition that adds it).
+int getentropy(void* buffer, size_t length) {
   if (length > 256) {
     errno = EIO;
     return -1;

@@ -62,7 +62,7 @@ LaunchGate::LaunchGate(region::Layout* layout, GateClock clock) : layout_(layout
 LaunchGate::Event* LaunchGate::NewEvent(CUcontext ctx, CUstream stream) {
   CUevent e = nullptr;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     std::vector<CUevent>& free_list = free_[ctx];
     if (!free_list.empty()) {
       e = free_list.back();
@@ -78,7 +78,7 @@ LaunchGate::Event* LaunchGate::NewEvent(CUcontext ctx, CUstream stream) {
   }
   Event* ev = new (std::nothrow) Event{e, ctx, 1};
   if (ev == nullptr) {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     free_[ctx].push_back(e);  // unmeasured: the launch is charged its estimate
   }
   return ev;
@@ -143,7 +143,7 @@ LaunchGate::Ticket LaunchGate::Before(const void* fn, CUstream stream, bool ptsz
     uint64_t wake;
     bool measuring;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       PerGpu& g = gpus_[gpu];
       if (g.functions.size() >= kMaxFunctions && g.pending.empty()) g.functions.clear();
       FnEstimate& f = g.functions[fn];
@@ -212,7 +212,7 @@ LaunchGate::Ticket LaunchGate::Before(const void* fn, CUstream stream, bool ptsz
   Event* last = nullptr;
   Run held;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     PerGpu& g = gpus_[gpu];
     if (g.open.start != nullptr) {
       held = g.open;
@@ -232,7 +232,7 @@ LaunchGate::Ticket LaunchGate::Before(const void* fn, CUstream stream, bool ptsz
       }
       // Measured alone: its start, recorded behind the run, ends the run.
       t.run.start = NewEvent(ctx, stream);
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       if (t.run.start != nullptr) {
         ++t.run.start->refs;
         Queue(gpu, held, t.run.start, key, /*chain=*/false);
@@ -242,7 +242,7 @@ LaunchGate::Ticket LaunchGate::Before(const void* fn, CUstream stream, bool ptsz
       return t;
     }
     // Idle since some time after its last launch: its end is lost.
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     ChargeEstimates(gpu, held);
   } else if (last != nullptr) {
     if (TESSERA_REAL(cuEventQuery)(last->e) == CUDA_ERROR_NOT_READY) {
@@ -250,7 +250,7 @@ LaunchGate::Ticket LaunchGate::Before(const void* fn, CUstream stream, bool ptsz
       t.busy = true;
       return t;
     }
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     Unref(last);
   }
   t.run.start = NewEvent(ctx, stream);
@@ -273,7 +273,7 @@ void LaunchGate::After(Ticket& t, CUresult r) {
     // measurement soon.
     bool kept = false;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       PerGpu& g = gpus_[t.gpu];
       const uint64_t cap = layout_->compute[t.gpu].inflight_cap_us.load(std::memory_order_relaxed);
       if (g.open.start == nullptr && (cap == 0 || g.inflight_us + kRunUs <= cap) &&
@@ -295,7 +295,7 @@ void LaunchGate::After(Ticket& t, CUresult r) {
   Event* end = run.start != nullptr && run.n > 0 ? NewEvent(t.ctx, t.stream) : nullptr;
   if (t.relaxed) RestoreCapture(t.caller_mode);
   t.relaxed = false;
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   PerGpu& g = gpus_[t.gpu];
   if (launched && run.start == nullptr) {
     // Unmeasurable (no start event): charged its estimate.
@@ -342,7 +342,7 @@ void LaunchGate::Queue(int gpu, Run& run, Event* end, const StreamKey& key, bool
 void LaunchGate::CloseOpenRun(int gpu, const StreamKey& key) {
   Run held;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     PerGpu& g = gpus_[gpu];
     if (g.open.start == nullptr) return;
     held = g.open;
@@ -355,7 +355,7 @@ void LaunchGate::CloseOpenRun(int gpu, const StreamKey& key) {
   Event* end = TESSERA_REAL(cuStreamQuery)(key.stream) == CUDA_ERROR_NOT_READY
                    ? NewEvent(key.ctx, key.stream)
                    : nullptr;
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   if (end != nullptr) {
     Queue(gpu, held, end, key, /*chain=*/true);
   } else {
@@ -366,7 +366,7 @@ void LaunchGate::CloseOpenRun(int gpu, const StreamKey& key) {
 bool LaunchGate::DrainOne(int gpu) {
   Pending p;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     if (gpus_[gpu].pending.empty()) return false;
     p = gpus_[gpu].pending.front();
     gpus_[gpu].pending.pop_front();
@@ -374,7 +374,7 @@ bool LaunchGate::DrainOne(int gpu) {
   }
   const CUresult q = TESSERA_REAL(cuEventQuery)(p.end->e);
   if (q == CUDA_ERROR_NOT_READY) {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     gpus_[gpu].pending.push_front(p);
     --gpus_[gpu].measuring;
     return false;
@@ -390,7 +390,7 @@ bool LaunchGate::DrainOne(int gpu) {
   const uint64_t each = p.run.n > 0 ? us / p.run.n : us;
   bool one_fn = true;
   for (uint32_t i = 1; i < p.run.n; ++i) one_fn = one_fn && p.run.launches[i].fn == p.run.launches[0].fn;
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   PerGpu& g = gpus_[gpu];
   --g.measuring;
   ComputeBucket(layout_->compute[gpu]).Charge(us);
@@ -412,7 +412,7 @@ void LaunchGate::Drain() {
 
 void LaunchGate::StartHelper() {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     if (helper_started_) return;
     helper_started_ = true;
   }
@@ -449,18 +449,18 @@ void LaunchGate::Stop() {
   // No launch follows to close them: charged now. try_lock: exit may come
   // from a signal handler that interrupted this thread inside the gate; then
   // the open runs (at most kRunUs each) stay uncharged rather than hang exit.
-  std::unique_lock<std::mutex> l(mu_, std::try_to_lock);
-  if (!l.owns_lock()) return;
+  if (!mu_.TryLock()) return;
   for (int gpu = 0; gpu < region::kMaxGpus; ++gpu) {
     if (gpus_[gpu].open.start != nullptr) ChargeEstimates(gpu, gpus_[gpu].open);
   }
+  mu_.Unlock();
 }
 
-void LaunchGate::PrepareFork() { mu_.lock(); }
-void LaunchGate::ParentAfterFork() { mu_.unlock(); }
+void LaunchGate::PrepareFork() { mu_.Lock(); }
+void LaunchGate::ParentAfterFork() { mu_.Unlock(); }
 void LaunchGate::ChildAfterFork() {
-  mu_.unlock();
-  std::lock_guard<std::mutex> l(mu_);
+  mu_.Unlock();
+  MutexLock l(mu_);
   // The parent's events belong to contexts the child cannot use: dropped
   // (not destroyed), and the child starts with nothing in flight.
   for (PerGpu& g : gpus_) g = PerGpu();

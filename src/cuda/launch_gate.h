@@ -65,9 +65,9 @@
 #include <deque>
 #include <map>
 #include <unordered_map>
-#include <mutex>
 #include <vector>
 
+#include "core/thread_annotations.h"
 #include "cuda/compute_gate.h"
 #include "cuda/cuda_api.h"
 #include "region/region.h"
@@ -136,9 +136,9 @@ class LaunchGate {
   void After(Ticket& t, CUresult r);
   // Fork handlers (pthread_atfork, through the runtime): the child has no
   // helper thread, and its parent's events and contexts are not its own.
-  void PrepareFork();
-  void ParentAfterFork();
-  void ChildAfterFork();
+  void PrepareFork() TESSERA_ACQUIRE(mu_);
+  void ParentAfterFork() TESSERA_RELEASE(mu_);
+  void ChildAfterFork() TESSERA_RELEASE(mu_);
   // At exit: the helper stops at its next wake-up; exit never waits for it.
   // Open runs are charged their estimates (unless another call of the gate
   // holds its lock: exit never waits).
@@ -174,34 +174,34 @@ class LaunchGate {
     StreamKey open_stream{};
   };
 
-  Event* NewEvent(CUcontext ctx, CUstream stream);  // recorded, 1 reference
-  void Unref(Event* e);                              // requires mu_
+  Event* NewEvent(CUcontext ctx, CUstream stream) TESSERA_EXCLUDES(mu_);  // recorded, 1 reference
+  void Unref(Event* e) TESSERA_REQUIRES(mu_);
   // A launch left the in-flight set: measured (`measured_us`) or not.
-  void Settle(PerGpu& g, const void* fn, uint64_t estimate_us,
-              const uint64_t* measured_us);  // requires mu_
+  void Settle(PerGpu& g, const void* fn, uint64_t estimate_us, const uint64_t* measured_us)
+      TESSERA_REQUIRES(mu_);
   // Charges `run`'s launches their estimates, settles them, and empties it.
-  void ChargeEstimates(int gpu, Run& run);  // requires mu_
+  void ChargeEstimates(int gpu, Run& run) TESSERA_REQUIRES(mu_);
   // Queues `run` for measurement, ended by `end` (one reference, taken);
   // `chain`: `end` becomes the end of the last launch on `key`.
-  void Queue(int gpu, Run& run, Event* end, const StreamKey& key, bool chain);  // requires mu_
+  void Queue(int gpu, Run& run, Event* end, const StreamKey& key, bool chain) TESSERA_REQUIRES(mu_);
   // Closes gpu's open run when the bucket does not admit: measured when it
   // is on `key`'s stream and that is still busy, else at its estimates.
   // Requires the calling thread's capture-interaction mode relaxed.
-  void CloseOpenRun(int gpu, const StreamKey& key);
+  void CloseOpenRun(int gpu, const StreamKey& key) TESSERA_EXCLUDES(mu_);
   // Charges the oldest queued run of `gpu` if its events have completed;
   // false when there is none. Never blocks. Drain: every GPU, until none.
   // Both require the calling thread's capture-interaction mode relaxed.
-  bool DrainOne(int gpu);
-  void Drain();
-  void StartHelper();
+  bool DrainOne(int gpu) TESSERA_EXCLUDES(mu_);
+  void Drain() TESSERA_EXCLUDES(mu_);
+  void StartHelper() TESSERA_EXCLUDES(mu_);
   static void* HelperMain(void* self);
 
   region::Layout* const layout_;
   const GateClock clock_;
-  std::mutex mu_;
-  PerGpu gpus_[region::kMaxGpus];                      // guarded by mu_
-  std::map<CUcontext, std::vector<CUevent>> free_;     // guarded by mu_
-  bool helper_started_ = false;                        // guarded by mu_
+  Mutex mu_;  // never held across a driver call
+  PerGpu gpus_[region::kMaxGpus] TESSERA_GUARDED_BY(mu_);
+  std::map<CUcontext, std::vector<CUevent>> free_ TESSERA_GUARDED_BY(mu_);
+  bool helper_started_ TESSERA_GUARDED_BY(mu_) = false;
   std::atomic<bool> stop_{false};
 };
 

@@ -3,10 +3,10 @@
 #include <spdlog/spdlog.h>
 
 #include <fstream>
-#include <mutex>
 #include <sstream>
 #include <thread>
 
+#include "core/thread_annotations.h"
 #include "kube/backoff.h"
 #include "kube/internal/curl_session.h"
 #include "kube/token_bucket.h"
@@ -44,8 +44,8 @@ struct Client::Impl {
   }
 
   // The bearer token, re-read from token_file at most once a minute.
-  std::string Token() {
-    std::lock_guard<std::mutex> lock(token_mu);
+  std::string Token() TESSERA_EXCLUDES(token_mu) {
+    MutexLock lock(token_mu);
     if (!config.token_file.empty() && std::chrono::steady_clock::now() - token_read >= kTokenReload) {
       token_read = std::chrono::steady_clock::now();
       std::ifstream in(config.token_file);
@@ -124,9 +124,9 @@ struct Client::Impl {
   std::string base_url;
   TokenBucket bucket;
   internal::CurlSession session;
-  std::mutex token_mu;
-  std::string token;                                  // GUARDED_BY(token_mu)
-  std::chrono::steady_clock::time_point token_read;   // GUARDED_BY(token_mu)
+  Mutex token_mu;
+  std::string token TESSERA_GUARDED_BY(token_mu);
+  std::chrono::steady_clock::time_point token_read TESSERA_GUARDED_BY(token_mu);
 };
 
 Client::Client(ClientConfig config) : impl_(std::make_shared<Impl>(std::move(config))) {}

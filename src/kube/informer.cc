@@ -67,16 +67,16 @@ Status Informer::Start() {
 
 void Informer::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (thread_.joinable()) thread_.join();
 }
 
 bool Informer::WaitForSync(std::chrono::milliseconds timeout) const {
-  std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_for(lock, timeout, [this] { return synced_.load(); });
+  MutexLock lock(mu_);
+  return cv_.WaitFor(mu_, timeout, [this] { return synced_.load(); });
 }
 
 std::string Informer::KeyOf(const nlohmann::json& obj) {
@@ -86,14 +86,14 @@ std::string Informer::KeyOf(const nlohmann::json& obj) {
 }
 
 std::optional<nlohmann::json> Informer::Get(const std::string& key) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = store_.find(key);
   if (it == store_.end()) return std::nullopt;
   return it->second;
 }
 
 std::vector<nlohmann::json> Informer::List() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<nlohmann::json> out;
   out.reserve(store_.size());
   for (const auto& [key, obj] : store_) out.push_back(obj);
@@ -101,24 +101,28 @@ std::vector<nlohmann::json> Informer::List() const {
 }
 
 void Informer::ForEach(const std::function<void(const std::string& key, const nlohmann::json& obj)>& fn) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (const auto& [key, obj] : store_) fn(key, obj);
 }
 
 std::string Informer::ResourceVersion() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return resource_version_;
 }
 
 bool Informer::WaitForResourceVersion(const std::string& rv, std::chrono::milliseconds timeout) const {
-  std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_for(lock, timeout, [&] { return stop_.load() || ResourceVersionAtLeast(resource_version_, rv); }) &&
+  MutexLock lock(mu_);
+  return cv_.WaitFor(mu_, timeout,
+                     [&] {
+                       mu_.AssertHeld();
+                       return stop_.load() || ResourceVersionAtLeast(resource_version_, rv);
+                     }) &&
          !stop_.load();
 }
 
 void Informer::SleepFor(std::chrono::milliseconds d) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, d, [this] { return stop_.load(); });
+  MutexLock lock(mu_);
+  cv_.WaitFor(mu_, d, [this] { return stop_.load(); });
 }
 
 void Informer::Run() {
@@ -174,7 +178,7 @@ Status Informer::ListAndApply() {
   }
   StoreDelta delta;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     delta = DiffStore(store_, items);
     store_.clear();
     for (auto& item : items) {
@@ -190,10 +194,10 @@ Status Informer::ListAndApply() {
     for (const auto& obj : delta.added) if (h.on_add) h.on_add(obj);
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     synced_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   return Status::Ok();
 }
 
@@ -203,10 +207,10 @@ bool Informer::Apply(const WatchEvent& event) {
   const std::string rv = MetaString(obj, "resourceVersion");
   if (event.type == "BOOKMARK") {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (!rv.empty()) resource_version_ = rv;
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
     return true;
   }
   const std::string key = KeyOf(obj);
@@ -217,7 +221,7 @@ bool Informer::Apply(const WatchEvent& event) {
   }
   std::optional<nlohmann::json> old;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = store_.find(key);
     if (it != store_.end()) {
       old = std::move(it->second);
@@ -226,7 +230,7 @@ bool Informer::Apply(const WatchEvent& event) {
     if (!deleted) store_[key] = obj;
     if (!rv.empty()) resource_version_ = rv;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   for (const auto& h : handlers_) {
     if (deleted) {
       if (h.on_delete) h.on_delete(obj);

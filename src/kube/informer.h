@@ -20,10 +20,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -31,6 +29,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "core/thread_annotations.h"
 #include "kube/client.h"
 
 namespace tessera::kube {
@@ -118,10 +117,10 @@ class Informer {
   const InformerOptions options_;
   std::vector<EventHandlers> handlers_;  // fixed at Start()
 
-  mutable std::mutex mu_;
-  mutable std::condition_variable cv_;                 // sync, stop and new-resourceVersion wake-ups
-  std::map<std::string, nlohmann::json> store_;        // GUARDED_BY(mu_)
-  std::string resource_version_;                       // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  mutable CondVar cv_;  // sync, stop and new-resourceVersion wake-ups
+  std::map<std::string, nlohmann::json> store_ TESSERA_GUARDED_BY(mu_);
+  std::string resource_version_ TESSERA_GUARDED_BY(mu_);
   std::atomic<bool> stop_{false};
   std::atomic<bool> synced_{false};
   std::atomic<int> lists_{0};

@@ -111,21 +111,21 @@ Status LeaderElector::Start() {
 
 void LeaderElector::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (thread_.joinable()) thread_.join();
 }
 
 std::string LeaderElector::LastObservedHolder() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return observed_holder_;
 }
 
 void LeaderElector::SleepFor(std::chrono::milliseconds d) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, d, [this] { return stop_.load(); });
+  MutexLock lock(mu_);
+  cv_.WaitFor(mu_, d, [this] { return stop_.load(); });
 }
 
 Result<bool> LeaderElector::TryAcquireOrRenew() {
@@ -146,7 +146,7 @@ Result<bool> LeaderElector::TryAcquireOrRenew() {
       observed_time_ = now;
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       observed_holder_ = holder;
     }
     const int duration = SpecInt(current, "leaseDurationSeconds", Seconds(config_.lease_duration));
@@ -164,7 +164,7 @@ Result<bool> LeaderElector::TryAcquireOrRenew() {
   observed_record_ = ResourceVersionOf(last_lease_);
   observed_time_ = std::chrono::steady_clock::now();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     observed_holder_ = config_.identity;
   }
   return true;

@@ -22,15 +22,14 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
 
 #include "core/status.h"
+#include "core/thread_annotations.h"
 #include "kube/client.h"
 
 namespace tessera::kube {
@@ -92,9 +91,9 @@ class LeaderElector {
   const LeaderElectionConfig config_;
   const std::string path_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::string observed_holder_;                          // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  CondVar cv_;                                           // Stop() wakes SleepFor
+  std::string observed_holder_ TESSERA_GUARDED_BY(mu_);
   std::string observed_record_;                          // holder + renewTime + RV last seen; thread only
   std::chrono::steady_clock::time_point observed_time_;  // when observed_record_ last changed; thread only
   nlohmann::json last_lease_;                            // our last written lease; thread only

@@ -9,7 +9,7 @@ TokenBucket::TokenBucket(double qps, int burst, Clock clock)
 
 std::chrono::nanoseconds TokenBucket::Reserve() {
   if (qps_ <= 0) return std::chrono::nanoseconds(0);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   const auto now = clock_();
   if (now > last_) {
     const double elapsed = std::chrono::duration<double>(now - last_).count();

@@ -7,7 +7,8 @@
 
 #include <chrono>
 #include <functional>
-#include <mutex>
+
+#include "core/thread_annotations.h"
 
 namespace tessera::kube {
 
@@ -28,9 +29,9 @@ class TokenBucket {
   const double qps_;
   const double burst_;
   const Clock clock_;
-  std::mutex mu_;
-  double tokens_;                                   // GUARDED_BY(mu_); negative: reserved ahead
-  std::chrono::steady_clock::time_point last_;      // GUARDED_BY(mu_)
+  Mutex mu_;
+  double tokens_ TESSERA_GUARDED_BY(mu_);  // negative: reserved ahead
+  std::chrono::steady_clock::time_point last_ TESSERA_GUARDED_BY(mu_);
 };
 
 }  // namespace tessera::kube

@@ -17,10 +17,10 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "core/thread_annotations.h"
 #include "metrics/series.h"
 #include "metrics/text_format.h"
 
@@ -79,7 +79,7 @@ class Family final : public FamilyBase {
   // Aborts when the number of values is not the number of label names.
   Series& WithLabels(const std::vector<std::string>& values) {
     CheckArity(values);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = series_.find(values);
     if (it == series_.end()) it = series_.emplace(values, MakeSeries()).first;
     return *it->second;
@@ -90,7 +90,7 @@ class Family final : public FamilyBase {
   // Drops the series with these values (a pod that went away); references to
   // it dangle from here on. False when there was none.
   bool Remove(const std::vector<std::string>& values) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return series_.erase(values) > 0;
   }
 
@@ -103,13 +103,13 @@ class Family final : public FamilyBase {
     }
   }
   void RenderSamples(std::string& out) const override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& [values, series] : series_) series->Append(out, name(), FormatLabels(label_names(), values));
   }
 
   const std::vector<double> bounds_;
-  mutable std::mutex mu_;
-  std::map<std::vector<std::string>, std::unique_ptr<Series>> series_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::map<std::vector<std::string>, std::unique_ptr<Series>> series_ TESSERA_GUARDED_BY(mu_);
 };
 
 // One sample a callback family reports.

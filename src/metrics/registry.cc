@@ -33,7 +33,7 @@ Status Registry::Check(const std::string& name, const std::string& help, MetricT
 
 template <typename F>
 F* Registry::Insert(std::unique_ptr<F> family) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   const auto [it, inserted] = families_.try_emplace(family->name(), nullptr);
   if (!inserted) return nullptr;
   F* raw = family.get();
@@ -87,7 +87,7 @@ Status Registry::AddCallback(MetricType type, std::string name, std::string help
 std::string Registry::Render() const {
   std::vector<const FamilyBase*> families;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     families.reserve(families_.size());
     for (const auto& [name, family] : families_) families.push_back(family.get());
   }

@@ -18,11 +18,11 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
+#include "core/thread_annotations.h"
 #include "metrics/family.h"
 #include "metrics/series.h"
 
@@ -59,8 +59,8 @@ class Registry {
   template <typename F>
   F* Insert(std::unique_ptr<F> family);
 
-  mutable std::mutex mu_;
-  std::map<std::string, std::unique_ptr<FamilyBase>> families_;  // by name; GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::map<std::string, std::unique_ptr<FamilyBase>> families_ TESSERA_GUARDED_BY(mu_);  // by name
 };
 
 }  // namespace tessera::metrics

@@ -64,7 +64,7 @@ HealthWatch::~HealthWatch() {
 }
 
 std::set<std::string> HealthWatch::LostUuids() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return lost_;
 }
 
@@ -103,7 +103,7 @@ void HealthWatch::Handle(const nvmlEventData_t& event) {
   }
   bool inserted = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     inserted = lost_.insert(device->uuid).second;
   }
   if (inserted) Log(log_, LogLevel::kError, Name(*device) + " marked unhealthy: " + *reason);

@@ -10,12 +10,12 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "core/thread_annotations.h"
 #include "nvml/library.h"
 #include "nvml/log.h"
 
@@ -55,8 +55,8 @@ class HealthWatch {
   const LogFn log_;
   std::optional<EventSet> set_;  // nullopt: nothing registered, no thread
   std::atomic<bool> stop_{false};
-  mutable std::mutex mu_;
-  std::set<std::string> lost_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::set<std::string> lost_ TESSERA_GUARDED_BY(mu_);
   std::thread thread_;          // last: started once everything above exists
 };
 

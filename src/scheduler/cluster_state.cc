@@ -79,10 +79,17 @@ std::string StateSummary::ToString() const {
 }
 
 // ---- ClusterView ----
+// A view exists only inside ClusterState::Read (or a pick under
+// AssumeOnNodeInView), with the state's mutex held: each method says so to
+// the analysis.
 
-const core::Ledger& ClusterView::ledger() const { return state_->ledger_; }
+const core::Ledger& ClusterView::ledger() const {
+  state_->mu_.AssertHeld();
+  return state_->ledger_;
+}
 
 ClusterView::NodeKind ClusterView::KindOf(std::string_view node, const std::string** reason) const {
+  state_->mu_.AssertHeld();
   auto it = state_->nodes_.find(std::string(node));
   if (it == state_->nodes_.end()) return NodeKind::kUnknown;
   if (it->second.not_gpu_reason.empty()) return NodeKind::kGpu;
@@ -90,9 +97,13 @@ ClusterView::NodeKind ClusterView::KindOf(std::string_view node, const std::stri
   return NodeKind::kNotGpu;
 }
 
-uint64_t ClusterView::topology_version() const { return state_->topology_version_; }
+uint64_t ClusterView::topology_version() const {
+  state_->mu_.AssertHeld();
+  return state_->topology_version_;
+}
 
 std::string ClusterView::AdmissionStall(std::string_view node, Clock::time_point now) const {
+  state_->mu_.AssertHeld();
   auto a = state_->awaiting_.find(node);
   if (a == state_->awaiting_.end()) return "";
   const std::string* oldest = nullptr;
@@ -112,6 +123,7 @@ std::string ClusterView::AdmissionStall(std::string_view node, Clock::time_point
 }
 
 const std::map<std::string, int64_t, std::less<>>& ClusterView::Models() const {
+  state_->mu_.AssertHeld();
   if (state_->models_dirty_) {
     state_->models_.clear();
     for (const auto& n : state_->ledger_.nodes()) {
@@ -126,6 +138,7 @@ const std::map<std::string, int64_t, std::less<>>& ClusterView::Models() const {
 }
 
 std::vector<core::PodRequest> ClusterView::HeldRequests() const {
+  state_->mu_.AssertHeld();
   std::vector<core::PodRequest> out;
   for (const auto& [key, rec] : state_->pods_)
     if (core::HoldsShare(rec.stage)) out.push_back(rec.request);
@@ -133,6 +146,7 @@ std::vector<core::PodRequest> ClusterView::HeldRequests() const {
 }
 
 std::vector<core::PodRequest> ClusterView::NewHoldsSince(uint64_t* cursor) const {
+  state_->mu_.AssertHeld();
   const uint64_t first = state_->new_holds_first_;
   const uint64_t end = first + state_->new_holds_.size();
   std::vector<core::PodRequest> out;
@@ -142,6 +156,7 @@ std::vector<core::PodRequest> ClusterView::NewHoldsSince(uint64_t* cursor) const
 }
 
 std::vector<core::PreemptionPod> ClusterView::HeldPodsOn(std::string_view node) const {
+  state_->mu_.AssertHeld();
   std::vector<core::PreemptionPod> out;
   for (const std::string& key : state_->ledger_.PodsOn(node)) {
     auto it = state_->pods_.find(key);
@@ -161,9 +176,13 @@ std::vector<core::PreemptionPod> ClusterView::HeldPodsOn(std::string_view node) 
   return out;
 }
 
-const LoadTracker& ClusterView::load() const { return state_->load_; }
+const LoadTracker& ClusterView::load() const {
+  state_->mu_.AssertHeld();
+  return state_->load_;
+}
 
 const core::PodRequest* ClusterView::HeldRequest(std::string_view key) const {
+  state_->mu_.AssertHeld();
   auto it = state_->pods_.find(key);
   if (it == state_->pods_.end() || !core::HoldsShare(it->second.stage)) return nullptr;
   return &it->second.request;
@@ -188,7 +207,7 @@ void ClusterState::UpsertNode(const Json& node) {
     return;
   }
   std::string fp = NodeFingerprint(node);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   NodeEntry& entry = nodes_[name];
   if (entry.fingerprint == fp) return;  // a heartbeat: nothing the ledger uses changed
   entry.fingerprint = std::move(fp);
@@ -242,7 +261,7 @@ void ClusterState::UpsertNode(const Json& node) {
 }
 
 void ClusterState::DeleteNode(std::string_view name) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   const std::string n(name);
   if (nodes_.erase(n) == 0) return;
   TopologyChanged();
@@ -304,7 +323,7 @@ void ClusterState::UpsertPod(const core::PodView& pod) {
     else pending.error = pod.request.status();
   }
 
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = pods_.find(key);
   if (it != pods_.end() && !uid.empty() && !it->second.uid.empty() && it->second.uid != uid) {
     log_->info("pod {} was replaced (uid {} -> {}); releasing the old one's share", key, it->second.uid, uid);
@@ -405,7 +424,7 @@ void ClusterState::UpsertPod(const core::PodView& pod) {
 void ClusterState::DeletePod(const core::PodView& pod) {
   const std::string& key = pod.key;
   const std::string& uid = pod.uid;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = pods_.find(key);
   if (auto p = pending_.find(key); p != pending_.end() && (uid.empty() || p->second.uid == uid)) {
     pending_.erase(p);
@@ -418,7 +437,7 @@ void ClusterState::DeletePod(const core::PodView& pod) {
 }
 
 Status ClusterState::ClaimAdmissionTurn(std::string_view pod_key, Clock::time_point deadline) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (true) {
     auto it = pods_.find(pod_key);
     if (it == pods_.end() || it->second.stage != core::PodStage::kAssumed) {
@@ -434,7 +453,7 @@ Status ClusterState::ClaimAdmissionTurn(std::string_view pod_key, Clock::time_po
       SettleAdmission(key, rec);
       return Status::Ok();
     }
-    if (admitted_.wait_until(lock, deadline) == std::cv_status::timeout) {
+    if (admitted_.WaitUntil(mu_, deadline) == std::cv_status::timeout) {
       auto now_it = pods_.find(pod_key);
       auto still = now_it == pods_.end() ? awaiting_.end() : awaiting_.find(now_it->second.assignment.node);
       if (now_it != pods_.end() && still == awaiting_.end()) continue;  // freed just now: take it
@@ -458,7 +477,7 @@ Result<core::Assignment> ClusterState::AssumeOnNode(const core::PodRequest& pod,
 Result<core::Assignment> ClusterState::AssumeOnNodeInView(const core::PodRequest& pod, std::string_view uid,
                                                           std::string_view node, const PickInViewFn& pick,
                                                           Clock::time_point now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (auto it = pods_.find(pod.key); it != pods_.end())
     return AlreadyExists("pod " + pod.key + " already has a share on node " + it->second.assignment.node);
   const core::NodeState* state = ledger_.FindNode(node);
@@ -485,7 +504,7 @@ Result<core::Assignment> ClusterState::AssumeOnNodeInView(const core::PodRequest
 }
 
 Status ClusterState::ForgetAssumed(std::string_view pod_key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = pods_.find(pod_key);
   if (it == pods_.end()) return NotFound("pod " + std::string(pod_key) + " holds no share");
   if (!it->second.assumed)
@@ -495,7 +514,7 @@ Status ClusterState::ForgetAssumed(std::string_view pod_key) {
 }
 
 int ClusterState::ExpireAssumed(Clock::time_point now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<std::string> expired;  // oldest first; stops at the first one still young
   for (auto it = assumed_.begin(); it != assumed_.end() && now - it->first >= options_.assume_ttl; ++it)
     expired.push_back(it->second);
@@ -509,7 +528,7 @@ int ClusterState::ExpireAssumed(Clock::time_point now) {
 }
 
 Result<core::PodRequest> ClusterState::PendingRequest(std::string_view pod_key, std::string_view uid) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = pending_.find(std::string(pod_key));
   if (it == pending_.end() || (!uid.empty() && !it->second.uid.empty() && it->second.uid != uid))
     return NotFound("pod " + std::string(pod_key) + " is not a pending GPU pod seen by the pod watch");
@@ -518,7 +537,7 @@ Result<core::PodRequest> ClusterState::PendingRequest(std::string_view pod_key, 
 }
 
 bool ClusterState::IsPending(std::string_view pod_key, std::string_view uid, std::string* nominated_node) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = pending_.find(std::string(pod_key));
   if (it == pending_.end() || (!uid.empty() && !it->second.uid.empty() && it->second.uid != uid)) return false;
   if (nominated_node != nullptr) *nominated_node = it->second.nominated_node;
@@ -542,7 +561,7 @@ bool ClusterState::Advance(const std::string& key, PodRecord& rec, core::PodEven
       a->second.erase(key);
       if (a->second.empty()) awaiting_.erase(a);
     }
-    admitted_.notify_all();
+    admitted_.NotifyAll();
   }
   if (core::Parked(before) && !core::Parked(after)) {
     if (auto p = parked_.find(node); p != parked_.end()) {
@@ -726,12 +745,12 @@ StateSummary ClusterState::SummaryLocked() const {
 }
 
 StateSummary ClusterState::Summary() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return SummaryLocked();
 }
 
 StateSummary ClusterState::Snapshot() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   StateSummary s = SummaryLocked();
   for (const auto& n : ledger_.nodes()) {
     for (size_t i = 0; i < n.gpus.size(); ++i) {
@@ -745,7 +764,7 @@ StateSummary ClusterState::Snapshot() const {
 }
 
 std::vector<std::string> ClusterState::Problems() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<std::string> out;
   for (const auto& [key, rec] : pods_)
     if (!core::HoldsShare(rec.stage)) out.push_back(key + ": " + rec.problem);
@@ -753,7 +772,7 @@ std::vector<std::string> ClusterState::Problems() const {
 }
 
 int ClusterState::conflict_count() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   int n = 0;
   for (const auto& [key, rec] : pods_) n += rec.stage == core::PodStage::kConflict;
   return n;

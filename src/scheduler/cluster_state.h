@@ -36,7 +36,8 @@
 // version, so cached scores of the node are recomputed.
 //
 // Thread-safety: every method may be called from any thread; one mutex
-// guards all state. Read() runs a function under it.
+// guards all state (TESSERA_GUARDED_BY, checked by clang). Read() runs a
+// function under it.
 //
 //   ClusterState state(ClusterStateOptions{});
 //   state.UpsertNode(node_json);      // informer callbacks
@@ -46,13 +47,11 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <string_view>
@@ -68,6 +67,7 @@
 #include "core/podspec.h"
 #include "core/preemption.h"
 #include "core/status.h"
+#include "core/thread_annotations.h"
 #include "scheduler/load_tracker.h"
 
 namespace spdlog {
@@ -144,7 +144,8 @@ struct StateSummary {
 
 class ClusterState;
 
-// Read-only access to the state, valid only inside ClusterState::Read.
+// Read-only access to the state, valid only inside ClusterState::Read (with
+// the state's mutex held; its methods assert that to the analysis).
 class ClusterView {
  public:
   enum class NodeKind { kUnknown, kGpu, kNotGpu };
@@ -242,8 +243,8 @@ class ClusterState {
   // Runs `fn(const ClusterView&)` under the mutex and returns its result.
   // `fn` must not call back into this object.
   template <typename Fn>
-  decltype(auto) Read(Fn&& fn) const {
-    std::lock_guard<std::mutex> lock(mu_);
+  decltype(auto) Read(Fn&& fn) const TESSERA_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     return fn(ClusterView(this));
   }
 
@@ -261,8 +262,9 @@ class ClusterState {
   const ClusterStateOptions& options() const { return options_; }
   // The predicted GPU load book, for a placement policy that scores with it
   // (PolicyConfig::load). Read it only under Read(), as the policy does when
-  // the extender scores inside Read().
-  const core::GpuLoadBook* load_book() const { return &load_.book(); }
+  // the extender scores inside Read(). Not analysed: the pointer is taken
+  // without the lock, what it points to is read with it.
+  const core::GpuLoadBook* load_book() const TESSERA_NO_THREAD_SAFETY_ANALYSIS { return &load_.book(); }
 
  private:
   friend class ClusterView;
@@ -304,64 +306,64 @@ class ClusterState {
     std::string workload;         // WorkloadOf the pod
   };
 
-  // The functions below need mu_ held.
   // Moves `rec` (pods_[key]) to the stage after `event` and keeps awaiting_
   // and parked_ in step: entering kAwaitingAdmission starts its wait, leaving
   // it wakes binds waiting for the node. An event its stage does not take is
   // logged and changes nothing (false).
-  bool Advance(const std::string& key, PodRecord& rec, core::PodEvent event);
+  bool Advance(const std::string& key, PodRecord& rec, core::PodEvent event) TESSERA_REQUIRES(mu_);
   // A bound pod that awaits admission and is admitted now (or its node has
   // no agent) goes on to kHeld; a held one whose node gained an agent that
   // has not admitted it awaits again.
-  void SettleAdmission(const std::string& key, PodRecord& rec);
-  bool NodeHasAgent(const std::string& node) const;
-  void Hold(const std::string& key, PodRecord record);
-  void NoteNewHold(PodRecord& rec);
-  void TryPlace(const std::string& key, PodRecord& record);
+  void SettleAdmission(const std::string& key, PodRecord& rec) TESSERA_REQUIRES(mu_);
+  bool NodeHasAgent(const std::string& node) const TESSERA_REQUIRES(mu_);
+  void Hold(const std::string& key, PodRecord record) TESSERA_REQUIRES(mu_);
+  void NoteNewHold(PodRecord& rec) TESSERA_REQUIRES(mu_);
+  void TryPlace(const std::string& key, PodRecord& record) TESSERA_REQUIRES(mu_);
   // Gives back what the pod holds and forgets it; `event` is kGone or kForgotten.
-  void Release(const std::string& key, core::PodEvent event = core::PodEvent::kGone);
-  void Evict(const std::string& node, const std::string& why);
-  void ApplyParked(const std::string& node);
+  void Release(const std::string& key, core::PodEvent event = core::PodEvent::kGone) TESSERA_REQUIRES(mu_);
+  void Evict(const std::string& node, const std::string& why) TESSERA_REQUIRES(mu_);
+  void ApplyParked(const std::string& node) TESSERA_REQUIRES(mu_);
   // Moves the pods that have awaited admission on `node` for
   // kAdmissionGiveUpFactor admission waits to kAdmissionAbandoned, so they
   // no longer hold its binds back.
-  void GiveUpStaleAwaiting(const std::string& node, Clock::time_point now);
-  void SetWaitingReason(const std::string& node, const std::string& why);
+  void GiveUpStaleAwaiting(const std::string& node, Clock::time_point now) TESSERA_REQUIRES(mu_);
+  void SetWaitingReason(const std::string& node, const std::string& why) TESSERA_REQUIRES(mu_);
   // Feeds a held pod's tessera.io/usage to the LoadTracker; gives its node a
   // new version when its booked load changed.
   void NoteUsage(const std::string& key, const PodRecord& rec, const std::string& usage_text,
-                 const Result<core::PodUsage>& usage);
+                 const Result<core::PodUsage>& usage) TESSERA_REQUIRES(mu_);
   int64_t NowSeconds() const;
-  void TopologyChanged() {
+  void TopologyChanged() TESSERA_REQUIRES(mu_) {
     models_dirty_ = true;
     ++topology_version_;
   }
-  StateSummary SummaryLocked() const;
+  StateSummary SummaryLocked() const TESSERA_REQUIRES(mu_);
 
   const ClusterStateOptions options_;
   std::shared_ptr<spdlog::logger> log_;
 
-  std::map<std::string, std::set<std::string, std::less<>>, std::less<>> awaiting_;  // node -> its pods in kAwaitingAdmission
-  std::condition_variable admitted_;  // notified when a pod stops awaiting admission
   std::atomic<uint64_t> freed_{0};
-  mutable std::mutex mu_;
-  // Everything below: GUARDED_BY(mu_).
-  core::Ledger ledger_;
-  std::unordered_map<std::string, NodeEntry> nodes_;
-  std::map<std::string, PodRecord, std::less<>> pods_;
-  std::map<std::string, std::set<std::string>, std::less<>> parked_;  // node -> its pods in a Parked stage
+  mutable Mutex mu_;
+  CondVar admitted_;  // notified when a pod leaves kAwaitingAdmission
+  core::Ledger ledger_ TESSERA_GUARDED_BY(mu_);
+  std::unordered_map<std::string, NodeEntry> nodes_ TESSERA_GUARDED_BY(mu_);
+  std::map<std::string, PodRecord, std::less<>> pods_ TESSERA_GUARDED_BY(mu_);
+  // node -> its pods in a Parked stage
+  std::map<std::string, std::set<std::string>, std::less<>> parked_ TESSERA_GUARDED_BY(mu_);
+  // node -> its pods in kAwaitingAdmission
+  std::map<std::string, std::set<std::string, std::less<>>, std::less<>> awaiting_ TESSERA_GUARDED_BY(mu_);
   // Assumed records by (assumed_at, key), oldest first, for ExpireAssumed.
-  std::set<std::pair<Clock::time_point, std::string>> assumed_;
-  std::unordered_map<std::string, PendingPod> pending_;
-  std::deque<core::PodRequest> new_holds_;
-  uint64_t new_holds_first_ = 0;  // sequence number of new_holds_.front()
-  mutable bool models_dirty_ = true;
-  uint64_t topology_version_ = 1;
-  mutable std::map<std::string, int64_t, std::less<>> models_;
-  int64_t conflicts_total_ = 0;
-  int64_t expired_total_ = 0;
-  LoadTracker load_;
-  int64_t usage_rejected_total_ = 0;
+  std::set<std::pair<Clock::time_point, std::string>> assumed_ TESSERA_GUARDED_BY(mu_);
+  std::unordered_map<std::string, PendingPod> pending_ TESSERA_GUARDED_BY(mu_);
+  std::deque<core::PodRequest> new_holds_ TESSERA_GUARDED_BY(mu_);
+  uint64_t new_holds_first_ TESSERA_GUARDED_BY(mu_) = 0;  // sequence number of new_holds_.front()
+  mutable bool models_dirty_ TESSERA_GUARDED_BY(mu_) = true;
+  uint64_t topology_version_ TESSERA_GUARDED_BY(mu_) = 1;
+  mutable std::map<std::string, int64_t, std::less<>> models_ TESSERA_GUARDED_BY(mu_);
+  int64_t conflicts_total_ TESSERA_GUARDED_BY(mu_) = 0;
+  int64_t expired_total_ TESSERA_GUARDED_BY(mu_) = 0;
+  LoadTracker load_ TESSERA_GUARDED_BY(mu_);
+  int64_t usage_rejected_total_ TESSERA_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace tessera::scheduler

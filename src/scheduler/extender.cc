@@ -71,7 +71,7 @@ const char* DecisionName(Decision decision) {
 
 Result<std::unique_ptr<Extender>> Extender::Create(ClusterState& state, Binder& binder, ExtenderOptions options) {
   std::unique_ptr<Extender> e(new Extender(state, binder, std::move(options)));
-  std::lock_guard<std::mutex> lock(e->policy_mu_);
+  MutexLock lock(e->policy_mu_);
   TESSERA_RETURN_IF_ERROR(e->MakePolicyLocked(core::TargetWorkload{}));
   return e;
 }
@@ -115,8 +115,9 @@ HttpReply Extender::Filter(std::string_view body) {
   const std::vector<Nomination> nominations =
       options_.preemptor != nullptr ? options_.preemptor->NominationsAgainst(key) : std::vector<Nomination>{};
   // Held until the reply is written: `out` points into the verdict cache.
-  std::lock_guard<std::mutex> lock(policy_mu_);
+  MutexLock lock(policy_mu_);
   state_.Read([&](const ClusterView& view) {
+    policy_mu_.AssertHeld();  // taken above, around the Read
     problem = ClusterWideProblem(*req, view.Models());
     if (!problem.empty()) return;
     const std::vector<int>& index = ResolveLocked(view, args->node_names);
@@ -220,9 +221,10 @@ HttpReply Extender::Prioritize(std::string_view body) {
   const std::vector<Nomination> nominations =
       options_.preemptor != nullptr ? options_.preemptor->NominationsAgainst(key) : std::vector<Nomination>{};
   {
-    std::lock_guard<std::mutex> lock(policy_mu_);
+    MutexLock lock(policy_mu_);
     all_equal = policy_->ScoresAllEqual();
     state_.Read([&](const ClusterView& view) {
+      policy_mu_.AssertHeld();  // taken above, around the Read
       LearnWorkloadLocked(view);
       policy_->SeeCluster(view.ledger());
       const std::vector<int>& index = ResolveLocked(view, names);
@@ -295,8 +297,9 @@ HttpReply Extender::Bind(std::string_view body) {
   const std::vector<Nomination> nominations =
       options_.preemptor != nullptr ? options_.preemptor->NominationsAgainst(key) : std::vector<Nomination>{};
   {
-    std::lock_guard<std::mutex> lock(policy_mu_);
+    MutexLock lock(policy_mu_);
     auto pick = [&](const core::NodeState& node, const ClusterView& view) -> Result<core::Assignment> {
+      policy_mu_.AssertHeld();  // runs inside AssumeOnNodeInView, below
       policy_->SeeCluster(view.ledger());
       core::NodeState reserved;
       std::string holders;

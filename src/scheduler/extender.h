@@ -48,7 +48,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -58,6 +57,7 @@
 #include "core/placer.h"
 #include "core/policy.h"
 #include "core/status.h"
+#include "core/thread_annotations.h"
 #include "scheduler/cluster_state.h"
 #include "scheduler/pod_view_cache.h"
 #include "scheduler/preemptor.h"
@@ -171,14 +171,15 @@ class Extender {
     bool unresolvable = false;
     std::string reason;
   };
-  // policy_mu_ held (and the state's mutex, through Read).
-  void LearnWorkloadLocked(const ClusterView& view);
-  int ShapeIdLocked(const core::PodRequest& pod);
+  // policy_mu_ held (and the state's mutex, through Read, where a view is taken).
+  void LearnWorkloadLocked(const ClusterView& view) TESSERA_REQUIRES(policy_mu_);
+  int ShapeIdLocked(const core::PodRequest& pod) TESSERA_REQUIRES(policy_mu_);
   Verdict& VerdictLocked(int shape, int node_index, const core::PodRequest& pod, const core::NodeState& node,
-                               bool need_score);
+                         bool need_score) TESSERA_REQUIRES(policy_mu_);
   // Ledger indexes of `names` (-1: not in the ledger), cached per name list.
-  const std::vector<int>& ResolveLocked(const ClusterView& view, const std::vector<std::string>& names);
-  Status MakePolicyLocked(const core::TargetWorkload& workload);
+  const std::vector<int>& ResolveLocked(const ClusterView& view, const std::vector<std::string>& names)
+      TESSERA_REQUIRES(policy_mu_);
+  Status MakePolicyLocked(const core::TargetWorkload& workload) TESSERA_REQUIRES(policy_mu_);
 
   // The request Bind works on: from the pod watch, else from a filter call.
   Result<core::PodRequest> RequestForBind(const std::string& key, const std::string& uid);
@@ -189,21 +190,21 @@ class Extender {
   const ExtenderOptions options_;
   std::shared_ptr<spdlog::logger> log_;
 
-  std::mutex policy_mu_;
-  // Everything below until pods_: GUARDED_BY(policy_mu_).
-  std::unique_ptr<core::PlacementPolicy> policy_;
-  std::unique_ptr<core::Placer> placer_;
-  uint64_t holds_cursor_ = 0;
-  int64_t learned_ = 0;            // pods fed to the policy so far
-  int64_t next_rebuild_ = 32;      // fgd: rebuild the target workload at this count
-  std::unordered_map<std::string, int> shapes_;
-  std::vector<std::vector<Verdict>> verdicts_;  // [shape][ledger node index]
+  Mutex policy_mu_;
+  std::unique_ptr<core::PlacementPolicy> policy_ TESSERA_GUARDED_BY(policy_mu_);
+  std::unique_ptr<core::Placer> placer_ TESSERA_GUARDED_BY(policy_mu_);
+  uint64_t holds_cursor_ TESSERA_GUARDED_BY(policy_mu_) = 0;
+  int64_t learned_ TESSERA_GUARDED_BY(policy_mu_) = 0;        // pods fed to the policy so far
+  int64_t next_rebuild_ TESSERA_GUARDED_BY(policy_mu_) = 32;  // fgd: rebuild the target workload at this count
+  std::unordered_map<std::string, int> shapes_ TESSERA_GUARDED_BY(policy_mu_);
+  std::vector<std::vector<Verdict>> verdicts_ TESSERA_GUARDED_BY(policy_mu_);  // [shape][ledger node index]
   struct Resolution {
     uint64_t topology = 0;
     std::vector<std::string> names;
     std::vector<int> index;
   };
-  std::vector<Resolution> resolutions_;  // the last few node lists seen, newest last
+  // The last few node lists seen, newest last.
+  std::vector<Resolution> resolutions_ TESSERA_GUARDED_BY(policy_mu_);
 
   // The pods of the calls, decoded once per uid and resourceVersion (its own lock).
   PodViewCache pods_;

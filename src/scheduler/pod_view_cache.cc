@@ -8,7 +8,7 @@ PodViewCache::PodViewCache(size_t capacity) : capacity_(std::max<size_t>(capacit
 
 std::shared_ptr<const core::PodView> PodViewCache::Find(std::string_view uid, std::string_view resource_version) {
   if (uid.empty() || resource_version.empty()) return nullptr;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = by_uid_.find(std::string(uid));
   if (it == by_uid_.end() || it->second->resource_version != resource_version) return nullptr;
   ++hits_;
@@ -17,14 +17,14 @@ std::shared_ptr<const core::PodView> PodViewCache::Find(std::string_view uid, st
 
 std::shared_ptr<const core::PodView> PodViewCache::Latest(std::string_view uid) const {
   if (uid.empty()) return nullptr;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = by_uid_.find(std::string(uid));
   return it == by_uid_.end() ? nullptr : it->second;
 }
 
 void PodViewCache::Remember(std::shared_ptr<const core::PodView> pod) {
   if (pod == nullptr || pod->uid.empty()) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::string uid = pod->uid;
   auto [it, inserted] = by_uid_.insert_or_assign(uid, std::move(pod));
   if (!inserted) return;
@@ -36,12 +36,12 @@ void PodViewCache::Remember(std::shared_ptr<const core::PodView> pod) {
 }
 
 size_t PodViewCache::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return by_uid_.size();
 }
 
 uint64_t PodViewCache::hits() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return hits_;
 }
 

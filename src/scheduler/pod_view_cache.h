@@ -15,12 +15,12 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 
 #include "core/pod_view.h"
+#include "core/thread_annotations.h"
 
 namespace tessera::scheduler {
 
@@ -50,10 +50,10 @@ class PodViewCache {
 
  private:
   const size_t capacity_;
-  mutable std::mutex mu_;
-  std::unordered_map<std::string, std::shared_ptr<const core::PodView>> by_uid_;  // GUARDED_BY(mu_)
-  std::deque<std::string> order_;  // GUARDED_BY(mu_): uids, oldest first
-  uint64_t hits_ = 0;              // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<const core::PodView>> by_uid_ TESSERA_GUARDED_BY(mu_);
+  std::deque<std::string> order_ TESSERA_GUARDED_BY(mu_);  // uids, oldest first
+  uint64_t hits_ TESSERA_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace tessera::scheduler

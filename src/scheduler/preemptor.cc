@@ -93,7 +93,7 @@ GpuPreemptor::GpuPreemptor(ClusterState& state, PreemptionApi& api, PreemptorOpt
 GpuPreemptor::~GpuPreemptor() { Stop(); }
 
 void GpuPreemptor::Start() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (thread_.joinable() || !options_.enabled) return;
   stopping_ = false;
   thread_ = std::thread([this] { Loop(); });
@@ -101,10 +101,10 @@ void GpuPreemptor::Start() {
 
 void GpuPreemptor::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
-  wake_.notify_all();
+  wake_.NotifyAll();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -112,7 +112,7 @@ void GpuPreemptor::Request(PreemptionRequest request) {
   if (!options_.enabled || request.nodes.empty()) return;
   const Clock::time_point now = Now();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (busy_.contains(request.key)) return;
     if (auto n = nominations_.find(request.key); n != nominations_.end() && n->second.uid == request.uid) return;
     if (auto c = cooldown_.find(request.uid); c != cooldown_.end() && now < c->second) return;
@@ -122,17 +122,17 @@ void GpuPreemptor::Request(PreemptionRequest request) {
                 request.nodes.size());
     queue_.push_back({std::move(request), now + options_.delay});
   }
-  wake_.notify_all();
+  wake_.NotifyAll();
 }
 
 void GpuPreemptor::NoteSchedulerPreemption(const std::string& uid) {
   if (uid.empty()) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   scheduler_driven_[uid] = Now() + kSchedulerDrivenFor;
 }
 
 void GpuPreemptor::Forget(const std::string& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (auto it = nominations_.find(key); it != nominations_.end()) {
     log_->info("preemption: {} is placed; its nomination on node {} ends", key, it->second.node);
     nominations_.erase(it);
@@ -141,31 +141,31 @@ void GpuPreemptor::Forget(const std::string& key) {
 
 std::vector<Nomination> GpuPreemptor::NominationsAgainst(const std::string& pod_key) const {
   std::vector<Nomination> out;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (const auto& [key, n] : nominations_)
     if (key != pod_key) out.push_back(n);
   return out;
 }
 
 void GpuPreemptor::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (!stopping_) {
     const Clock::time_point now = Now();
     Clock::time_point next = now + std::chrono::seconds(1);  // expiry checks at least this often
     if (!queue_.empty()) next = std::min(next, queue_.front().due);
     if (queue_.empty() || queue_.front().due > now) {
-      wake_.wait_until(lock, next);
+      wake_.WaitUntil(mu_, next);
       if (stopping_) break;
-      lock.unlock();
+      lock.Unlock();
       Expire(Now());
-      lock.lock();
+      lock.Lock();
       continue;
     }
     Queued item = std::move(queue_.front());
     queue_.pop_front();
-    lock.unlock();
+    lock.Unlock();
     Process(item.request);
-    lock.lock();
+    lock.Lock();
     busy_.erase(item.request.key);
   }
 }
@@ -176,14 +176,14 @@ int GpuPreemptor::RunPending() {
   while (true) {
     Queued item;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (queue_.empty() || queue_.front().due > Now()) break;
       item = std::move(queue_.front());
       queue_.pop_front();
     }
     Process(item.request);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       busy_.erase(item.request.key);
     }
     ++done;
@@ -194,7 +194,7 @@ int GpuPreemptor::RunPending() {
 void GpuPreemptor::Expire(Clock::time_point now) {
   std::vector<Nomination> live;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (auto it = scheduler_driven_.begin(); it != scheduler_driven_.end();)
       it = now >= it->second ? scheduler_driven_.erase(it) : std::next(it);
     for (auto it = cooldown_.begin(); it != cooldown_.end();)
@@ -213,7 +213,7 @@ void GpuPreemptor::Expire(Clock::time_point now) {
   // Without the lock: ClusterState's mutex comes first.
   for (const Nomination& n : live) {
     if (state_.IsPending(n.key, n.uid)) continue;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (auto it = nominations_.find(n.key); it != nominations_.end() && it->second.uid == n.uid) {
       log_->info("preemption: {} is no longer pending; its nomination on node {} ends", n.key, n.node);
       nominations_.erase(it);
@@ -224,7 +224,7 @@ void GpuPreemptor::Expire(Clock::time_point now) {
 void GpuPreemptor::GiveUp(const PreemptionRequest& request, const std::string& why) {
   bool report = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     cooldown_[request.uid] = Now() + options_.retry_after;
     std::string& last = last_failure_[request.uid];
     report = last != why;
@@ -247,7 +247,7 @@ void GpuPreemptor::Process(const PreemptionRequest& request) {
     }
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (auto s = scheduler_driven_.find(request.uid); s != scheduler_driven_.end()) {
       log_->info("preemption: {}: kube-scheduler's preemption handles it; not planning", request.key);
       return;
@@ -298,7 +298,7 @@ void GpuPreemptor::Process(const PreemptionRequest& request) {
       if (!any_lower) {  // the common case without priorities: nothing to consider, nothing to report
         log_->debug("preemption: {}: no pod of lower priority holds a share on its {} candidate nodes", request.key,
                     nodes.size());
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         cooldown_[request.uid] = Now() + options_.retry_after;
         return;
       }
@@ -345,7 +345,7 @@ void GpuPreemptor::Process(const PreemptionRequest& request) {
     for (const auto& v : plan.victims) nomination.victims.push_back(v.key);
     nomination.expires = Now() + options_.nomination_ttl;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       nominations_[request.key] = nomination;
       last_failure_.erase(request.uid);
     }

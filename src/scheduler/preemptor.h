@@ -31,13 +31,11 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -47,6 +45,7 @@
 #include "core/ledger.h"
 #include "core/model.h"
 #include "core/status.h"
+#include "core/thread_annotations.h"
 #include "scheduler/cluster_state.h"
 
 namespace tessera::scheduler {
@@ -158,10 +157,11 @@ class GpuPreemptor {
     PreemptionRequest request;
     Clock::time_point due;
   };
-  void Loop();
-  void Process(const PreemptionRequest& request);
-  void Expire(Clock::time_point now);
-  void GiveUp(const PreemptionRequest& request, const std::string& why);
+  void Loop() TESSERA_EXCLUDES(mu_);
+  // Without mu_: they read the ClusterState, whose mutex comes first.
+  void Process(const PreemptionRequest& request) TESSERA_EXCLUDES(mu_);
+  void Expire(Clock::time_point now) TESSERA_EXCLUDES(mu_);
+  void GiveUp(const PreemptionRequest& request, const std::string& why) TESSERA_EXCLUDES(mu_);
   Clock::time_point Now() const { return options_.now ? options_.now() : Clock::now(); }
 
   ClusterState& state_;
@@ -169,16 +169,18 @@ class GpuPreemptor {
   const PreemptorOptions options_;
   std::shared_ptr<spdlog::logger> log_;
 
-  mutable std::mutex mu_;
-  std::condition_variable wake_;
-  // Everything below: GUARDED_BY(mu_).
-  bool stopping_ = false;
-  std::deque<Queued> queue_;
-  std::set<std::string> busy_;                                // keys queued or in flight
-  std::map<std::string, Nomination, std::less<>> nominations_;  // by pod key
-  std::unordered_map<std::string, Clock::time_point> scheduler_driven_;  // uid -> when the verb ran
-  std::unordered_map<std::string, Clock::time_point> cooldown_;          // uid -> not before
-  std::unordered_map<std::string, std::string> last_failure_;            // uid -> reason last reported
+  mutable Mutex mu_;
+  CondVar wake_;
+  bool stopping_ TESSERA_GUARDED_BY(mu_) = false;
+  std::deque<Queued> queue_ TESSERA_GUARDED_BY(mu_);
+  std::set<std::string> busy_ TESSERA_GUARDED_BY(mu_);  // keys queued or in flight
+  std::map<std::string, Nomination, std::less<>> nominations_ TESSERA_GUARDED_BY(mu_);  // by pod key
+  // uid -> when the verb ran
+  std::unordered_map<std::string, Clock::time_point> scheduler_driven_ TESSERA_GUARDED_BY(mu_);
+  std::unordered_map<std::string, Clock::time_point> cooldown_ TESSERA_GUARDED_BY(mu_);     // uid -> not before
+  std::unordered_map<std::string, std::string> last_failure_ TESSERA_GUARDED_BY(mu_);  // uid -> reason last reported
+  // The worker. Not guarded: Start() sets it under mu_, Stop() joins it
+  // without (the worker needs mu_ to finish); call them from one thread.
   std::thread thread_;
 };
 

@@ -5,19 +5,19 @@
 namespace tessera::scheduler {
 
 void RejectedPods::Note(const std::string& key, const std::string& uid, Clock::time_point at) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::erase_if(pods_, [&](const Pod& p) { return p.key == key; });
   pods_.push_back(Pod{key, uid, at});
   PruneLocked(at);
 }
 
 void RejectedPods::Forget(const std::string& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::erase_if(pods_, [&](const Pod& p) { return p.key == key; });
 }
 
 std::vector<RejectedPods::Pod> RejectedPods::TakeSince(Clock::time_point since, size_t max) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<Pod> out;
   std::deque<Pod> keep;
   for (Pod& p : pods_) {  // oldest first: notes are appended in time order
@@ -33,7 +33,7 @@ std::vector<RejectedPods::Pod> RejectedPods::TakeSince(Clock::time_point since, 
 }
 
 size_t RejectedPods::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return pods_.size();
 }
 

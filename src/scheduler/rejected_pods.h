@@ -12,9 +12,10 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
-#include <mutex>
 #include <string>
 #include <vector>
+
+#include "core/thread_annotations.h"
 
 namespace tessera::scheduler {
 
@@ -45,12 +46,12 @@ class RejectedPods {
   size_t size() const;
 
  private:
-  void PruneLocked(Clock::time_point now);
+  void PruneLocked(Clock::time_point now) TESSERA_REQUIRES(mu_);
 
   const size_t capacity_;
   const std::chrono::seconds keep_;
-  mutable std::mutex mu_;
-  std::deque<Pod> pods_;  // GUARDED_BY(mu_), oldest first
+  mutable Mutex mu_;
+  std::deque<Pod> pods_ TESSERA_GUARDED_BY(mu_);  // oldest first
 };
 
 }  // namespace tessera::scheduler

@@ -58,10 +58,14 @@ void ExtenderServer::Route() {
   httplib::Server& s = *server_;
   const std::string prefix = RegexEscape(NormalizePrefix(options_.prefix));
   using Handler = HttpReply (Extender::*)(std::string_view);
-  for (auto [verb, handler] : {std::pair<Verb, Handler>{Verb::kFilter, &Extender::Filter},
-                               {Verb::kPrioritize, &Extender::Prioritize},
-                               {Verb::kBind, &Extender::Bind},
-                               {Verb::kPreempt, &Extender::Preempt}}) {
+  for (const auto& route : {std::pair<Verb, Handler>{Verb::kFilter, &Extender::Filter},
+                             {Verb::kPrioritize, &Extender::Prioritize},
+                             {Verb::kBind, &Extender::Bind},
+                             {Verb::kPreempt, &Extender::Preempt}}) {
+    // Plain variables, not a structured binding: clang before 16 cannot
+    // capture a binding in a lambda.
+    const Verb verb = route.first;
+    const Handler handler = route.second;
     const std::string pattern = prefix + "/" + VerbName(verb);
     s.Post(pattern, [this, verb, handler](const httplib::Request& req, httplib::Response& res) {
       const auto start = std::chrono::steady_clock::now();

@@ -98,19 +98,19 @@ Status FakeBinder::Bind(const std::string& pod_namespace, const std::string& pod
                         const std::string& node, const std::map<std::string, std::string>& annotations) {
   Call call{pod_namespace, pod_name, pod_uid, node, annotations};
   if (on_bind) on_bind(call);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!fail_with_.ok()) return fail_with_;
   calls_.push_back(std::move(call));
   return Status();
 }
 
 void FakeBinder::FailWith(Status status) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   fail_with_ = std::move(status);
 }
 
 std::vector<FakeBinder::Call> FakeBinder::calls() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return calls_;
 }
 

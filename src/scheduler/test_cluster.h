@@ -10,13 +10,13 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "core/model.h"
+#include "core/thread_annotations.h"
 #include "scheduler/cluster_state.h"
 #include "scheduler/extender.h"
 
@@ -75,9 +75,9 @@ class FakeBinder : public Binder {
   std::function<void(const Call&)> on_bind;
 
  private:
-  mutable std::mutex mu_;
-  Status fail_with_;            // GUARDED_BY(mu_)
-  std::vector<Call> calls_;     // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  Status fail_with_ TESSERA_GUARDED_BY(mu_);
+  std::vector<Call> calls_ TESSERA_GUARDED_BY(mu_);
 };
 
 }  // namespace tessera::scheduler::testing

@@ -23,7 +23,7 @@ namespace {
 using fake_test::kMiB;
 
 constexpr uint64_t kCardBytes = 1024 * kMiB;  // FAKE_CUDA_MEM_MIB default
-constexpr int kA = 0, kB = 1, kC = 2;         // physical indexes
+constexpr int kA = 0, kB = 1;  // physical indexes of the container's GPUs (2 is not one of them)
 
 // What the container may use of physical device `p`: 0 = not its GPU.
 uint64_t LimitOf(int p) { return p == kB ? 64 * kMiB : p == kA ? 32 * kMiB : 0; }

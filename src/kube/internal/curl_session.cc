@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 
 namespace tessera::kube::internal {
 namespace {
@@ -108,7 +109,7 @@ CurlSession::~CurlSession() {
 
 void* CurlSession::Acquire() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!idle_.empty()) {
       void* h = idle_.back();
       idle_.pop_back();
@@ -121,7 +122,7 @@ void* CurlSession::Acquire() {
 void CurlSession::Release(void* handle) {
   curl_easy_reset(static_cast<CURL*>(handle));  // keeps its live connections
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (idle_.size() < kMaxIdleHandles) {
       idle_.push_back(handle);
       return;

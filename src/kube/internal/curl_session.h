@@ -6,13 +6,13 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/status.h"
+#include "core/thread_annotations.h"
 #include "kube/config.h"
 
 namespace tessera::kube::internal {
@@ -57,8 +57,8 @@ class CurlSession {
                  std::chrono::milliseconds timeout, bool stream) const;
 
   const ClientConfig config_;
-  std::mutex mu_;
-  std::vector<void*> idle_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::vector<void*> idle_ TESSERA_GUARDED_BY(mu_);
 };
 
 }  // namespace tessera::kube::internal
