@@ -30,7 +30,7 @@
 
 #include "core/model.h"
 #include "core/status.h"
-#include "core/usage.h"
+#include "core/pod_usage.h"
 
 namespace tessera::core {
 

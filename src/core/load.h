@@ -4,7 +4,7 @@
 //
 // A share's *busy fraction* is the share of one GPU's time its kernels are
 // expected to run, in milli (0..1000), as the node agent measures it
-// (usage.h, GpuUse::utilization x 1000). It is at most the share's core
+// (pod_usage.h, GpuUse::utilization x 1000). It is at most the share's core
 // request under the default isolation, which throttles a container to its
 // share. Predictions come from a WorkloadHistory when the pod's workload has
 // been measured, else from the request times a default factor.

@@ -16,7 +16,7 @@
 
 #include "core/status.h"
 #include "metrics/registry.h"
-#include "node/usage.h"
+#include "node/region_usage.h"
 
 namespace tessera::node {
 

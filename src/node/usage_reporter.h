@@ -1,5 +1,5 @@
 // tessera-node's usage pass: the regions of the containers with a share on
-// this node, read and joined with their assignments (usage.h decides; this
+// this node, read and joined with their assignments (region_usage.h decides; this
 // does the I/O and reports): the latest snapshot goes to /metrics (a
 // SnapshotStore), each new OOM refusal is logged and raised as a Warning
 // Event on its pod, and each pod's tessera.io/usage annotation is written
@@ -25,11 +25,11 @@
 
 #include "core/model.h"
 #include "core/status.h"
-#include "core/usage.h"
+#include "core/pod_usage.h"
 #include "kube/client.h"
 #include "node/event_recorder.h"
 #include "node/inventory.h"
-#include "node/usage.h"
+#include "node/region_usage.h"
 #include "node/usage_metrics.h"
 
 namespace tessera::node {

@@ -1,5 +1,5 @@
 // LoadTracker: how busy the extender expects each GPU to be, learned from the
-// tessera.io/usage annotations node agents write on their pods (core/usage.h):
+// tessera.io/usage annotations node agents write on their pods (core/pod_usage.h):
 // a utilization history per workload (core::WorkloadHistory) and the
 // predicted busy fraction of every GPU from the pods on it
 // (core::GpuLoadBook), which the tessera-interference policy scores against.
@@ -25,7 +25,7 @@
 #include "core/load.h"
 #include "core/model.h"
 #include "core/status.h"
-#include "core/usage.h"
+#include "core/pod_usage.h"
 
 namespace tessera::scheduler {
 

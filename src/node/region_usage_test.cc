@@ -1,4 +1,4 @@
-#include "node/usage.h"
+#include "node/region_usage.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>

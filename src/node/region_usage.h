@@ -21,7 +21,7 @@
 
 #include "core/model.h"
 #include "core/status.h"
-#include "core/usage.h"
+#include "core/pod_usage.h"
 #include "node/identify.h"
 #include "node/inventory.h"
 #include "node/reconcile.h"

@@ -1,4 +1,4 @@
-#include "node/usage.h"
+#include "node/region_usage.h"
 
 #include <algorithm>
 #include <cmath>
