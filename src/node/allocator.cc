@@ -32,7 +32,10 @@ Status Allocator::Start() { return pods_.Start(); }
 
 void Allocator::DropRefused(NodePods::Snapshot& read) {
   if (refused_uids_.empty()) return;
-  std::erase_if(read.pending, [this](const PendingPod& p) { return refused_uids_.count(p.uid) != 0; });
+  std::erase_if(read.pending, [this](const PendingPod& p) {
+    mu_.AssertHeld();  // runs inside this call
+    return refused_uids_.count(p.uid) != 0;
+  });
   std::set<std::string> present;
   for (const auto& p : read.pods) present.insert(p->uid);
   std::erase_if(refused_uids_, [&present](const std::string& uid) { return present.count(uid) == 0; });
@@ -50,7 +53,7 @@ Result<ContainerEnv> Allocator::Allocate(const std::string& resource, const std:
   std::vector<PodRef> ignored;
   std::vector<PodRef>& concerned = named ? *named : ignored;
   concerned.clear();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   Result<ContainerEnv> env = AllocateLocked(resource, device_ids, gpus, concerned);
   if (observer_) observer_(env.status(), concerned);
   return env;
@@ -173,7 +176,7 @@ Status Allocator::MarkAllocated(const PendingPod& pod, const std::string& contai
 Result<std::vector<std::string>> Allocator::Prefer(const std::string& resource,
                                                    const std::vector<std::string>& available,
                                                    const std::vector<std::string>& must_include, size_t size) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<std::string> available_gpus;
   for (const auto& id : available) {
     TESSERA_ASSIGN_OR_RETURN(std::string uuid, SlotGpu(id));

@@ -19,7 +19,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -27,6 +26,7 @@
 
 #include "core/model.h"
 #include "core/status.h"
+#include "core/thread_annotations.h"
 #include "kube/client.h"
 #include "node/container_env.h"
 #include "node/identify.h"
@@ -81,7 +81,8 @@ class Allocator {
   // and identifies again, so a pod bound a moment ago is found and a refusal
   // never rests on the cache alone. The observer is told the outcome.
   Result<ContainerEnv> Allocate(const std::string& resource, const std::vector<std::string>& device_ids,
-                                const std::vector<core::GpuInfo>& gpus, std::vector<PodRef>* named = nullptr);
+                                const std::vector<core::GpuInfo>& gpus, std::vector<PodRef>* named = nullptr)
+      TESSERA_EXCLUDES(mu_);
 
   // The device IDs to prefer among `available` for a container of `size`
   // slots of `resource`: one per GPU of the oldest pending container asking
@@ -91,25 +92,27 @@ class Allocator {
   // refusals are. Remembers the choice, per resource, for Allocate's
   // tie-break.
   Result<std::vector<std::string>> Prefer(const std::string& resource, const std::vector<std::string>& available,
-                                          const std::vector<std::string>& must_include, size_t size);
+                                          const std::vector<std::string>& must_include, size_t size)
+      TESSERA_EXCLUDES(mu_);
 
   // The node's pods as the watch cache holds them (NodePods::Cached).
   std::optional<std::vector<nlohmann::json>> CachedPods() const { return pods_.Cached(); }
 
  private:
-  Status MarkAllocated(const PendingPod& pod, const std::string& container);
+  Status MarkAllocated(const PendingPod& pod, const std::string& container) TESSERA_REQUIRES(mu_);
   // The compute arbiter's record of `container` (logged, not fatal, when it cannot be written).
   void WriteArbiterFor(const PendingPod& pod, const PendingContainer& container, const std::string& region_dir);
   // Drops from `read.pending` the pods whose hand-out this agent refused
   // (the kubelet fails such a pod, but until its status says so it still
   // looks pending, and would be named for the next Allocate on its GPUs);
-  // forgets refused pods no longer in `read.pods`. Requires mu_.
-  void DropRefused(NodePods::Snapshot& read);
+  // forgets refused pods no longer in `read.pods`.
+  void DropRefused(NodePods::Snapshot& read) TESSERA_REQUIRES(mu_);
   // Reads the node's pods (a LIST when `fresh`) and keeps the pending ones
-  // `resource` may be for. Requires mu_.
-  Result<NodePods::Snapshot> ReadFor(const std::string& resource, bool fresh);
+  // `resource` may be for.
+  Result<NodePods::Snapshot> ReadFor(const std::string& resource, bool fresh) TESSERA_REQUIRES(mu_);
   Result<ContainerEnv> AllocateLocked(const std::string& resource, const std::vector<std::string>& device_ids,
-                                      const std::vector<core::GpuInfo>& gpus, std::vector<PodRef>& concerned);
+                                      const std::vector<core::GpuInfo>& gpus, std::vector<PodRef>& concerned)
+      TESSERA_REQUIRES(mu_);
 
   // What GetPreferredAllocation last steered to, for one resource.
   struct Steer {
@@ -124,9 +127,9 @@ class Allocator {
   MpsProbe mps_probe_;  // set before Start; may be empty
   AllocateObserver observer_;  // set before Start; may be empty
   NodePods pods_;
-  std::mutex mu_;  // one handshake at a time
-  std::map<std::string, Steer> steered_;       // GUARDED_BY(mu_): by resource
-  std::set<std::string> refused_uids_;         // GUARDED_BY(mu_): pods CheckHandOut refused
+  Mutex mu_;  // one handshake at a time
+  std::map<std::string, Steer> steered_ TESSERA_GUARDED_BY(mu_);      // by resource
+  std::set<std::string> refused_uids_ TESSERA_GUARDED_BY(mu_);        // pods CheckHandOut refused
 };
 
 }  // namespace tessera::node

@@ -175,7 +175,7 @@ void ArbiterLoop::Step() {
     a.heartbeat_us.store(now, std::memory_order_release);
     a.passes.fetch_add(1, std::memory_order_relaxed);
   }
-  std::lock_guard<std::mutex> l(stats_mu_);
+  MutexLock l(stats_mu_);
   stats_ = std::move(stats);
 }
 
@@ -197,7 +197,7 @@ void ArbiterLoop::Stop() {
 }
 
 std::vector<ArbiterStats> ArbiterLoop::Snapshot() const {
-  std::lock_guard<std::mutex> l(stats_mu_);
+  MutexLock l(stats_mu_);
   return stats_;
 }
 

@@ -25,13 +25,13 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "core/model.h"
 #include "core/status.h"
+#include "core/thread_annotations.h"
 #include "node/arbiter.h"
 
 namespace tessera::region {
@@ -100,12 +100,12 @@ class ArbiterLoop {
   ArbiterLoop& operator=(const ArbiterLoop&) = delete;
 
   // One pass: reads demand, computes and writes grants and heartbeats.
-  void Step();
+  void Step() TESSERA_EXCLUDES(stats_mu_);
   // Runs Step() every interval on a thread until Stop() (or destruction).
   void Start();
   void Stop();
 
-  std::vector<ArbiterStats> Snapshot() const;
+  std::vector<ArbiterStats> Snapshot() const TESSERA_EXCLUDES(stats_mu_);
 
  private:
   struct Tracked {
@@ -129,8 +129,8 @@ class ArbiterLoop {
   uint64_t refreshed_us_ = 0;
   uint64_t last_pass_us_ = 0;  // 0: none yet
   bool refreshed_ = false;
-  mutable std::mutex stats_mu_;
-  std::vector<ArbiterStats> stats_;  // guarded by stats_mu_
+  mutable Mutex stats_mu_;
+  std::vector<ArbiterStats> stats_ TESSERA_GUARDED_BY(stats_mu_);
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

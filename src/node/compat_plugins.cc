@@ -97,26 +97,26 @@ GpushareService::GpushareService(Allocator& allocator, std::string resource, std
 
 Status GpushareService::SetGpus(std::vector<core::GpuInfo> gpus) {
   TESSERA_ASSIGN_OR_RETURN(std::vector<Slot> units, GibUnits(gpus));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   gpus_ = std::move(gpus);
   if (units != units_) {
     units_ = std::move(units);
     ++generation_;
-    changed_.notify_all();
+    changed_.NotifyAll();
   }
   return Status::Ok();
 }
 
 void GpushareService::Shutdown() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   stopping_ = true;
-  changed_.notify_all();
+  changed_.NotifyAll();
 }
 
 void GpushareService::EndStreams() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   ++stream_epoch_;
-  changed_.notify_all();
+  changed_.NotifyAll();
 }
 
 grpc::Status GpushareService::GetDevicePluginOptions(grpc::ServerContext*, const v1beta1::Empty*,
@@ -132,15 +132,17 @@ grpc::Status GpushareService::ListAndWatch(grpc::ServerContext* context, const v
   bool first = true;
   uint64_t epoch = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     epoch = stream_epoch_;
   }
   while (true) {
     v1beta1::ListAndWatchResponse response;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      changed_.wait_for(lock, std::chrono::milliseconds(500),
-                        [&] { return stopping_ || first || generation_ != sent || stream_epoch_ != epoch; });
+      MutexLock lock(mu_);
+      changed_.WaitFor(mu_, std::chrono::milliseconds(500), [&] {
+        mu_.AssertHeld();
+        return stopping_ || first || generation_ != sent || stream_epoch_ != epoch;
+      });
       if (stopping_ || stream_epoch_ != epoch) return grpc::Status::OK;
       if (context->IsCancelled()) return grpc::Status::CANCELLED;
       if (!first && generation_ == sent) continue;
@@ -192,7 +194,7 @@ grpc::Status GpushareService::Allocate(grpc::ServerContext*, const v1beta1::Allo
                                        v1beta1::AllocateResponse* response) {
   std::vector<core::GpuInfo> gpus;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     gpus = gpus_;
   }
   for (const auto& req : request->container_requests()) {

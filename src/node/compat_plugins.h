@@ -19,15 +19,14 @@
 
 #include <spdlog/logger.h>
 
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "core/model.h"
 #include "core/podspec.h"
 #include "core/status.h"
+#include "core/thread_annotations.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "node/allocator.h"
 #include "node/container_env.h"
@@ -72,19 +71,19 @@ class GpushareService final : public v1beta1::DevicePlugin::Service, public Host
   // HostedPlugin
   grpc::Service* GrpcService() override { return this; }
   // INVALID_ARGUMENT (nothing changed) when GibUnits fails.
-  Status SetGpus(std::vector<core::GpuInfo> gpus) override;
-  void EndStreams() override;
-  void Shutdown() override;
+  Status SetGpus(std::vector<core::GpuInfo> gpus) override TESSERA_EXCLUDES(mu_);
+  void EndStreams() override TESSERA_EXCLUDES(mu_);
+  void Shutdown() override TESSERA_EXCLUDES(mu_);
 
   // v1beta1::DevicePlugin::Service
   grpc::Status GetDevicePluginOptions(grpc::ServerContext* context, const v1beta1::Empty* request,
                                       v1beta1::DevicePluginOptions* response) override;
   grpc::Status ListAndWatch(grpc::ServerContext* context, const v1beta1::Empty* request,
-                            grpc::ServerWriter<v1beta1::ListAndWatchResponse>* writer) override;
+                            grpc::ServerWriter<v1beta1::ListAndWatchResponse>* writer) override TESSERA_EXCLUDES(mu_);
   grpc::Status GetPreferredAllocation(grpc::ServerContext* context, const v1beta1::PreferredAllocationRequest* request,
                                       v1beta1::PreferredAllocationResponse* response) override;
   grpc::Status Allocate(grpc::ServerContext* context, const v1beta1::AllocateRequest* request,
-                        v1beta1::AllocateResponse* response) override;
+                        v1beta1::AllocateResponse* response) override TESSERA_EXCLUDES(mu_);
   grpc::Status PreStartContainer(grpc::ServerContext* context, const v1beta1::PreStartContainerRequest* request,
                                  v1beta1::PreStartContainerResponse* response) override;
 
@@ -92,13 +91,13 @@ class GpushareService final : public v1beta1::DevicePlugin::Service, public Host
   Allocator& allocator_;
   const std::string resource_;
   std::shared_ptr<spdlog::logger> log_;
-  std::mutex mu_;
-  std::condition_variable changed_;
-  std::vector<core::GpuInfo> gpus_;  // GUARDED_BY(mu_)
-  std::vector<Slot> units_;          // GUARDED_BY(mu_)
-  uint64_t generation_ = 0;          // GUARDED_BY(mu_)
-  bool stopping_ = false;            // GUARDED_BY(mu_)
-  uint64_t stream_epoch_ = 0;        // GUARDED_BY(mu_); +1 per EndStreams
+  Mutex mu_;
+  CondVar changed_;  // the units changed, streams end or the service shuts down
+  std::vector<core::GpuInfo> gpus_ TESSERA_GUARDED_BY(mu_);
+  std::vector<Slot> units_ TESSERA_GUARDED_BY(mu_);
+  uint64_t generation_ TESSERA_GUARDED_BY(mu_) = 0;    // +1 per change
+  bool stopping_ TESSERA_GUARDED_BY(mu_) = false;
+  uint64_t stream_epoch_ TESSERA_GUARDED_BY(mu_) = 0;  // +1 per EndStreams
 };
 
 // Adds to `host` the resource of each enabled front end of

@@ -17,26 +17,26 @@ DevicePluginService::DevicePluginService(Allocator& allocator, std::string resou
 
 Status DevicePluginService::SetGpus(std::vector<core::GpuInfo> gpus) {
   TESSERA_ASSIGN_OR_RETURN(std::vector<Slot> slots, SlotsFor(gpus, slots_per_gpu_));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   gpus_ = std::move(gpus);
   if (slots != slots_) {
     slots_ = std::move(slots);
     ++generation_;
-    changed_.notify_all();
+    changed_.NotifyAll();
   }
   return Status::Ok();
 }
 
 void DevicePluginService::Shutdown() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   stopping_ = true;
-  changed_.notify_all();
+  changed_.NotifyAll();
 }
 
 void DevicePluginService::EndStreams() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   ++stream_epoch_;
-  changed_.notify_all();
+  changed_.NotifyAll();
 }
 
 grpc::Status DevicePluginService::GetDevicePluginOptions(grpc::ServerContext*, const v1beta1::Empty*,
@@ -52,16 +52,18 @@ grpc::Status DevicePluginService::ListAndWatch(grpc::ServerContext* context, con
   bool first = true;
   uint64_t epoch = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     epoch = stream_epoch_;
   }
   while (true) {
     v1beta1::ListAndWatchResponse response;
     int unhealthy = 0;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      changed_.wait_for(lock, std::chrono::milliseconds(500),
-                        [&] { return stopping_ || first || generation_ != sent || stream_epoch_ != epoch; });
+      MutexLock lock(mu_);
+      changed_.WaitFor(mu_, std::chrono::milliseconds(500), [&] {
+        mu_.AssertHeld();
+        return stopping_ || first || generation_ != sent || stream_epoch_ != epoch;
+      });
       if (stopping_ || stream_epoch_ != epoch) return grpc::Status::OK;
       if (context->IsCancelled()) return grpc::Status::CANCELLED;
       if (!first && generation_ == sent) continue;
@@ -102,7 +104,7 @@ grpc::Status DevicePluginService::Allocate(grpc::ServerContext*, const v1beta1::
                                            v1beta1::AllocateResponse* response) {
   std::vector<core::GpuInfo> gpus;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     gpus = gpus_;
   }
   for (const auto& req : request->container_requests()) {

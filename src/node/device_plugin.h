@@ -13,13 +13,12 @@
 #include <spdlog/logger.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "core/model.h"
 #include "core/status.h"
+#include "core/thread_annotations.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "node/allocator.h"
 #include "node/plugin_host.h"
@@ -41,12 +40,12 @@ class DevicePluginService final : public v1beta1::DevicePlugin::Service, public 
   grpc::Service* GrpcService() override { return this; }
   // Replaces the GPUs and wakes every ListAndWatch stream when the slots
   // changed. INVALID_ARGUMENT (nothing changed) when SlotsFor fails.
-  Status SetGpus(std::vector<core::GpuInfo> gpus) override;
+  Status SetGpus(std::vector<core::GpuInfo> gpus) override TESSERA_EXCLUDES(mu_);
   // Ends every ListAndWatch stream for good (before the server shuts down).
-  void Shutdown() override;
+  void Shutdown() override TESSERA_EXCLUDES(mu_);
   // Ends the ListAndWatch streams open now, at once; later streams run as usual
   // (before re-serving after a kubelet restart, so the old server stops fast).
-  void EndStreams() override;
+  void EndStreams() override TESSERA_EXCLUDES(mu_);
   // Fault injection for restart tests: Allocate waits this long after marking
   // the pod allocated and before answering, so a test can kill the agent there.
   void SetReplyDelayForTesting(std::chrono::milliseconds delay) { reply_delay_ = delay; }
@@ -55,11 +54,11 @@ class DevicePluginService final : public v1beta1::DevicePlugin::Service, public 
   grpc::Status GetDevicePluginOptions(grpc::ServerContext* context, const v1beta1::Empty* request,
                                       v1beta1::DevicePluginOptions* response) override;
   grpc::Status ListAndWatch(grpc::ServerContext* context, const v1beta1::Empty* request,
-                            grpc::ServerWriter<v1beta1::ListAndWatchResponse>* writer) override;
+                            grpc::ServerWriter<v1beta1::ListAndWatchResponse>* writer) override TESSERA_EXCLUDES(mu_);
   grpc::Status GetPreferredAllocation(grpc::ServerContext* context, const v1beta1::PreferredAllocationRequest* request,
                                       v1beta1::PreferredAllocationResponse* response) override;
   grpc::Status Allocate(grpc::ServerContext* context, const v1beta1::AllocateRequest* request,
-                        v1beta1::AllocateResponse* response) override;
+                        v1beta1::AllocateResponse* response) override TESSERA_EXCLUDES(mu_);
   grpc::Status PreStartContainer(grpc::ServerContext* context, const v1beta1::PreStartContainerRequest* request,
                                  v1beta1::PreStartContainerResponse* response) override;
 
@@ -69,13 +68,13 @@ class DevicePluginService final : public v1beta1::DevicePlugin::Service, public 
   const int slots_per_gpu_;
   std::shared_ptr<spdlog::logger> log_;
   std::chrono::milliseconds reply_delay_{0};  // set before serving
-  std::mutex mu_;
-  std::condition_variable changed_;
-  std::vector<core::GpuInfo> gpus_;  // GUARDED_BY(mu_)
-  std::vector<Slot> slots_;          // GUARDED_BY(mu_)
-  uint64_t generation_ = 0;          // GUARDED_BY(mu_); +1 per change
-  bool stopping_ = false;            // GUARDED_BY(mu_)
-  uint64_t stream_epoch_ = 0;        // GUARDED_BY(mu_); +1 per EndStreams
+  Mutex mu_;
+  CondVar changed_;  // the slots changed, streams end or the service shuts down
+  std::vector<core::GpuInfo> gpus_ TESSERA_GUARDED_BY(mu_);
+  std::vector<Slot> slots_ TESSERA_GUARDED_BY(mu_);
+  uint64_t generation_ TESSERA_GUARDED_BY(mu_) = 0;    // +1 per change
+  bool stopping_ TESSERA_GUARDED_BY(mu_) = false;
+  uint64_t stream_epoch_ TESSERA_GUARDED_BY(mu_) = 0;  // +1 per EndStreams
 };
 
 // Status -> grpc::Status, keeping the code and message.

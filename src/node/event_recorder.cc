@@ -28,10 +28,10 @@ EventRecorder::EventRecorder(Poster post, EventRecorderOptions options, std::sha
 
 EventRecorder::~EventRecorder() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   thread_.join();
 }
 
@@ -39,7 +39,7 @@ bool EventRecorder::Record(const kube::EventSpec& spec) {
   const auto now = std::chrono::steady_clock::now();
   std::string key = Key(spec);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (auto it = recent_.begin(); it != recent_.end();) {
       it = now - it->second >= options_.dedupe_window ? recent_.erase(it) : std::next(it);
     }
@@ -52,24 +52,30 @@ bool EventRecorder::Record(const kube::EventSpec& spec) {
     recent_.emplace(std::move(key), now);
     queue_.push_back(spec);
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   return true;
 }
 
 void EventRecorder::FlushForTest() {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [this] { return stopping_ || (queue_.empty() && !busy_); });
+  MutexLock lock(mu_);
+  cv_.Wait(mu_, [this] {
+    mu_.AssertHeld();
+    return stopping_ || (queue_.empty() && !busy_);
+  });
 }
 
 void EventRecorder::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (true) {
-    cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    cv_.Wait(mu_, [this] {
+      mu_.AssertHeld();
+      return stopping_ || !queue_.empty();
+    });
     if (stopping_) return;
     kube::EventSpec spec = std::move(queue_.front());
     queue_.pop_front();
     busy_ = true;
-    lock.unlock();
+    lock.Unlock();
     const nlohmann::json body = kube::BuildEvent(spec, std::chrono::system_clock::now());
     const Status st = post_(kube::EventsPath(spec.object.ns), body);
     if (!st.ok()) {
@@ -78,9 +84,9 @@ void EventRecorder::Loop() {
     } else {
       log_->debug("posted event {} on {}/{}", spec.reason, spec.object.ns, spec.object.name);
     }
-    lock.lock();
+    lock.Lock();
     busy_ = false;
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
 }
 

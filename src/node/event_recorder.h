@@ -11,17 +11,16 @@
 #include <spdlog/logger.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
 #include "core/status.h"
+#include "core/thread_annotations.h"
 #include "kube/events.h"
 #include "node/identify.h"
 
@@ -57,23 +56,23 @@ class EventRecorder {
   // Queues `spec` for posting and returns true; false (nothing queued) when
   // an identical event was queued within the window or the queue is full.
   // Never blocks on I/O. Post failures are logged and not retried.
-  bool Record(const kube::EventSpec& spec);
+  bool Record(const kube::EventSpec& spec) TESSERA_EXCLUDES(mu_);
 
   // Blocks until every queued event was posted or failed (tests).
-  void FlushForTest();
+  void FlushForTest() TESSERA_EXCLUDES(mu_);
 
  private:
-  void Loop();
+  void Loop() TESSERA_EXCLUDES(mu_);
 
   const Poster post_;
   const EventRecorderOptions options_;
   std::shared_ptr<spdlog::logger> log_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<kube::EventSpec> queue_;                                       // GUARDED_BY(mu_)
-  std::map<std::string, std::chrono::steady_clock::time_point> recent_;    // GUARDED_BY(mu_): key -> queued at
-  bool busy_ = false;                                                       // GUARDED_BY(mu_): a POST in flight
-  bool stopping_ = false;                                                   // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar cv_;  // queued, posted or stopping
+  std::deque<kube::EventSpec> queue_ TESSERA_GUARDED_BY(mu_);
+  std::map<std::string, std::chrono::steady_clock::time_point> recent_ TESSERA_GUARDED_BY(mu_);  // key -> queued at
+  bool busy_ TESSERA_GUARDED_BY(mu_) = false;  // a POST in flight
+  bool stopping_ TESSERA_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

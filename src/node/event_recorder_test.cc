@@ -5,12 +5,14 @@
 
 #include <vector>
 
+#include "core/thread_annotations.h"
+
 namespace tessera::node {
 namespace {
 
 struct Posted {
-  std::mutex mu;
-  std::vector<std::pair<std::string, nlohmann::json>> items;
+  Mutex mu;
+  std::vector<std::pair<std::string, nlohmann::json>> items TESSERA_GUARDED_BY(mu);
 };
 
 kube::EventSpec Spec(const std::string& pod, const std::string& message) {
@@ -39,7 +41,7 @@ TEST(EventRecorderTest, PostsOnceWithinTheWindow) {
   Posted posted;
   EventRecorder recorder(
       [&](const std::string& path, const nlohmann::json& body) {
-        std::lock_guard<std::mutex> lock(posted.mu);
+        MutexLock lock(posted.mu);
         posted.items.emplace_back(path, body);
         return Status::Ok();
       },
@@ -49,7 +51,7 @@ TEST(EventRecorderTest, PostsOnceWithinTheWindow) {
   EXPECT_TRUE(recorder.Record(Spec("a", "other reason")));  // another message
   EXPECT_TRUE(recorder.Record(Spec("b", "no GPU")));        // another pod
   recorder.FlushForTest();
-  std::lock_guard<std::mutex> lock(posted.mu);
+  MutexLock lock(posted.mu);
   ASSERT_EQ(posted.items.size(), 3u);
   EXPECT_EQ(posted.items[0].first, "/api/v1/namespaces/ns/events");
   EXPECT_EQ(posted.items[0].second["involvedObject"]["uid"], "a-uid");
@@ -71,17 +73,17 @@ TEST(EventRecorderTest, PostsAgainAfterTheWindowAndSurvivesFailures) {
 }
 
 TEST(EventRecorderTest, BoundsTheQueue) {
-  std::mutex gate;
-  gate.lock();  // the poster blocks until released, so events pile up
+  Mutex gate;
+  gate.Lock();  // the poster blocks until released, so events pile up
   EventRecorder recorder(
       [&](const std::string&, const nlohmann::json&) {
-        std::lock_guard<std::mutex> wait(gate);
+        MutexLock wait(gate);
         return Status::Ok();
       },
       Options(2, std::chrono::seconds(5)), NullLog());
   int accepted = 0;
   for (int i = 0; i < 10; ++i) accepted += recorder.Record(Spec("p" + std::to_string(i), "x")) ? 1 : 0;
-  gate.unlock();
+  gate.Unlock();
   recorder.FlushForTest();
   EXPECT_GE(accepted, 2);
   EXPECT_LE(accepted, 3);  // two queued, plus at most one taken by the thread first

@@ -13,15 +13,18 @@ GpuInventory::GpuInventory(GpuInventoryOptions options, std::unique_ptr<GpuSourc
       publish_(std::move(publish)),
       log_(std::move(log)) {}
 
-std::string GpuInventory::Describe() const { return source_->Describe(); }
+std::string GpuInventory::Describe() const {
+  MutexLock lock(source_mu_);
+  return source_->Describe();
+}
 
 std::vector<core::GpuInfo> GpuInventory::Current() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return gpus_;
 }
 
 Result<std::vector<GpuLoad>> GpuInventory::ReadLoad() {
-  std::lock_guard<std::mutex> lock(source_mu_);
+  MutexLock lock(source_mu_);
   auto load = source_->ReadLoad();
   if (!load.ok() && load.status().code() != StatusCode::kUnimplemented) {
     return load.status().WithContext("GPU load from " + source_->Describe() + " unavailable");
@@ -31,7 +34,7 @@ Result<std::vector<GpuLoad>> GpuInventory::ReadLoad() {
 
 Result<std::vector<core::GpuInfo>> GpuInventory::Read() {
   Result<std::vector<core::GpuInfo>> read = [this] {
-    std::lock_guard<std::mutex> lock(source_mu_);
+    MutexLock lock(source_mu_);
     return source_->Read();
   }();
   if (!read.ok()) return read;
@@ -57,7 +60,7 @@ void GpuInventory::LogMpsChanges(const std::vector<core::GpuInfo>& read) const {
 }
 
 void GpuInventory::Keep(std::vector<core::GpuInfo> gpus) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   gpus_ = std::move(gpus);
 }
 
@@ -84,14 +87,14 @@ Status GpuInventory::Start() {
 void GpuInventory::Resync() {
   auto read = Read();
   if (!read.ok()) {
-    log_->warn("reading GPUs from {} failed, keeping the last inventory: {}", source_->Describe(),
+    log_->warn("reading GPUs from {} failed, keeping the last inventory: {}", Describe(),
                read.status().message());
     return;
   }
   LogMpsChanges(*read);
   const bool changed = *read != Current();
   if (!changed && published_) return;
-  if (changed) log_->info("GPU inventory from {} changed: {} GPU(s)", source_->Describe(), read->size());
+  if (changed) log_->info("GPU inventory from {} changed: {} GPU(s)", Describe(), read->size());
   if (Status st = offer_(*read); !st.ok()) {
     log_->warn("GPU inventory rejected: {}", st.message());
     return;

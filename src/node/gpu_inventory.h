@@ -19,12 +19,12 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "core/model.h"
 #include "core/status.h"
+#include "core/thread_annotations.h"
 #include "node/inventory.h"
 #include "node/mps.h"
 
@@ -59,33 +59,34 @@ class GpuInventory {
   void Resync();
 
   // The GPUs last kept; empty before Start.
-  std::vector<core::GpuInfo> Current() const;
+  std::vector<core::GpuInfo> Current() const TESSERA_EXCLUDES(mu_);
 
   // The source's load measurement (GpuSource::ReadLoad), its errors naming
   // the source.
-  Result<std::vector<GpuLoad>> ReadLoad();
+  Result<std::vector<GpuLoad>> ReadLoad() TESSERA_EXCLUDES(source_mu_);
 
   // The source, for logs: "file gpus.yaml", "NVML".
-  std::string Describe() const;
+  std::string Describe() const TESSERA_EXCLUDES(source_mu_);
 
  private:
   // Reads the source: max_sharers and mps flags set.
-  Result<std::vector<core::GpuInfo>> Read();
+  Result<std::vector<core::GpuInfo>> Read() TESSERA_EXCLUDES(source_mu_);
   // Logs each GPU whose mps flag differs from the kept inventory's.
-  void LogMpsChanges(const std::vector<core::GpuInfo>& read) const;
-  void Keep(std::vector<core::GpuInfo> gpus);
+  void LogMpsChanges(const std::vector<core::GpuInfo>& read) const TESSERA_EXCLUDES(mu_);
+  void Keep(std::vector<core::GpuInfo> gpus) TESSERA_EXCLUDES(mu_);
   void PublishKept();
 
   const GpuInventoryOptions options_;
-  std::unique_ptr<GpuSource> source_;
+  // GpuSource is one-caller-at-a-time: Read (agent loop), ReadLoad (usage loop), Describe (logs).
+  mutable Mutex source_mu_;
+  const std::unique_ptr<GpuSource> source_ TESSERA_PT_GUARDED_BY(source_mu_);
   MpsSupervisor* const mps_;
   const Offer offer_;
   const Publish publish_;
   std::shared_ptr<spdlog::logger> log_;
-  std::mutex source_mu_;  // GpuSource is one-caller-at-a-time: Read (agent loop), ReadLoad (usage loop)
-  mutable std::mutex mu_;
-  std::vector<core::GpuInfo> gpus_;  // GUARDED_BY(mu_); written by the Start/Resync thread only
-  bool published_ = false;           // Start/Resync thread only
+  mutable Mutex mu_;
+  std::vector<core::GpuInfo> gpus_ TESSERA_GUARDED_BY(mu_);  // written by the Start/Resync thread only
+  bool published_ = false;                                   // Start/Resync thread only
 };
 
 }  // namespace tessera::node

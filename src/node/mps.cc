@@ -205,7 +205,7 @@ void MpsSupervisor::StopLocked(const std::string& uuid, Daemon& d) {
 }
 
 void MpsSupervisor::Ensure(const std::vector<core::GpuInfo>& gpus) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::set<std::string> wanted;
   for (const core::GpuInfo& g : gpus) {
     if (g.healthy && !g.uuid.empty()) wanted.insert(g.uuid);
@@ -228,13 +228,13 @@ void MpsSupervisor::Ensure(const std::vector<core::GpuInfo>& gpus) {
 }
 
 bool MpsSupervisor::Running(const std::string& uuid) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = daemons_.find(uuid);
   return it != daemons_.end() && AliveLocked(uuid, it->second);
 }
 
 void MpsSupervisor::Stop() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (auto& [uuid, d] : daemons_) StopLocked(uuid, d);
   daemons_.clear();
 }

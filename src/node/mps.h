@@ -18,12 +18,12 @@
 #include <chrono>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "core/model.h"
 #include "core/status.h"
+#include "core/thread_annotations.h"
 
 namespace tessera::node {
 
@@ -67,15 +67,15 @@ class MpsSupervisor {
   // Starts a daemon for each healthy GPU of `gpus` that has none running (a
   // daemon that exited is reaped and logged first; one is started again only
   // after the back-off), and stops the daemons of GPUs no longer listed.
-  void Ensure(const std::vector<core::GpuInfo>& gpus);
+  void Ensure(const std::vector<core::GpuInfo>& gpus) TESSERA_EXCLUDES(mu_);
   // Whether the daemon of GPU `uuid` is running now.
-  bool Running(const std::string& uuid);
+  bool Running(const std::string& uuid) TESSERA_EXCLUDES(mu_);
   // Host folders of GPU `uuid`'s daemon.
   std::string PipeDir(const std::string& uuid) const;
   std::string LogDir(const std::string& uuid) const;
   // Quits every daemon ("quit" to its control pipe), then SIGKILLs what is
   // left after stop_grace.
-  void Stop();
+  void Stop() TESSERA_EXCLUDES(mu_);
 
  private:
   struct Daemon {
@@ -83,14 +83,16 @@ class MpsSupervisor {
     std::chrono::steady_clock::time_point started{};  // the last start attempted, failed or not
     int starts = 0;                                    // successful starts
   };
-  Status StartLocked(const std::string& uuid, Daemon& d);
-  bool AliveLocked(const std::string& uuid, Daemon& d);
-  void StopLocked(const std::string& uuid, Daemon& d);
+  // A daemon's start, liveness check (reaping it when it exited) and stop;
+  // `d` is an entry of daemons_.
+  Status StartLocked(const std::string& uuid, Daemon& d) TESSERA_REQUIRES(mu_);
+  bool AliveLocked(const std::string& uuid, Daemon& d) TESSERA_REQUIRES(mu_);
+  void StopLocked(const std::string& uuid, Daemon& d) TESSERA_REQUIRES(mu_);
 
   const MpsOptions options_;
   std::shared_ptr<spdlog::logger> log_;
-  std::mutex mu_;
-  std::map<std::string, Daemon> daemons_;  // GUARDED_BY(mu_): by GPU uuid
+  Mutex mu_;
+  std::map<std::string, Daemon> daemons_ TESSERA_GUARDED_BY(mu_);  // by GPU uuid
 };
 
 // Where an MPS container finds its daemon's pipe folder.

@@ -67,7 +67,7 @@ Result<NodePods::Snapshot> NodePods::Read(bool fresh) {
   if (fresh || !informer_.HasSynced()) return List();
   std::string want;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     want = last_write_;
   }
   if (want.empty()) return FromCache();  // no write of ours yet
@@ -86,9 +86,10 @@ Result<NodePods::Snapshot> NodePods::Read(bool fresh) {
 
 NodePods::Snapshot NodePods::FromCache() {
   Snapshot snap;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::map<std::string, Parsed> seen;
   informer_.ForEach([&](const std::string& key, const nlohmann::json& obj) {
+    mu_.AssertHeld();  // ForEach calls this before it returns
     const std::string rv = ResourceVersionOf(obj);
     auto it = parsed_.find(key);
     Parsed p = it != parsed_.end() && !rv.empty() && it->second.rv == rv
@@ -110,7 +111,7 @@ std::optional<std::vector<nlohmann::json>> NodePods::Cached() const {
 
 void NodePods::NoteWrite(const nlohmann::json& written) {
   const std::string resource_version = ResourceVersionOf(written);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!Comparable(resource_version)) {
     // Nothing to wait for: LIST until a later, comparable write (which orders after this one) replaces it.
     last_write_ = "unknown";

@@ -24,7 +24,6 @@
 #include <chrono>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -33,6 +32,7 @@
 #include "core/pod_view.h"
 #include "core/podspec.h"
 #include "core/status.h"
+#include "core/thread_annotations.h"
 #include "kube/client.h"
 #include "kube/informer.h"
 #include "node/identify.h"
@@ -77,7 +77,7 @@ class NodePods {
 
   // This node's pending pods: from the cache when `fresh` is false and the
   // cache can vouch for them (above), else from a LIST. Errors are the LIST's.
-  Result<Snapshot> Read(bool fresh);
+  Result<Snapshot> Read(bool fresh) TESSERA_EXCLUDES(mu_);
 
   // Announces a write of ours to one of the node's pods; `written` is the
   // object the API server answered with. Later Read(false) calls answer from
@@ -85,7 +85,7 @@ class NodePods {
   // older than one already noted changes nothing; a missing or non-decimal
   // one (which cannot be waited for) makes Read LIST until a later write is
   // noted.
-  void NoteWrite(const nlohmann::json& written);
+  void NoteWrite(const nlohmann::json& written) TESSERA_EXCLUDES(mu_);
 
   // Every pod the watch cache holds (v1 Pod objects, any phase), or nullopt
   // until its first list has been applied. May lag behind the API server.
@@ -103,16 +103,16 @@ class NodePods {
   std::shared_ptr<const core::PodView> Decode(const nlohmann::json& pod) const;
 
   Result<Snapshot> List();
-  Snapshot FromCache();
+  Snapshot FromCache() TESSERA_EXCLUDES(mu_);
 
   kube::Client client_;
   const std::string node_;
   std::shared_ptr<spdlog::logger> log_;
   const NodePodsOptions options_;
   kube::Informer informer_;
-  std::mutex mu_;
-  std::string last_write_;               // GUARDED_BY(mu_): newest version noted; "" none; "unknown": LIST
-  std::map<std::string, Parsed> parsed_;  // GUARDED_BY(mu_): by namespace/name, the pods last read from the cache
+  Mutex mu_;
+  std::string last_write_ TESSERA_GUARDED_BY(mu_);  // newest version noted; "" none; "unknown": LIST
+  std::map<std::string, Parsed> parsed_ TESSERA_GUARDED_BY(mu_);  // by namespace/name, the pods last read from the cache
 };
 
 }  // namespace tessera::node

@@ -10,7 +10,7 @@ PeriodicLoop::~PeriodicLoop() { Stop(); }
 void PeriodicLoop::Start() {
   if (thread_.joinable()) return;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = false;
   }
   thread_ = std::thread([this] { Loop(); });
@@ -18,20 +18,25 @@ void PeriodicLoop::Start() {
 
 void PeriodicLoop::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
-  wake_.notify_all();
+  wake_.NotifyAll();
   if (thread_.joinable()) thread_.join();
 }
 
 void PeriodicLoop::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (true) {
-    if (wake_.wait_for(lock, interval_, [this] { return stopping_; })) return;
-    lock.unlock();
+    if (wake_.WaitFor(mu_, interval_, [this] {
+          mu_.AssertHeld();
+          return stopping_;
+        })) {
+      return;
+    }
+    lock.Unlock();
     pass_();
-    lock.lock();
+    lock.Lock();
   }
 }
 

@@ -12,10 +12,10 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <thread>
+
+#include "core/thread_annotations.h"
 
 namespace tessera::node {
 
@@ -28,18 +28,18 @@ class PeriodicLoop {
   PeriodicLoop& operator=(const PeriodicLoop&) = delete;
 
   // Starts the thread; no-op when it runs.
-  void Start();
+  void Start() TESSERA_EXCLUDES(mu_);
   // Ends the thread after the pass in flight, if any. Idempotent.
-  void Stop();
+  void Stop() TESSERA_EXCLUDES(mu_);
 
  private:
-  void Loop();
+  void Loop() TESSERA_EXCLUDES(mu_);
 
   const std::chrono::milliseconds interval_;
   const std::function<void()> pass_;
-  std::mutex mu_;
-  std::condition_variable wake_;
-  bool stopping_ = false;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar wake_;  // stopping
+  bool stopping_ TESSERA_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <thread>
 
+#include "core/thread_annotations.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 
 namespace tessera::node {
@@ -29,7 +29,7 @@ class FakeKubelet final : public v1beta1::Registration::Service {
   ~FakeKubelet() override { Stop(); }
 
   grpc::Status Register(grpc::ServerContext*, const v1beta1::RegisterRequest* request, v1beta1::Empty*) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ++count_[request->resource_name()];
     endpoint_[request->resource_name()] = request->endpoint();
     options_ok_ = options_ok_ && request->version() == "v1beta1" && !request->options().pre_start_required() &&
@@ -67,25 +67,25 @@ class FakeKubelet final : public v1beta1::Registration::Service {
   }
 
   int Count(const std::string& resource) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return count_[resource];
   }
   std::string Endpoint(const std::string& resource) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return endpoint_[resource];
   }
   bool OptionsOk() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return options_ok_;
   }
 
  private:
   const std::string dir_;
   std::unique_ptr<grpc::Server> server_;
-  std::mutex mu_;
-  std::map<std::string, int> count_;
-  std::map<std::string, std::string> endpoint_;
-  bool options_ok_ = true;
+  Mutex mu_;
+  std::map<std::string, int> count_ TESSERA_GUARDED_BY(mu_);
+  std::map<std::string, std::string> endpoint_ TESSERA_GUARDED_BY(mu_);
+  bool options_ok_ TESSERA_GUARDED_BY(mu_) = true;
 };
 
 // A device plugin that answers GetDevicePluginOptions, so a test can tell

@@ -36,12 +36,12 @@ struct Spec {
 
 void SnapshotStore::Set(UsageSnapshot snapshot) {
   auto next = std::make_shared<const UsageSnapshot>(std::move(snapshot));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   latest_ = std::move(next);
 }
 
 std::shared_ptr<const UsageSnapshot> SnapshotStore::Get() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return latest_ != nullptr ? latest_ : std::make_shared<const UsageSnapshot>();
 }
 

@@ -11,10 +11,10 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "core/status.h"
+#include "core/thread_annotations.h"
 #include "metrics/registry.h"
 #include "node/region_usage.h"
 
@@ -23,12 +23,12 @@ namespace tessera::node {
 // The latest snapshot; empty (no GPUs, no containers) before the first Set.
 class SnapshotStore {
  public:
-  void Set(UsageSnapshot snapshot);
-  std::shared_ptr<const UsageSnapshot> Get() const;
+  void Set(UsageSnapshot snapshot) TESSERA_EXCLUDES(mu_);
+  std::shared_ptr<const UsageSnapshot> Get() const TESSERA_EXCLUDES(mu_);
 
  private:
-  mutable std::mutex mu_;
-  std::shared_ptr<const UsageSnapshot> latest_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::shared_ptr<const UsageSnapshot> latest_ TESSERA_GUARDED_BY(mu_);
 };
 
 // Adds the families, labelled node, gpu (index), uuid, model and, for

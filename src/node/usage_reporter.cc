@@ -72,8 +72,10 @@ void UsageReporter::PublishUsage(const UsageSnapshot& snapshot) {
         (now - last->second.when < policy.min_interval || !UsageChanged(last->second.usage, usage, policy))) {
       continue;
     }
+    // A plain reference to capture: clang before 16 cannot capture a structured binding.
+    const std::string& pod_uid = uid;
     const ContainerGpu& any = *std::find_if(snapshot.containers.begin(), snapshot.containers.end(),
-                                            [&](const ContainerGpu& c) { return c.pod.uid == uid; });
+                                            [&pod_uid](const ContainerGpu& c) { return c.pod.uid == pod_uid; });
     auto encoded = core::EncodeUsage(usage);
     if (!encoded.ok()) {
       log_->warn("usage of {}/{} not written: {}", any.pod.ns, any.pod.name, encoded.status().message());

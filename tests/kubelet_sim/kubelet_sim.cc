@@ -5,14 +5,13 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <filesystem>
 #include <map>
-#include <mutex>
 #include <random>
 #include <set>
 #include <thread>
 
+#include "core/thread_annotations.h"
 #include "core/timestamp.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "kube/paths.h"
@@ -137,18 +136,18 @@ struct KubeletSim::Impl : public v1beta1::Registration::Service {
   kube::Client client;
   const KubeletSimOptions options;
 
-  mutable std::mutex mu;
-  mutable std::condition_variable cv;
-  std::string endpoint;                 // GUARDED_BY(mu): registered socket name
-  uint64_t registration_gen = 0;        // GUARDED_BY(mu)
-  int registrations = 0;                // GUARDED_BY(mu)
-  bool preferred_available = false;     // GUARDED_BY(mu)
-  std::vector<SimDevice> devices;       // GUARDED_BY(mu)
-  std::shared_ptr<v1beta1::DevicePlugin::Stub> stub;           // GUARDED_BY(mu)
-  std::shared_ptr<grpc::ClientContext> stream_context;          // GUARDED_BY(mu)
-  std::map<std::string, std::vector<std::string>> in_use;       // GUARDED_BY(mu): pod uid -> device IDs
-  std::set<std::string> admitted;                               // GUARDED_BY(mu): pod uids decided
-  std::map<std::string, PodRecord> records;                     // GUARDED_BY(mu): pod uid -> what it allocated
+  mutable Mutex mu;
+  mutable CondVar cv;  // a registration, or stopping
+  std::string endpoint TESSERA_GUARDED_BY(mu);  // registered socket name
+  uint64_t registration_gen TESSERA_GUARDED_BY(mu) = 0;
+  int registrations TESSERA_GUARDED_BY(mu) = 0;
+  bool preferred_available TESSERA_GUARDED_BY(mu) = false;
+  std::vector<SimDevice> devices TESSERA_GUARDED_BY(mu);
+  std::shared_ptr<v1beta1::DevicePlugin::Stub> stub TESSERA_GUARDED_BY(mu);
+  std::shared_ptr<grpc::ClientContext> stream_context TESSERA_GUARDED_BY(mu);
+  std::map<std::string, std::vector<std::string>> in_use TESSERA_GUARDED_BY(mu);  // pod uid -> device IDs
+  std::set<std::string> admitted TESSERA_GUARDED_BY(mu);                          // pod uids decided
+  std::map<std::string, PodRecord> records TESSERA_GUARDED_BY(mu);                // pod uid -> what it allocated
   std::set<std::string> finished;                               // pod thread only: deletions finished
   int64_t published_capacity = -1, published_allocatable = -1;  // plugin thread only: last Node status sent
   const std::string pod_resources_socket;
@@ -168,13 +167,13 @@ struct KubeletSim::Impl : public v1beta1::Registration::Service {
                                                                    : options.pod_resources_socket),
         pod_resources(options.resource, [this] { return Records(); },
                       [this] {
-                        std::lock_guard<std::mutex> lock(mu);
+                        MutexLock lock(mu);
                         return devices;
                       }),
         rng(options.seed) {}
 
-  std::vector<PodRecord> Records() const {
-    std::lock_guard<std::mutex> lock(mu);
+  std::vector<PodRecord> Records() const TESSERA_EXCLUDES(mu) {
+    MutexLock lock(mu);
     std::vector<PodRecord> out;
     for (const auto& [uid, r] : records) out.push_back(r);
     return out;
@@ -207,12 +206,12 @@ struct KubeletSim::Impl : public v1beta1::Registration::Service {
       }
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "unexpected resource " + request->resource_name());
     }
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     endpoint = request->endpoint();
     ++registration_gen;
     ++registrations;
     if (stream_context) stream_context->TryCancel();
-    cv.notify_all();
+    cv.NotifyAll();
     return grpc::Status::OK;
   }
 
@@ -234,8 +233,11 @@ struct KubeletSim::Impl : public v1beta1::Registration::Service {
     while (!stopping.load()) {
       std::string ep;
       {
-        std::unique_lock<std::mutex> lock(mu);
-        cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return stopping.load() || registration_gen != seen; });
+        MutexLock lock(mu);
+        cv.WaitFor(mu, std::chrono::milliseconds(200), [&] {
+          mu.AssertHeld();
+          return stopping.load() || registration_gen != seen;
+        });
         if (stopping.load()) return;
         if (registration_gen == seen) continue;
         seen = registration_gen;
@@ -255,7 +257,7 @@ struct KubeletSim::Impl : public v1beta1::Registration::Service {
       }
       auto ctx = std::make_shared<grpc::ClientContext>();
       {
-        std::lock_guard<std::mutex> lock(mu);
+        MutexLock lock(mu);
         stub = plugin;
         preferred_available = plugin_options.get_preferred_allocation_available();
         stream_context = ctx;
@@ -267,13 +269,13 @@ struct KubeletSim::Impl : public v1beta1::Registration::Service {
         for (const auto& d : response.devices()) list.push_back({d.id(), d.health()});
         // The Node's status first, so whoever sees the new list sees the Node agree.
         PublishNodeStatus(list);
-        std::lock_guard<std::mutex> lock(mu);
+        MutexLock lock(mu);
         devices = std::move(list);
       }
       (void)reader->Finish();
       std::vector<SimDevice> broken;
       {
-        std::lock_guard<std::mutex> lock(mu);
+        MutexLock lock(mu);
         if (stream_context != ctx) continue;
         stream_context.reset();
         stub.reset();
@@ -335,7 +337,7 @@ struct KubeletSim::Impl : public v1beta1::Registration::Service {
       const std::string phase = Str(pod["status"], "phase");
       if (phase != "Succeeded" && phase != "Failed") live.insert(Str(pod["metadata"], "uid"));
     }
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     for (auto it = in_use.begin(); it != in_use.end();) {
       it = live.count(it->first) ? std::next(it) : in_use.erase(it);
     }
@@ -378,7 +380,7 @@ struct KubeletSim::Impl : public v1beta1::Registration::Service {
                                   const std::set<std::string>& taken) {
     std::vector<std::string> available;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       for (const auto& d : devices) {
         if (d.health == "Healthy" && !taken.count(d.id)) available.push_back(d.id);
       }
@@ -418,7 +420,7 @@ struct KubeletSim::Impl : public v1beta1::Registration::Service {
     bool ask = false;
     std::set<std::string> taken;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       if (admitted.count(uid) || !stub) return;
       plugin = stub;
       ask = preferred_available;
@@ -466,7 +468,7 @@ struct KubeletSim::Impl : public v1beta1::Registration::Service {
     }
     if (allocations.empty() && failure.empty()) return;  // no device of ours
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       admitted.insert(uid);
       if (failure.empty()) {
         in_use[uid] = mine;
@@ -508,9 +510,9 @@ Status KubeletSim::Start() {
 void KubeletSim::Stop() {
   impl_->stopping.store(true);
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     if (impl_->stream_context) impl_->stream_context->TryCancel();
-    impl_->cv.notify_all();
+    impl_->cv.NotifyAll();
   }
   if (impl_->plugin_thread.joinable()) impl_->plugin_thread.join();
   if (impl_->pod_thread.joinable()) impl_->pod_thread.join();
@@ -528,7 +530,7 @@ std::string KubeletSim::PodResourcesSocket() const { return impl_->pod_resources
 
 Status KubeletSim::CorruptRecord(const std::string& ns, const std::string& pod, const std::string& container,
                                  const std::vector<std::string>& device_ids) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   for (auto& [uid, record] : impl_->records) {
     if (record.ns != ns || record.name != pod) continue;
     for (auto& [name, ids] : record.containers) {
@@ -544,12 +546,12 @@ Status KubeletSim::CorruptRecord(const std::string& ns, const std::string& pod, 
 void KubeletSim::SetPaused(bool paused) { impl_->paused.store(paused); }
 
 std::vector<SimDevice> KubeletSim::Devices() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   return impl_->devices;
 }
 
 int KubeletSim::Registrations() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   return impl_->registrations;
 }
 
