@@ -64,7 +64,8 @@ Result<Target> ParsePath(std::string_view path) {
     t.ns = rest[1];
     rest.erase(rest.begin(), rest.begin() + 2);
   }
-  if (rest.empty() || rest.size() > 3) return bad("names no resource");
+  if (rest.empty()) return bad("names no resource");
+  if (rest.size() > 3) return bad("has more segments than resource, name and subresource");
   t.resource = rest[0];
   if (rest.size() >= 2) t.name = rest[1];
   if (rest.size() == 3) t.sub = rest[2];
