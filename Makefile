@@ -50,13 +50,14 @@ test-asan: setup
 
 # Lock discipline the compiler checks: clang-14's thread-safety analysis, as
 # errors, over the libraries whose shared state names its lock
-# (src/core/thread_annotations.h), the node agent's unit tests and the
-# kubelet stand-in. Compiles those targets only (-O0, no debug info, through
-# ccache), in a build folder of its own; runs nothing.
+# (src/core/thread_annotations.h), the node agent's unit tests, the kubelet
+# stand-in and the fake API server of unit tests. Compiles those targets only
+# (-O0, no debug info, through ccache), in a build folder of its own; runs
+# nothing.
 TSA_TARGETS = tessera_core tessera_metrics tessera_nvml tessera_kube tessera_scheduler \
   tessera_scheduler_config tessera_scheduler_testing tessera_region tessera_cuda_logic tessera-cuda \
   core_thread_annotations_test tessera_arbiter tessera_node node_unit_test node_arbiter_test \
-  tessera_kubelet_sim
+  tessera_kubelet_sim tessera_kube_fake kube_fake_api_test tessera_scheduler_kube
 check-thread-safety: setup
 	cmake -S . -B $(BUILD)-tsa -G Ninja -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=Debug \
 	  -DCMAKE_CXX_FLAGS_DEBUG=-O0 -DTESSERA_THREAD_SAFETY=ON -DTESSERA_BUILD_BENCH=OFF $(LAUNCHER)

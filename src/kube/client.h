@@ -1,5 +1,8 @@
 // A small Kubernetes REST client over libcurl: JSON objects in and out
-// (nlohmann::json), typed only where Tessera needs it (Bind, Watch).
+// (nlohmann::json), typed only where Tessera needs it (Bind, Watch). It
+// implements kube::Api (api.h), the interface the daemons' pieces take so
+// unit tests can hand them a fake; Update, Delete and config() are the
+// client's own.
 //
 // Thread-safety: a Client is a cheap handle; copies share one connection pool
 // and one rate limiter, and any number of threads may call any method at once.
@@ -28,6 +31,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "kube/api.h"
 #include "kube/api_error.h"
 #include "kube/config.h"
 #include "kube/paths.h"
@@ -35,35 +39,29 @@
 
 namespace tessera::kube {
 
-enum class PatchType {
-  kMerge,           // application/merge-patch+json (RFC 7386)
-  kStrategicMerge,  // application/strategic-merge-patch+json (built-in types only)
-  kJson,            // application/json-patch+json (RFC 6902; the patch is an array)
-};
-
-class Client {
+class Client final : public Api {
  public:
   // Does no I/O; a bad server or credentials show up as errors of the first request.
   explicit Client(ClientConfig config);
 
   // The object at `path`.
-  Result<nlohmann::json> Get(const std::string& path);
+  Result<nlohmann::json> Get(const std::string& path) override;
 
   // Every item of the collection at `path`, fetched page_size at a time by
   // following `continue`: {"items": [...], "resourceVersion": "<list RV>"}.
   // Selectors are sent as labelSelector / fieldSelector when non-empty. An
   // expired continue token restarts the list once, unpaged.
   Result<nlohmann::json> List(const std::string& path, const std::string& label_selector = "",
-                              const std::string& field_selector = "", int page_size = 500);
+                              const std::string& field_selector = "", int page_size = 500) override;
 
   // POST `body` to the collection at `path`; the created object.
   // kAlreadyExists when the name is taken.
-  Result<nlohmann::json> Create(const std::string& path, const nlohmann::json& body);
+  Result<nlohmann::json> Create(const std::string& path, const nlohmann::json& body) override;
   // PUT: replaces the object; with metadata.resourceVersion set, fails with
   // kFailedPrecondition (409 Conflict) if the object changed since.
   Result<nlohmann::json> Update(const std::string& path, const nlohmann::json& body);
   // PATCH with the given patch format; the patched object.
-  Result<nlohmann::json> Patch(const std::string& path, PatchType type, const nlohmann::json& patch);
+  Result<nlohmann::json> Patch(const std::string& path, PatchType type, const nlohmann::json& patch) override;
   // DELETE, with ?gracePeriodSeconds= when given, and with `uid` as a
   // precondition (DeleteOptions) when non-empty, so a newer object of the
   // same name is never deleted in its place. kNotFound when already gone;
@@ -77,14 +75,15 @@ class Client {
   // kFailedPrecondition (409 Conflict) when the pod is already bound or its
   // uid differs; kNotFound when the pod is gone.
   Status Bind(const std::string& ns, const std::string& name, const std::string& uid, const std::string& node,
-              const std::map<std::string, std::string>& annotations = {});
+              const std::map<std::string, std::string>& annotations = {}) override;
 
   // Evicts pod ns/name through POST .../pods/{name}/eviction (a policy/v1
   // Eviction, which honours PodDisruptionBudgets), with `uid` as a
   // precondition when non-empty; with `dry_run` the server only checks
   // (dryRun: [All]). kResourceExhausted when a PodDisruptionBudget forbids
   // it now (429, not retried); kNotFound when the pod is gone.
-  Status Evict(const std::string& ns, const std::string& name, const std::string& uid = "", bool dry_run = false);
+  Status Evict(const std::string& ns, const std::string& name, const std::string& uid = "",
+               bool dry_run = false) override;
 
   // Streams `path`?watch=1&allowWatchBookmarks=true&timeoutSeconds=T
   // [&resourceVersion=RV] (`path` may already carry a query, e.g. a
@@ -98,7 +97,7 @@ class Client {
   // resourceVersion it saw.
   Status Watch(const std::string& path, const std::string& resource_version,
                const std::function<bool(const WatchEvent&)>& on_event, const std::atomic<bool>* stop = nullptr,
-               int timeout_seconds = 300);
+               int timeout_seconds = 300) override;
 
   const ClientConfig& config() const;
 

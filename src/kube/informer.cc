@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "kube/backoff.h"
+#include "kube/paths.h"
 
 namespace tessera::kube {
 namespace {
@@ -48,8 +49,8 @@ bool ResourceVersionAtLeast(const std::string& have, const std::string& want) {
   return have.size() != want.size() ? have.size() > want.size() : have >= want;
 }
 
-Informer::Informer(Client client, std::string path, InformerOptions options)
-    : client_(std::move(client)), path_(std::move(path)), options_(std::move(options)) {}
+Informer::Informer(Api& api, std::string path, InformerOptions options)
+    : api_(api), path_(std::move(path)), options_(std::move(options)) {}
 
 Informer::~Informer() { Stop(); }
 
@@ -143,7 +144,7 @@ void Informer::Run() {
     }
     const auto started = std::chrono::steady_clock::now();
     int events = 0;
-    const Status s = client_.Watch(
+    const Status s = api_.Watch(
         watch_path, ResourceVersion(),
         [this, &events](const WatchEvent& e) {
           ++events;
@@ -170,7 +171,7 @@ void Informer::Run() {
 
 Status Informer::ListAndApply() {
   TESSERA_ASSIGN_OR_RETURN(nlohmann::json list,
-                           client_.List(path_, options_.label_selector, options_.field_selector, options_.page_size));
+                           api_.List(path_, options_.label_selector, options_.field_selector, options_.page_size));
   std::vector<nlohmann::json> items;
   if (auto it = list.find("items"); it != list.end() && it->is_array()) {
     items.reserve(it->size());

@@ -30,7 +30,7 @@
 
 #include "core/status.h"
 #include "core/thread_annotations.h"
-#include "kube/client.h"
+#include "kube/api.h"
 
 namespace tessera::kube {
 
@@ -70,7 +70,8 @@ bool ResourceVersionAtLeast(const std::string& have, const std::string& want);
 class Informer {
  public:
   // `path` is the collection ("/api/v1/pods", "/api/v1/namespaces/ns/configmaps").
-  Informer(Client client, std::string path, InformerOptions options = {});
+  // `api` (a Client, or a fake in tests) must outlive the informer.
+  Informer(Api& api, std::string path, InformerOptions options = {});
   ~Informer();  // Stop()
   Informer(const Informer&) = delete;
   Informer& operator=(const Informer&) = delete;
@@ -112,7 +113,7 @@ class Informer {
   bool Apply(const WatchEvent& event);
   void SleepFor(std::chrono::milliseconds d);
 
-  Client client_;
+  Api& api_;
   const std::string path_;
   const InformerOptions options_;
   std::vector<EventHandlers> handlers_;  // fixed at Start()

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "kube/client.h"
+
 namespace tessera::kube {
 namespace {
 
@@ -44,7 +46,8 @@ TEST(InformerTest, DiffStoreOfEqualListsIsEmpty) {
 TEST(InformerTest, AddHandlersAfterStartOrTwiceStartedFails) {
   ClientConfig config;
   config.server = "https://127.0.0.1:1";
-  Informer informer(Client(config), "/api/v1/pods");
+  Client client(config);
+  Informer informer(client, "/api/v1/pods");
   ASSERT_TRUE(informer.AddHandlers({}).ok());
   EXPECT_FALSE(informer.HasSynced());
   informer.Stop();
@@ -73,7 +76,8 @@ TEST(InformerTest, ResourceVersionAtLeastEmptyWantIsReachedUnreadableNeverIs) {
 TEST(InformerTest, WaitForResourceVersionTimesOutUntilReached) {
   ClientConfig config;
   config.server = "https://127.0.0.1:1";
-  Informer informer(Client(config), "/api/v1/pods");  // never started: its version stays ""
+  Client client(config);
+  Informer informer(client, "/api/v1/pods");  // never started: its version stays ""
   EXPECT_TRUE(informer.WaitForResourceVersion("", std::chrono::milliseconds(0)));
   const auto start = std::chrono::steady_clock::now();
   EXPECT_FALSE(informer.WaitForResourceVersion("5", std::chrono::milliseconds(50)));

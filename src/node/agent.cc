@@ -84,7 +84,7 @@ PluginHostOptions HostOptions(const NodeConfig& config) {
 // then what the loops and the Allocator's observer use.
 struct NodeAgent::Impl {
   NodeConfig config;
-  kube::Client client;
+  kube::Api& api;
   std::shared_ptr<spdlog::logger> log;
   // What /metrics serves. Run registers the families before the host
   // serves; gRPC and loop threads update them.
@@ -103,22 +103,22 @@ struct NodeAgent::Impl {
   std::unique_ptr<RegionGc> region_gc;  // null when --region-gc-grace-seconds is 0
   std::vector<std::unique_ptr<PeriodicLoop>> loops;
 
-  Impl(NodeConfig c, kube::Client k, std::unique_ptr<GpuSource> source, std::shared_ptr<spdlog::logger> l,
+  Impl(NodeConfig c, kube::Api& a, std::unique_ptr<GpuSource> source, std::shared_ptr<spdlog::logger> l,
        const MpsPlan& mps_plan)
       : config(std::move(c)),
-        client(std::move(k)),
+        api(a),
         log(std::move(l)),
-        events([k = client](const std::string& path, const nlohmann::json& body) mutable {
-                 return k.Create(path, body).status();
+        events([api = &a](const std::string& path, const nlohmann::json& body) {
+                 return api->Create(path, body).status();
                },
                EventRecorderOptions{}, log),
         mps(mps_plan.enabled ? std::make_unique<MpsSupervisor>(MpsOptions{mps_plan.control, config.mps_root}, log)
                              : nullptr),
-        host(HostOptions(config), client, config.mounts, log),
+        host(HostOptions(config), api, config.mounts, log),
         inventory(GpuInventoryOptions{config.node_name, config.slots_per_gpu}, std::move(source), mps.get(),
                   [this](const std::vector<core::GpuInfo>& gpus) { return host.SetGpus(gpus); },
                   [this](const std::vector<core::GpuInfo>& gpus) {
-                    return PublishInventory(client, config.node_name, gpus);
+                    return PublishInventory(api, config.node_name, gpus);
                   },
                   log) {
     if (mps) host.allocator().SetMpsProbe([this](const std::string& uuid) { return mps->Running(uuid); });
@@ -152,7 +152,7 @@ struct NodeAgent::Impl {
     reconcile.node = config.node_name;
     reconcile.resource = config.resource_name;
     reconcile.socket = config.pod_resources_socket;
-    reconciler = std::make_unique<Reconciler>(std::move(reconcile), client, events, node_metrics, log);
+    reconciler = std::make_unique<Reconciler>(std::move(reconcile), api, events, node_metrics, log);
     loops.push_back(std::make_unique<PeriodicLoop>(config.reconcile_interval, [this] { reconciler->Pass(); }));
     if (config.usage_interval.count() > 0) {
       UsageReporterOptions options;
@@ -163,7 +163,7 @@ struct NodeAgent::Impl {
       sources.pods = [this] { return host.allocator().CachedPods(); };
       sources.gpus = [this] { return inventory.Current(); };
       sources.load = [this] { return inventory.ReadLoad(); };
-      usage = std::make_unique<UsageReporter>(std::move(options), client, std::move(sources), events, usage_store, log);
+      usage = std::make_unique<UsageReporter>(std::move(options), api, std::move(sources), events, usage_store, log);
       loops.push_back(std::make_unique<PeriodicLoop>(config.usage_interval, [this] { usage->Pass(); }));
     }
     if (config.region_gc_grace.count() > 0) {
@@ -179,7 +179,7 @@ struct NodeAgent::Impl {
                 every.count() / 1000);
       loops.push_back(std::make_unique<PeriodicLoop>(every, [this] {
         region_gc->Pass(
-            host.allocator().CachedPods(), [this] { return ListNodePods(client, config.node_name); },
+            host.allocator().CachedPods(), [this] { return ListNodePods(api, config.node_name); },
             std::chrono::steady_clock::now());
       }));
     } else {
@@ -199,10 +199,10 @@ struct NodeAgent::Impl {
   }
 };
 
-NodeAgent::NodeAgent(NodeConfig config, kube::Client client, std::unique_ptr<GpuSource> source,
+NodeAgent::NodeAgent(NodeConfig config, kube::Api& api, std::unique_ptr<GpuSource> source,
                      std::shared_ptr<spdlog::logger> log, MpsPlan mps)
-    : impl_(std::make_unique<Impl>(WithMpsRoot(std::move(config), mps), std::move(client), std::move(source),
-                                   std::move(log), mps)) {}
+    : impl_(std::make_unique<Impl>(WithMpsRoot(std::move(config), mps), api, std::move(source), std::move(log),
+                                   mps)) {}
 
 NodeAgent::~NodeAgent() {
   for (auto& loop : impl_->loops) loop->Stop();

@@ -16,6 +16,7 @@
 //     is on (--mps; mps.h), Events (event_recorder.h) and /metrics.
 //
 //   NodeAgent agent(config, client, std::make_unique<FileGpuSource>(path), log, *PlanMps("auto", control));
+//   // client: a kube::Client main() owns, outliving the agent
 //   TESSERA_RETURN_IF_ERROR(AddCompatPlugins(compat, agent.host(), log));
 //   return agent.Run(stop_flag).ok() ? 0 : 1;
 #pragma once
@@ -28,7 +29,7 @@
 #include <string>
 
 #include "core/status.h"
-#include "kube/client.h"
+#include "kube/api.h"
 #include "node/arbiter_loop.h"
 #include "node/container_env.h"
 #include "node/inventory.h"
@@ -84,8 +85,9 @@ class NodeAgent {
   // `mps` (PlanMps of config.mps and config.mps_control) says whether this
   // node runs MPS; when it does, config.mounts.mps_root becomes config.mps_root.
   // The agent's own resource (config.resource_name on config.socket_name) is
-  // added to its plugin host here.
-  NodeAgent(NodeConfig config, kube::Client client, std::unique_ptr<GpuSource> source,
+  // added to its plugin host here. `api` (the Kubernetes client) must
+  // outlive the agent.
+  NodeAgent(NodeConfig config, kube::Api& api, std::unique_ptr<GpuSource> source,
             std::shared_ptr<spdlog::logger> log, MpsPlan mps = {});
   ~NodeAgent();
 

@@ -20,13 +20,13 @@ NodePodsOptions WithResources(NodePodsOptions options, const core::ResourceNames
 
 }  // namespace
 
-Allocator::Allocator(kube::Client client, std::string node, MountPaths paths, std::shared_ptr<spdlog::logger> log,
+Allocator::Allocator(kube::Api& api, std::string node, MountPaths paths, std::shared_ptr<spdlog::logger> log,
                      NodePodsOptions pods)
-    : client_(client),
+    : api_(api),
       node_(std::move(node)),
       paths_(std::move(paths)),
       log_(std::move(log)),
-      pods_(std::move(client), node_, log_, WithResources(std::move(pods), paths_.resources)) {}
+      pods_(api, node_, log_, WithResources(std::move(pods), paths_.resources)) {}
 
 Status Allocator::Start() { return pods_.Start(); }
 
@@ -154,7 +154,7 @@ Status Allocator::MarkAllocated(const PendingPod& pod, const std::string& contai
     std::string value;
     for (const auto& c : done) value += (value.empty() ? "" : ",") + c;
     nlohmann::json patch = {{"metadata", {{"resourceVersion", rv}, {"annotations", {{kAllocatedAnnotation, value}}}}}};
-    auto patched = client_.Patch(path, kube::PatchType::kMerge, patch);
+    auto patched = api_.Patch(path, kube::PatchType::kMerge, patch);
     if (patched.ok()) {
       // The next identification must see this pod allocated: the cache waits for this version.
       pods_.NoteWrite(*patched);
@@ -164,7 +164,7 @@ Status Allocator::MarkAllocated(const PendingPod& pod, const std::string& contai
       return patched.status().WithContext("marking " + pod.Key() + " allocated");
     }
     log_->info("marking {} allocated: the pod changed since it was read (409); re-reading", pod.Key());
-    TESSERA_ASSIGN_OR_RETURN(nlohmann::json fresh_json, client_.Get(path));
+    TESSERA_ASSIGN_OR_RETURN(nlohmann::json fresh_json, api_.Get(path));
     TESSERA_ASSIGN_OR_RETURN(core::PodView fresh, core::DecodePod(fresh_json, paths_.resources));
     if (fresh.uid != pod.uid) return FailedPrecondition("pod " + pod.Key() + " was replaced while being allocated");
     rv = fresh.resource_version;

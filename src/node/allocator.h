@@ -9,7 +9,7 @@
 // inside (one handshake at a time, whatever the resource), so two Allocates
 // on one node never read the same pending pods at once.
 //
-//   Allocator allocator(client, "node-1", paths, log);
+//   Allocator allocator(api, "node-1", paths, log);
 //   TESSERA_RETURN_IF_ERROR(allocator.Start());
 //   TESSERA_ASSIGN_OR_RETURN(ContainerEnv env, allocator.Allocate("tessera.io/gpu", {"GPU-a-0"}, gpus));
 #pragma once
@@ -27,7 +27,7 @@
 #include "core/model.h"
 #include "core/status.h"
 #include "core/thread_annotations.h"
-#include "kube/client.h"
+#include "kube/api.h"
 #include "node/container_env.h"
 #include "node/identify.h"
 #include "node/node_pods.h"
@@ -46,7 +46,8 @@ using AllocateObserver = std::function<void(const Status& status, const std::vec
 
 class Allocator {
  public:
-  Allocator(kube::Client client, std::string node, MountPaths paths, std::shared_ptr<spdlog::logger> log,
+  // `api` must outlive the Allocator.
+  Allocator(kube::Api& api, std::string node, MountPaths paths, std::shared_ptr<spdlog::logger> log,
             NodePodsOptions pods = {});
 
   // For MPS pods, Allocate asks `probe` whether their GPU's daemon runs,
@@ -120,7 +121,7 @@ class Allocator {
     std::vector<std::string> ids;  // sorted
   };
 
-  kube::Client client_;
+  kube::Api& api_;
   const std::string node_;
   const MountPaths paths_;
   std::shared_ptr<spdlog::logger> log_;

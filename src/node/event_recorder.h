@@ -4,7 +4,7 @@
 // a window are dropped, so a failure repeated in a burst is raised once.
 // Thread-safety: Record from any thread.
 //
-//   EventRecorder events([&](auto& path, auto& body) { return client.Create(path, body).status(); }, {}, log);
+//   EventRecorder events([&](auto& path, auto& body) { return api.Create(path, body).status(); }, {}, log);
 //   events.Record(spec);   // a kube::EventSpec; returns at once
 #pragma once
 

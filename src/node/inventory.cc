@@ -104,10 +104,9 @@ Result<nlohmann::json> InventoryPatch(const std::vector<core::GpuInfo>& gpus) {
   return patch;
 }
 
-Result<bool> PublishInventory(kube::Client& client, const std::string& node,
-                              const std::vector<core::GpuInfo>& gpus) {
+Result<bool> PublishInventory(kube::Api& api, const std::string& node, const std::vector<core::GpuInfo>& gpus) {
   TESSERA_ASSIGN_OR_RETURN(nlohmann::json patch, InventoryPatch(gpus));
-  TESSERA_ASSIGN_OR_RETURN(nlohmann::json current, client.Get(kube::NodePath(node)));
+  TESSERA_ASSIGN_OR_RETURN(nlohmann::json current, api.Get(kube::NodePath(node)));
   const nlohmann::json& meta = current["metadata"];
   bool same = true;
   for (const char* section : {"annotations", "labels"}) {
@@ -117,7 +116,7 @@ Result<bool> PublishInventory(kube::Client& client, const std::string& node,
     }
   }
   if (same) return false;
-  TESSERA_RETURN_IF_ERROR(client.Patch(kube::NodePath(node), kube::PatchType::kMerge, patch).status());
+  TESSERA_RETURN_IF_ERROR(api.Patch(kube::NodePath(node), kube::PatchType::kMerge, patch).status());
   return true;
 }
 

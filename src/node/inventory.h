@@ -6,7 +6,7 @@
 //
 //   FileGpuSource source("gpus.yaml");
 //   TESSERA_ASSIGN_OR_RETURN(auto gpus, source.Read());
-//   TESSERA_ASSIGN_OR_RETURN(bool patched, PublishInventory(client, "node-1", gpus));
+//   TESSERA_ASSIGN_OR_RETURN(bool patched, PublishInventory(api, "node-1", gpus));
 #pragma once
 
 #include <cstdint>
@@ -18,7 +18,7 @@
 
 #include "core/model.h"
 #include "core/status.h"
-#include "kube/client.h"
+#include "kube/api.h"
 
 namespace tessera::node {
 
@@ -89,7 +89,6 @@ Result<nlohmann::json> InventoryPatch(const std::vector<core::GpuInfo>& gpus);
 
 // Reads Node `node` and merge-PATCHes it with InventoryPatch(gpus) only when
 // its annotation or labels differ. True when a patch was sent.
-Result<bool> PublishInventory(kube::Client& client, const std::string& node,
-                              const std::vector<core::GpuInfo>& gpus);
+Result<bool> PublishInventory(kube::Api& api, const std::string& node, const std::vector<core::GpuInfo>& gpus);
 
 }  // namespace tessera::node

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "core/codec.h"
+#include "kube/fake_api.h"
+#include "kube/paths.h"
 
 namespace tessera::node {
 namespace {
@@ -50,6 +52,25 @@ TEST(InventoryPatchTest, AnnotationAndLabels) {
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(*back, gpus);
   EXPECT_EQ((*patch)["metadata"]["annotations"]["tessera.io/node-agent"], kNodeAgentVersion);
+}
+
+TEST(PublishInventoryTest, PatchesTheNodeOnlyWhenItDiffers) {
+  kube::FakeApi api;
+  ASSERT_TRUE(api.Upsert("/api/v1/nodes", {{"metadata", {{"name", "n1"}, {"labels", {{"keep", "me"}}}}}}).ok());
+  std::vector<core::GpuInfo> gpus = {{0, "GPU-a", "T4", 15360, 40, 0, true}};
+  auto sent = PublishInventory(api, "n1", gpus);
+  ASSERT_TRUE(sent.ok()) << sent.status().ToString();
+  EXPECT_TRUE(*sent);
+  nlohmann::json node = *api.Peek(kube::NodePath("n1"));
+  EXPECT_EQ(node["metadata"]["labels"][kModelLabel], "T4");
+  EXPECT_EQ(node["metadata"]["labels"]["keep"], "me") << "a merge patch leaves other labels alone";
+  EXPECT_EQ(*core::DecodeInventory(node["metadata"]["annotations"]["tessera.io/gpu-inventory"].get<std::string>()),
+            gpus);
+  EXPECT_FALSE(*PublishInventory(api, "n1", gpus)) << "the Node says so already";
+  EXPECT_EQ(api.CountCalls("PATCH"), 1);
+  gpus[0].healthy = false;
+  EXPECT_TRUE(*PublishInventory(api, "n1", gpus));
+  EXPECT_EQ(PublishInventory(api, "n2", gpus).status().code(), StatusCode::kNotFound);
 }
 
 TEST(InventoryPatchTest, LabelValuesAreSanitised) {

@@ -9,6 +9,7 @@
 #include <csignal>
 #include <thread>
 
+#include "kube/client.h"
 #include "kube/config.h"
 #include "node/agent.h"
 #include "node/compat_plugins.h"

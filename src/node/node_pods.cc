@@ -23,20 +23,19 @@ kube::InformerOptions OnNode(const std::string& node) {
 
 }  // namespace
 
-Result<std::vector<nlohmann::json>> ListNodePods(kube::Client& client, const std::string& node) {
-  TESSERA_ASSIGN_OR_RETURN(nlohmann::json pods, client.List(kube::PodsPath(""), "", "spec.nodeName=" + node));
+Result<std::vector<nlohmann::json>> ListNodePods(kube::Api& api, const std::string& node) {
+  TESSERA_ASSIGN_OR_RETURN(nlohmann::json pods, api.List(kube::PodsPath(""), "", "spec.nodeName=" + node));
   auto items = pods.find("items");
   if (items == pods.end() || !items->is_array()) return Internal("the pod list has no items");
   return items->get<std::vector<nlohmann::json>>();
 }
 
-NodePods::NodePods(kube::Client client, std::string node, std::shared_ptr<spdlog::logger> log,
-                   NodePodsOptions options)
-    : client_(client),
+NodePods::NodePods(kube::Api& api, std::string node, std::shared_ptr<spdlog::logger> log, NodePodsOptions options)
+    : api_(api),
       node_(std::move(node)),
       log_(std::move(log)),
       options_(options),
-      informer_(std::move(client), kube::PodsPath(""), OnNode(node_)) {}
+      informer_(api, kube::PodsPath(""), OnNode(node_)) {}
 
 Status NodePods::Start() { return informer_.Start(); }
 
@@ -50,7 +49,7 @@ std::shared_ptr<const core::PodView> NodePods::Decode(const nlohmann::json& pod)
 }
 
 Result<NodePods::Snapshot> NodePods::List() {
-  TESSERA_ASSIGN_OR_RETURN(nlohmann::json pods, client_.List(kube::PodsPath(""), "", "spec.nodeName=" + node_));
+  TESSERA_ASSIGN_OR_RETURN(nlohmann::json pods, api_.List(kube::PodsPath(""), "", "spec.nodeName=" + node_));
   Snapshot snap;
   snap.listed = true;
   if (auto it = pods.find("items"); it != pods.end() && it->is_array()) {

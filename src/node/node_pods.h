@@ -6,7 +6,7 @@
 // a read hands out the decoded views, not copies of the pods' JSON.
 // Thread-safe.
 //
-//   NodePods pods(client, "node-1", log);
+//   NodePods pods(api, "node-1", log);
 //   TESSERA_RETURN_IF_ERROR(pods.Start());
 //   TESSERA_ASSIGN_OR_RETURN(NodePods::Snapshot snap, pods.Read(/*fresh=*/false));
 //   ... PATCH one of snap.pending ...; pods.NoteWrite(patched_pod);
@@ -33,7 +33,7 @@
 #include "core/podspec.h"
 #include "core/status.h"
 #include "core/thread_annotations.h"
-#include "kube/client.h"
+#include "kube/api.h"
 #include "kube/informer.h"
 #include "node/identify.h"
 
@@ -42,7 +42,7 @@ namespace tessera::node {
 // The pods bound to `node`, listed now from the API server (a LIST with
 // spec.nodeName=<node>, not a cache), as v1 Pod objects. The LIST's errors;
 // INTERNAL when the answer holds no items.
-Result<std::vector<nlohmann::json>> ListNodePods(kube::Client& client, const std::string& node);
+Result<std::vector<nlohmann::json>> ListNodePods(kube::Api& api, const std::string& node);
 
 struct NodePodsOptions {
   // How long Read(false) waits for the cache to reflect the last NoteWrite
@@ -65,8 +65,8 @@ class NodePods {
     std::vector<std::shared_ptr<const core::PodView>> pods;
   };
 
-  // Does no I/O until Start() or a Read.
-  NodePods(kube::Client client, std::string node, std::shared_ptr<spdlog::logger> log, NodePodsOptions options = {});
+  // Does no I/O until Start() or a Read. `api` must outlive the NodePods.
+  NodePods(kube::Api& api, std::string node, std::shared_ptr<spdlog::logger> log, NodePodsOptions options = {});
   NodePods(const NodePods&) = delete;
   NodePods& operator=(const NodePods&) = delete;
 
@@ -105,7 +105,7 @@ class NodePods {
   Result<Snapshot> List();
   Snapshot FromCache() TESSERA_EXCLUDES(mu_);
 
-  kube::Client client_;
+  kube::Api& api_;
   const std::string node_;
   std::shared_ptr<spdlog::logger> log_;
   const NodePodsOptions options_;

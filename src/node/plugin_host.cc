@@ -2,10 +2,10 @@
 
 namespace tessera::node {
 
-PluginHost::PluginHost(PluginHostOptions options, kube::Client client, MountPaths mounts,
+PluginHost::PluginHost(PluginHostOptions options, kube::Api& api, MountPaths mounts,
                        std::shared_ptr<spdlog::logger> log)
     : log_(log),
-      allocator_(std::move(client), options.node, std::move(mounts), log, std::move(options.pods)),
+      allocator_(api, options.node, std::move(mounts), log, std::move(options.pods)),
       server_(std::move(options.server), log) {}
 
 PluginHost::~PluginHost() { Stop(); }

@@ -13,7 +13,7 @@
 // before Start; SetGpus at any time); the resources' gRPC calls run on
 // gRPC's threads.
 //
-//   PluginHost host(options, client, mounts, log);
+//   PluginHost host(options, api, mounts, log);
 //   TESSERA_RETURN_IF_ERROR(host.Add("tessera.io/gpu", "tessera-gpu.sock",
 //                                    std::make_unique<DevicePluginService>(host.allocator(), "tessera.io/gpu", 8, log)));
 //   TESSERA_RETURN_IF_ERROR(host.SetGpus(gpus));  // before Start: what the first ListAndWatch sends
@@ -32,7 +32,7 @@
 
 #include "core/model.h"
 #include "core/status.h"
-#include "kube/client.h"
+#include "kube/api.h"
 #include "node/allocator.h"
 #include "node/container_env.h"
 #include "node/node_pods.h"
@@ -68,7 +68,8 @@ struct PluginHostOptions {
 
 class PluginHost {
  public:
-  PluginHost(PluginHostOptions options, kube::Client client, MountPaths mounts, std::shared_ptr<spdlog::logger> log);
+  // `api` (the Allocator's) must outlive the host.
+  PluginHost(PluginHostOptions options, kube::Api& api, MountPaths mounts, std::shared_ptr<spdlog::logger> log);
   ~PluginHost();  // Stop()
   PluginHost(const PluginHost&) = delete;
   PluginHost& operator=(const PluginHost&) = delete;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <spdlog/sinks/null_sink.h>
 
+#include "kube/fake_api.h"
 #include "node/compat_plugins.h"
 #include "node/device_plugin.h"
 
@@ -11,13 +12,6 @@ namespace {
 
 std::shared_ptr<spdlog::logger> Quiet() {
   return std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::null_sink_mt>());
-}
-
-// A client that is never called: nothing here starts the host.
-kube::Client Unused() {
-  kube::ClientConfig config;
-  config.server = "http://127.0.0.1:1";
-  return kube::Client(config);
 }
 
 PluginHostOptions Options() {
@@ -47,7 +41,8 @@ class RecordingPlugin final : public v1beta1::DevicePlugin::Service, public Host
 };
 
 TEST(PluginHostTest, EveryResourceTakesTheGpusAndARefusalNamesItsResource) {
-  PluginHost host(Options(), Unused(), MountPaths{}, Quiet());
+  kube::FakeApi api;  // never called: no test here starts the host
+  PluginHost host(Options(), api, MountPaths{}, Quiet());
   auto a = std::make_unique<RecordingPlugin>();
   auto refusing = std::make_unique<RecordingPlugin>(true);
   auto c = std::make_unique<RecordingPlugin>();
@@ -66,7 +61,8 @@ TEST(PluginHostTest, EveryResourceTakesTheGpusAndARefusalNamesItsResource) {
 }
 
 TEST(PluginHostTest, AddRefusesWhatCannotBeServed) {
-  PluginHost host(Options(), Unused(), MountPaths{}, Quiet());
+  kube::FakeApi api;  // never called: no test here starts the host
+  PluginHost host(Options(), api, MountPaths{}, Quiet());
   EXPECT_NE(host.Add("gpu.example/a", "a.sock", nullptr).message().find("no plugin"), std::string::npos);
   ASSERT_TRUE(host.Add("gpu.example/a", "a.sock", std::make_unique<RecordingPlugin>()).ok());
   EXPECT_FALSE(host.Add("gpu.example/a", "other.sock", std::make_unique<RecordingPlugin>()).ok());
@@ -75,13 +71,15 @@ TEST(PluginHostTest, AddRefusesWhatCannotBeServed) {
 }
 
 TEST(PluginHostTest, StartNeedsAResource) {
-  PluginHost host(Options(), Unused(), MountPaths{}, Quiet());
+  kube::FakeApi api;  // never called: no test here starts the host
+  PluginHost host(Options(), api, MountPaths{}, Quiet());
   EXPECT_EQ(host.Start().code(), StatusCode::kFailedPrecondition);
 }
 
 // The front ends become resources of the one host, beside the agent's.
 TEST(PluginHostTest, CompatFrontEndsAreAddedToTheHost) {
-  PluginHost host(Options(), Unused(), MountPaths{}, Quiet());
+  kube::FakeApi api;  // never called: no test here starts the host
+  PluginHost host(Options(), api, MountPaths{}, Quiet());
   ASSERT_TRUE(host.Add("tessera.io/gpu", "tessera-gpu.sock",
                        std::make_unique<DevicePluginService>(host.allocator(), "tessera.io/gpu", 4, Quiet()))
                   .ok());

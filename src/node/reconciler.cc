@@ -7,10 +7,9 @@
 
 namespace tessera::node {
 
-Reconciler::Reconciler(ReconcilerOptions options, kube::Client client, EventRecorder& events,
+Reconciler::Reconciler(ReconcilerOptions options, kube::Api& api, EventRecorder& events,
                        const NodeMetrics& metrics, std::shared_ptr<spdlog::logger> log)
-    : options_(std::move(options)), client_(std::move(client)), events_(events), metrics_(metrics),
-      log_(std::move(log)) {}
+    : options_(std::move(options)), api_(api), events_(events), metrics_(metrics), log_(std::move(log)) {}
 
 void Reconciler::Pass() {
   const std::string& socket = options_.socket;
@@ -30,7 +29,7 @@ void Reconciler::Pass() {
     log_->warn("reconciliation skipped: {}", records.status().message());
     return;
   }
-  auto pods = client_.List(kube::PodsPath(""), "", "spec.nodeName=" + options_.node);
+  auto pods = api_.List(kube::PodsPath(""), "", "spec.nodeName=" + options_.node);
   if (!pods.ok()) {
     log_->warn("reconciliation skipped: listing the pods of node {}: {}", options_.node, pods.status().message());
     return;

@@ -8,7 +8,7 @@
 // Thread-compatible: one pass at a time (the agent runs it on a
 // PeriodicLoop).
 //
-//   Reconciler reconciler({.node = "n1", .resource = "tessera.io/gpu", .socket = path}, client, events, metrics, log);
+//   Reconciler reconciler({.node = "n1", .resource = "tessera.io/gpu", .socket = path}, api, events, metrics, log);
 //   reconciler.Pass();
 #pragma once
 
@@ -18,7 +18,7 @@
 #include <memory>
 #include <string>
 
-#include "kube/client.h"
+#include "kube/api.h"
 #include "node/event_recorder.h"
 #include "node/node_metrics.h"
 #include "node/reconcile.h"
@@ -34,8 +34,8 @@ struct ReconcilerOptions {
 
 class Reconciler {
  public:
-  // `events` and the counters of `metrics` must outlive the Reconciler.
-  Reconciler(ReconcilerOptions options, kube::Client client, EventRecorder& events, const NodeMetrics& metrics,
+  // `api`, `events` and the counters of `metrics` must outlive the Reconciler.
+  Reconciler(ReconcilerOptions options, kube::Api& api, EventRecorder& events, const NodeMetrics& metrics,
              std::shared_ptr<spdlog::logger> log);
 
   // One pass (above).
@@ -43,7 +43,7 @@ class Reconciler {
 
  private:
   const ReconcilerOptions options_;
-  kube::Client client_;
+  kube::Api& api_;
   EventRecorder& events_;
   const NodeMetrics& metrics_;
   std::shared_ptr<spdlog::logger> log_;

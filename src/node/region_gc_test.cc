@@ -9,7 +9,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include "kube/fake_api.h"
+#include "kube/paths.h"
 #include "node/arbiter_loop.h"
+#include "node/node_pods.h"
 #include "region/region.h"
 
 namespace tessera::node {
@@ -324,6 +327,32 @@ TEST_F(RegionGcPassTest, AFreshListOverrulesALaggingCacheAndAFailedOneRemovesNot
   gc.Pass(std::vector<nlohmann::json>{}, Listing({}), t0 + seconds(122));
   EXPECT_FALSE(fs::exists(root.path() + "/" + kUidB));
   EXPECT_EQ(removed.Value(), 1u);
+}
+
+// As the agent wires it: the LIST a removal waits for is the API server's
+// (ListNodePods), here a fake one.
+TEST_F(RegionGcPassTest, TheListBeforeARemovalAsksTheApiServer) {
+  kube::FakeApi api;
+  MakeContainer(root.path(), kUidB, "main");
+  nlohmann::json pod = {{"metadata", {{"name", "b"}, {"uid", kUidB}}}, {"spec", {{"nodeName", "n1"}}}};
+  ASSERT_TRUE(api.Upsert(kube::PodsPath("ns"), pod).ok());
+  const ListPods list_now = [&api] { return ListNodePods(api, "n1"); };
+  RegionGc gc = Gc();
+  const std::vector<nlohmann::json> lagging;  // the watch cache has not seen pod b
+  gc.Pass(lagging, list_now, t0);
+  gc.Pass(lagging, list_now, t0 + seconds(60));  // due, but the API server has b: kept
+  EXPECT_TRUE(fs::exists(root.path() + "/" + kUidB));
+  EXPECT_TRUE(gc.MissingSinceForTest().empty());
+  ASSERT_TRUE(api.Remove(kube::PodPath("ns", "b")).ok());
+  gc.Pass(lagging, list_now, t0 + seconds(61));
+  api.SetHook([](const kube::FakeApi::Call&) { return Status(StatusCode::kUnavailable, "away"); });
+  gc.Pass(lagging, list_now, t0 + seconds(121));  // due, but the API server cannot say: kept
+  EXPECT_TRUE(fs::exists(root.path() + "/" + kUidB));
+  api.SetHook(nullptr);
+  gc.Pass(lagging, list_now, t0 + seconds(122));
+  EXPECT_FALSE(fs::exists(root.path() + "/" + kUidB));
+  EXPECT_EQ(removed.Value(), 1u);
+  EXPECT_EQ(api.CountCalls("LIST"), 3);
 }
 
 TEST_F(RegionGcPassTest, AnAbsentRootIsNoError) {

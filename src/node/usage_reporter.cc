@@ -6,10 +6,10 @@
 
 namespace tessera::node {
 
-UsageReporter::UsageReporter(UsageReporterOptions options, kube::Client client, UsageSources sources,
+UsageReporter::UsageReporter(UsageReporterOptions options, kube::Api& api, UsageSources sources,
                              EventRecorder& events, SnapshotStore& store, std::shared_ptr<spdlog::logger> log)
     : options_(std::move(options)),
-      client_(std::move(client)),
+      api_(api),
       sources_(std::move(sources)),
       events_(events),
       store_(store),
@@ -83,7 +83,7 @@ void UsageReporter::PublishUsage(const UsageSnapshot& snapshot) {
     }
     nlohmann::json patch = {
         {"metadata", {{"uid", uid}, {"annotations", {{std::string(core::kUsageAnnotation), *encoded}}}}}};
-    auto patched = client_.Patch(kube::PodPath(any.pod.ns, any.pod.name), kube::PatchType::kMerge, patch);
+    auto patched = api_.Patch(kube::PodPath(any.pod.ns, any.pod.name), kube::PatchType::kMerge, patch);
     if (!patched.ok()) {
       log_->warn("writing the usage of {}/{} failed (will retry): {}", any.pod.ns, any.pod.name,
                  patched.status().message());

@@ -7,7 +7,7 @@
 // Thread-compatible: one pass at a time (the agent runs it on a
 // PeriodicLoop); its sources must be safe to call from that thread.
 //
-//   UsageReporter usage(options, client, sources, events, store, log);
+//   UsageReporter usage(options, api, sources, events, store, log);
 //   usage.Pass();
 #pragma once
 
@@ -26,7 +26,7 @@
 #include "core/model.h"
 #include "core/status.h"
 #include "core/pod_usage.h"
-#include "kube/client.h"
+#include "kube/api.h"
 #include "node/event_recorder.h"
 #include "node/inventory.h"
 #include "node/region_usage.h"
@@ -56,8 +56,8 @@ struct UsageSources {
 
 class UsageReporter {
  public:
-  // `events` and `store` must outlive the reporter.
-  UsageReporter(UsageReporterOptions options, kube::Client client, UsageSources sources, EventRecorder& events,
+  // `api`, `events` and `store` must outlive the reporter.
+  UsageReporter(UsageReporterOptions options, kube::Api& api, UsageSources sources, EventRecorder& events,
                 SnapshotStore& store, std::shared_ptr<spdlog::logger> log);
 
   // One pass (above).
@@ -74,7 +74,7 @@ class UsageReporter {
   void PublishUsage(const UsageSnapshot& snapshot);
 
   const UsageReporterOptions options_;
-  kube::Client client_;
+  kube::Api& api_;
   const UsageSources sources_;
   EventRecorder& events_;
   SnapshotStore& store_;

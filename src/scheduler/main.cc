@@ -12,86 +12,17 @@
 #include "core/codec.h"
 #include "kube/client.h"
 #include "kube/config.h"
-#include "kube/events.h"
 #include "kube/informer.h"
 #include "kube/leader_elector.h"
 #include "scheduler/cluster_state.h"
 #include "scheduler/config.h"
 #include "scheduler/extender.h"
+#include "scheduler/kube_adapters.h"
 #include "scheduler/server.h"
 #include "scheduler/state_metrics.h"
 
 namespace tessera::scheduler {
 namespace {
-
-// Posts Bindings through the Kubernetes client.
-class KubeBinder : public Binder {
- public:
-  explicit KubeBinder(kube::Client client) : client_(std::move(client)) {}
-  Status Bind(const std::string& ns, const std::string& name, const std::string& uid, const std::string& node,
-              const std::map<std::string, std::string>& annotations) override {
-    return client_.Bind(ns, name, uid, node, annotations);
-  }
-
- private:
-  kube::Client client_;
-};
-
-// Evictions and Events for GPU preemption through the Kubernetes client.
-class KubePreemptionApi : public PreemptionApi {
- public:
-  explicit KubePreemptionApi(kube::Client client) : client_(std::move(client)) {}
-  Status Evict(const std::string& ns, const std::string& name, const std::string& uid, bool dry_run) override {
-    return client_.Evict(ns, name, uid, dry_run);
-  }
-  void RecordEvent(const std::string& ns, const std::string& name, const std::string& uid, const std::string& type,
-                   const std::string& reason, const std::string& message) override {
-    kube::EventSpec spec;
-    spec.object.ns = ns;
-    spec.object.name = name;
-    spec.object.uid = uid;
-    spec.type = type;
-    spec.reason = reason;
-    spec.message = message;
-    spec.component = "tessera-scheduler";
-    auto done = client_.Create(kube::EventsPath(ns), kube::BuildEvent(spec, std::chrono::system_clock::now()));
-    if (!done.ok()) spdlog::warn("event {} on pod {}/{} not recorded: {}", reason, ns, name, done.status().message());
-  }
-
- private:
-  kube::Client client_;
-};
-
-// A pod rejected for lack of room within this long before a share was freed
-// may have been retried by kube-scheduler against a ledger that had not yet
-// seen the release (kube-scheduler's own watch was faster); wake it.
-constexpr auto kWakeWindow = std::chrono::seconds(5);
-// At most this many PATCHes per freed share, so the pod watch's thread is
-// never held long. Enough: once one woken pod binds, kube-scheduler retries
-// every parked pod on that event.
-constexpr size_t kMaxWakesPerRelease = 8;
-
-// Touches each pod recently rejected for lack of room with the annotation
-// tessera.io/room-freed-at, a pod update that makes kube-scheduler retry it
-// now instead of at its next cluster event or unschedulable flush.
-void WakeRejected(kube::Client& client, RejectedPods& rejected) {
-  const auto pods = rejected.TakeSince(Clock::now() - kWakeWindow, kMaxWakesPerRelease);
-  if (pods.empty()) return;
-  const std::string stamp = kube::FormatMicroTime(std::chrono::system_clock::now());
-  for (const auto& pod : pods) {
-    const auto slash = pod.key.find('/');
-    const std::string path = "/api/v1/namespaces/" + pod.key.substr(0, slash) + "/pods/" + pod.key.substr(slash + 1);
-    nlohmann::json patch = {{"metadata", {{"annotations", {{"tessera.io/room-freed-at", stamp}}}}}};
-    if (!pod.uid.empty()) patch["metadata"]["uid"] = pod.uid;  // never touch a newer pod of the same name
-    auto done = client.Patch(path, kube::PatchType::kMerge, patch);
-    if (done.ok()) {
-      spdlog::info("wake {}: a GPU share was freed just after it was turned away; asking kube-scheduler to retry",
-                   pod.key);
-    } else {
-      spdlog::debug("wake {}: {}", pod.key, done.status().message());
-    }
-  }
-}
 
 std::string DefaultIdentity() {
   char host[256] = {};
@@ -163,7 +94,9 @@ int Run(const SchedulerConfig& config) {
   auto after_pod_event = [&] {
     if (const uint64_t freed = state.freed_count(); freed != freed_seen) {
       freed_seen = freed;
-      if (extender_ptr != nullptr) WakeRejected(client, extender_ptr->rejected());
+      if (extender_ptr != nullptr) {
+        WakeRejected(client, extender_ptr->rejected(), Clock::now(), std::chrono::system_clock::now());
+      }
     }
   };
   (void)pods.AddHandlers({
@@ -186,8 +119,8 @@ int Run(const SchedulerConfig& config) {
                 });
   }
 
-  KubeBinder binder(client);
-  KubePreemptionApi preemption_api(client);
+  ApiBinder binder(client);
+  ApiPreemption preemption_api(client);
   PreemptorOptions preemptor_options;
   preemptor_options.enabled = config.preemption.enabled;
   preemptor_options.nomination_ttl = config.preemption.nomination_ttl;
