@@ -96,7 +96,7 @@ TEST_F(InterferenceTest, MeasuredUsageSteersTheNextPodToTheIdleGpu) {
   auto page = FetchMetrics(env_->extender_port);
   ASSERT_TRUE(page.ok()) << page.status().ToString();
   EXPECT_NE(page.value().find("tessera_scheduler_workloads_learned 2"), std::string::npos) << page.value();
-  EXPECT_TRUE(FindOvercommit(*client_).empty()) << ::testing::PrintToString(FindOvercommit(*client_));
+  EXPECT_TRUE(FindOvercommit(*client_, "tessera.io/e2e-group=" + group_).empty()) << ::testing::PrintToString(FindOvercommit(*client_, "tessera.io/e2e-group=" + group_));
 }
 
 }  // namespace

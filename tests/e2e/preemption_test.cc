@@ -130,7 +130,7 @@ TEST_F(PreemptionTest, FitsNowherePreemptsTheFewestVictimsAndLands) {
   EXPECT_NE(preempting[0].find("urgent: Preempting 1 lower-priority pod(s) on node " + NodeName(0)), std::string::npos)
       << preempting[0];
   EXPECT_NE(preempting[0].find(ns_ + "/low-big (priority 100)"), std::string::npos) << preempting[0];
-  EXPECT_TRUE(FindOvercommit(*client_).empty()) << ::testing::PrintToString(FindOvercommit(*client_));
+  EXPECT_TRUE(FindOvercommit(*client_, "tessera.io/e2e-group=" + group_).empty()) << ::testing::PrintToString(FindOvercommit(*client_, "tessera.io/e2e-group=" + group_));
 
   // A low pod that does not fit beside urgent preempts nothing (equal
   // priority to every holder but urgent, which outranks it).

@@ -101,7 +101,7 @@ TEST_F(SchedulingTest, MixedRequestsArePlacedWithoutOvercommit) {
     EXPECT_EQ(assignment->containers[0].gpus[0].core_milli, shape.core_percent * 10);
   }
   EXPECT_GE(bound, 18) << "6 GPUs should hold most of 24 small pods";
-  const auto problems = FindOvercommit(*client_);
+  const auto problems = FindOvercommit(*client_, "tessera.io/e2e-group=" + group_);
   EXPECT_TRUE(problems.empty()) << ::testing::PrintToString(problems);
 }
 
@@ -130,7 +130,7 @@ TEST_F(SchedulingTest, MultiGpuAndMultiContainerPodsGetConsistentAssignments) {
   EXPECT_FALSE(whole.contains(sidecar.gpus[0].index)) << "the sidecar shares a GPU the trainer holds whole";
   EXPECT_EQ(sidecar.gpus[0].mem_mib, 4096);
   EXPECT_EQ(sidecar.gpus[0].core_milli, 200);
-  EXPECT_TRUE(FindOvercommit(*client_).empty());
+  EXPECT_TRUE(FindOvercommit(*client_, "tessera.io/e2e-group=" + group_).empty());
 }
 
 TEST_F(SchedulingTest, UnschedulablePodsShowTheExtendersReason) {
@@ -209,7 +209,7 @@ TEST_F(SchedulingTest, DeletedPodFreesItsShareForTheNext) {
   ASSERT_TRUE(client_->Delete("/api/v1/namespaces/" + ns_ + "/pods/holder", 0).ok());
   auto placed = WaitForPod(*client_, ns_, "waiter", IsBound, seconds(60));
   ASSERT_TRUE(placed.ok()) << placed.status().ToString() << "; last reason: " << RejectionOf("waiter");
-  EXPECT_TRUE(FindOvercommit(*client_).empty());
+  EXPECT_TRUE(FindOvercommit(*client_, "tessera.io/e2e-group=" + group_).empty());
 }
 
 TEST_F(SchedulingTest, ExtenderKilledMidStreamLosesAndDuplicatesNothing) {
@@ -251,7 +251,7 @@ TEST_F(SchedulingTest, ExtenderKilledMidStreamLosesAndDuplicatesNothing) {
     auto pod = WaitForPod(*client_, ns_, "p" + std::to_string(i), IsBound, seconds(90));
     ASSERT_TRUE(pod.ok()) << pod.status().ToString() << "; last reason: " << RejectionOf("p" + std::to_string(i));
   }
-  EXPECT_TRUE(FindOvercommit(*client_).empty()) << ::testing::PrintToString(FindOvercommit(*client_));
+  EXPECT_TRUE(FindOvercommit(*client_, "tessera.io/e2e-group=" + group_).empty()) << ::testing::PrintToString(FindOvercommit(*client_, "tessera.io/e2e-group=" + group_));
 }
 
 TEST_F(SchedulingTest, StandbyReplicaIsNotReadyAndRefusesToBind) {

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <chrono>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -156,13 +157,15 @@ std::vector<std::string> PodEvents(kube::Client& client, const std::string& ns, 
   return out;
 }
 
-std::vector<std::string> FindOvercommit(kube::Client& client) {
+std::vector<std::string> FindOvercommit(kube::Client& client, const std::string& node_selector) {
   std::vector<std::string> problems;
-  auto nodes = client.List("/api/v1/nodes");
+  auto nodes = client.List("/api/v1/nodes", node_selector);
   auto pods = client.List("/api/v1/pods");
   if (!nodes.ok() || !pods.ok()) return {"cannot list nodes or pods"};
   std::map<std::string, std::vector<core::GpuInfo>> inventory;
+  std::set<std::string> judged;  // the selected nodes
   for (const auto& n : nodes.value()["items"]) {
+    judged.insert(n["metadata"]["name"].get<std::string>());
     const auto& a = Annotations(n);
     auto it = a.find(std::string(core::kInventoryAnnotation));
     if (it == a.end()) continue;
@@ -174,6 +177,8 @@ std::vector<std::string> FindOvercommit(kube::Client& client) {
     const std::string key = p["metadata"]["namespace"].get<std::string>() + "/" + p["metadata"]["name"].get<std::string>();
     const std::string phase = p.contains("status") ? p["status"].value("phase", std::string()) : "";
     if (phase == "Succeeded" || phase == "Failed" || !IsBound(p)) continue;
+    const std::string node = p["spec"]["nodeName"].get<std::string>();
+    if (!node_selector.empty() && !judged.contains(node)) continue;
     const auto& a = Annotations(p);
     auto it = a.find(std::string(core::kAssignmentAnnotation));
     if (it == a.end()) {
@@ -185,7 +190,6 @@ std::vector<std::string> FindOvercommit(kube::Client& client) {
       problems.push_back(key + ": " + assignment.status().message());
       continue;
     }
-    const std::string node = p["spec"]["nodeName"].get<std::string>();
     if (assignment->node != node) problems.push_back(key + " is bound to " + node + " but assigned to " + assignment->node);
     for (const auto& c : assignment->containers) {
       for (const auto& g : c.gpus) {

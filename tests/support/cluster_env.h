@@ -64,8 +64,12 @@ std::vector<std::string> PodEvents(kube::Client& client, const std::string& ns, 
 // Per node and GPU index, the memory and core the live pods' assignment
 // annotations hold, checked against the nodes' inventories: one message per
 // over-committed GPU (empty = none), plus any pod bound without an
-// assignment or whose assignment names another node.
-std::vector<std::string> FindOvercommit(kube::Client& client);
+// assignment or whose assignment names another node. With `node_selector`
+// (a label selector, e.g. "tessera.io/e2e-group=g1"), only the nodes it
+// selects and the pods bound to them are judged: tests share one cluster,
+// and a real node being torn down by another test beside this one may for
+// a moment hold pods after its agent has withdrawn its inventory.
+std::vector<std::string> FindOvercommit(kube::Client& client, const std::string& node_selector = "");
 
 Status CreateNamespace(kube::Client& client, const std::string& ns);
 Status DeleteNamespace(kube::Client& client, const std::string& ns);
