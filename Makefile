@@ -57,7 +57,7 @@ test-asan: setup
 TSA_TARGETS = tessera_core tessera_metrics tessera_nvml tessera_kube tessera_scheduler \
   tessera_scheduler_config tessera_scheduler_testing tessera_region tessera_cuda_logic tessera-cuda \
   core_thread_annotations_test tessera_arbiter tessera_node node_unit_test node_arbiter_test \
-  tessera_kubelet_sim tessera_kube_fake kube_fake_api_test tessera_scheduler_kube
+  tessera_kubelet_sim tessera_kube_fake kube_fake_api_test tessera_scheduler_kube tessera_dra dra_unit_test
 check-thread-safety: setup
 	cmake -S . -B $(BUILD)-tsa -G Ninja -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=Debug \
 	  -DCMAKE_CXX_FLAGS_DEBUG=-O0 -DTESSERA_THREAD_SAFETY=ON -DTESSERA_BUILD_BENCH=OFF $(LAUNCHER)

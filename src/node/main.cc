@@ -9,8 +9,10 @@
 #include <csignal>
 #include <thread>
 
+#include "dra/kubelet_plugin.h"
 #include "kube/client.h"
 #include "kube/config.h"
+#include "kube/paths.h"
 #include "node/agent.h"
 #include "node/compat_plugins.h"
 #include "node/nvml_gpu_source.h"
@@ -105,6 +107,18 @@ int main(int argc, char** argv) {
                  "a container with no launch for this long is idle (its share goes to others)")
       ->check(CLI::Range(1, 60000))
       ->capture_default_str();
+  // The DRA driver gpu.tessera.io beside the device plugin (issue 22; docs/notes/dra.md).
+  std::string dra = "false";
+  tessera::dra::KubeletPluginOptions dra_options;
+  app.add_option("--dra", dra, "true|false: also serve the DRA kubelet plugin and publish the node's ResourceSlice")
+      ->check(CLI::IsMember({"true", "false"}))
+      ->capture_default_str();
+  app.add_option("--dra-registry-dir", dra_options.registry_dir, "the kubelet's plugin registration folder")
+      ->capture_default_str();
+  app.add_option("--dra-plugins-dir", dra_options.plugins_dir, "folder of the DRA service socket (<dir>/gpu.tessera.io/dra.sock)")
+      ->capture_default_str();
+  app.add_option("--cdi-dir", dra_options.cdi_dir, "where prepared claims' CDI specs are written for the runtime")
+      ->capture_default_str();
   app.add_option("--testing-allocate-reply-delay-ms", reply_delay_ms,
                  "tests only: hold each Allocate answer this long after marking the pod")
       ->group("Testing");
@@ -164,17 +178,20 @@ int main(int argc, char** argv) {
   });
   waiter.detach();
 
-  std::unique_ptr<tessera::node::GpuSource> source;
-  if (tessera::node::EffectiveGpuSource(config) == "file") {
-    source = std::make_unique<tessera::node::FileGpuSource>(config.simulated_gpus_file);
-  } else {
+  auto open_source = [&]() -> tessera::Result<std::unique_ptr<tessera::node::GpuSource>> {
+    if (tessera::node::EffectiveGpuSource(config) == "file")
+      return std::unique_ptr<tessera::node::GpuSource>(
+          std::make_unique<tessera::node::FileGpuSource>(config.simulated_gpus_file));
     auto nvml = tessera::node::NvmlGpuSource::Open(log);
-    if (!nvml.ok()) {
-      log->critical("{}", nvml.status().message());
-      return 1;
-    }
-    source = std::move(nvml).value();
+    if (!nvml.ok()) return nvml.status();
+    return std::unique_ptr<tessera::node::GpuSource>(std::move(nvml).value());
+  };
+  auto opened = open_source();
+  if (!opened.ok()) {
+    log->critical("{}", opened.status().message());
+    return 1;
   }
+  std::unique_ptr<tessera::node::GpuSource> source = std::move(opened).value();
   log->info("tessera-node for node {}: {} slot(s) per GPU, GPUs from {}, device-plugin dir {}",
             config.node_name, config.slots_per_gpu, source->Describe(), config.device_plugin_dir);
   tessera::kube::Client client(std::move(kube_config).value());
@@ -184,8 +201,50 @@ int main(int argc, char** argv) {
     log->critical("compatibility plugins: {}", st.message());
     return 1;
   }
-  if (tessera::Status st = agent.Run(stop); !st.ok()) {
-    log->critical("{}", st.message());
+  // The DRA driver reads the GPUs from a source of its own every resync
+  // (the agent's inventory is not shared yet; no MPS flags under DRA).
+  std::unique_ptr<tessera::dra::KubeletPlugin> dra_plugin;
+  std::thread dra_loop;
+  if (dra == "true") {
+    auto dra_source = open_source();
+    if (!dra_source.ok()) {
+      log->critical("DRA driver: {}", dra_source.status().message());
+      return 1;
+    }
+    dra_options.node = config.node_name;
+    dra_options.paths = config.mounts;
+    if (auto node = client.Get(tessera::kube::NodePath(config.node_name)); node.ok()) {
+      dra_options.node_uid = (*node)["metadata"].value("uid", "");
+    } else {
+      log->warn("DRA driver: reading Node {} for its uid: {} (the slice gets no owner)", config.node_name,
+                node.status().message());
+    }
+    dra_plugin = std::make_unique<tessera::dra::KubeletPlugin>(client, dra_options, log);
+    if (auto gpus = (*dra_source)->Read(); gpus.ok()) {
+      if (auto st = dra_plugin->SetGpus(*gpus); !st.ok()) log->warn("DRA driver: {} (retried every resync)", st.message());
+    }
+    if (auto st = dra_plugin->Start(); !st.ok()) {
+      log->critical("DRA driver: {}", st.message());
+      return 1;
+    }
+    dra_loop = std::thread([&, gpu_source = std::move(dra_source).value()] {
+      while (!stop.load()) {
+        std::this_thread::sleep_for(config.resync);
+        auto gpus = gpu_source->Read();
+        if (!gpus.ok()) {
+          log->warn("DRA driver: reading GPUs: {}", gpus.status().message());
+          continue;
+        }
+        if (auto st = dra_plugin->SetGpus(*gpus); !st.ok()) log->warn("DRA driver: {}", st.message());
+      }
+    });
+  }
+  tessera::Status run = agent.Run(stop);
+  stop.store(true);
+  if (dra_loop.joinable()) dra_loop.join();
+  if (dra_plugin != nullptr) dra_plugin->Stop();
+  if (!run.ok()) {
+    log->critical("{}", run.message());
     return 1;
   }
   return 0;

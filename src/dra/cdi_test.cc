@@ -1,0 +1,81 @@
+// The claim's CDI spec gives a container what the device plugin's Allocate
+// gives one: the same variables and mounts, from the same builder.
+#include "dra/cdi.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "dra/test_gpus.h"
+
+namespace tessera::dra {
+namespace {
+
+bool HasEnv(const nlohmann::json& env, const std::string& entry) {
+  return std::find(env.begin(), env.end(), entry) != env.end();
+}
+
+TEST(CdiSpecTest, OneDevicePerClaimWithTheAllocateEnvAndMounts) {
+  node::MountPaths paths;
+  paths.region_root_host = "/run/tessera/regions";
+  ClaimRef claim{"ns", "c", "0d1e-uid"};
+  std::vector<ClaimShare> shares(2);
+  shares[0].gpu = {1, "GPU-bbbb", 8192, 300};
+  shares[1].gpu = {0, "GPU-aaaa", 40960, 1000};
+  auto spec = CdiSpecFor(claim, shares, testing::TwoGpus(), paths);
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  const nlohmann::json& j = spec->json;
+  EXPECT_EQ(j["cdiVersion"], "0.6.0");
+  EXPECT_EQ(j["kind"], "tessera.io/gpu");
+  ASSERT_EQ(j["devices"].size(), 1u);
+  EXPECT_EQ(j["devices"][0]["name"], "0d1e-uid");
+  const nlohmann::json& env = j["devices"][0]["containerEdits"]["env"];
+  EXPECT_TRUE(HasEnv(env, "NVIDIA_VISIBLE_DEVICES=GPU-bbbb,GPU-aaaa"));
+  EXPECT_TRUE(HasEnv(env, "TESSERA_GPU_UUID_0=GPU-bbbb"));
+  EXPECT_TRUE(HasEnv(env, "TESSERA_GPU_MEM_LIMIT_MIB_0=8192"));
+  EXPECT_TRUE(HasEnv(env, "TESSERA_GPU_CORE_PERCENT_0=30"));
+  EXPECT_TRUE(HasEnv(env, "TESSERA_GPU_MEM_LIMIT_MIB_1=40960"));
+  EXPECT_TRUE(HasEnv(env, "TESSERA_GPU_CORE_PERCENT_1=100"));
+  EXPECT_TRUE(HasEnv(env, "TESSERA_GPU_COUNT=2"));
+  EXPECT_TRUE(HasEnv(env, "TESSERA_POD=ns/c"));
+  EXPECT_TRUE(HasEnv(env, "TESSERA_CONTAINER=claim"));
+  EXPECT_TRUE(HasEnv(env, "TESSERA_REGION_DIR=/var/run/tessera/region"));
+  EXPECT_EQ(spec->region_host_dir, "/run/tessera/regions/dra/0d1e-uid/claim");
+
+  // The same environment and mounts BuildContainerEnv gives Allocate.
+  node::PendingPod pod;
+  pod.ns = "ns";
+  pod.name = "c";
+  pod.uid = "0d1e-uid";
+  node::MountPaths dra_paths = paths;
+  dra_paths.region_root_host = ClaimRegionRoot(paths);
+  auto allocate = node::BuildContainerEnv(pod, {"claim", {shares[0].gpu, shares[1].gpu}}, testing::TwoGpus(), dra_paths);
+  ASSERT_TRUE(allocate.ok());
+  EXPECT_EQ(env.size(), allocate->envs.size());
+  const nlohmann::json& mounts = j["devices"][0]["containerEdits"]["mounts"];
+  ASSERT_EQ(mounts.size(), allocate->mounts.size());
+  for (size_t i = 0; i < mounts.size(); ++i) {
+    EXPECT_EQ(mounts[i]["hostPath"], allocate->mounts[i].host_path);
+    EXPECT_EQ(mounts[i]["containerPath"], allocate->mounts[i].container_path);
+    EXPECT_EQ(mounts[i]["options"][0], allocate->mounts[i].read_only ? "ro" : "rw");
+  }
+  EXPECT_EQ(mounts[1]["containerPath"], "/etc/ld.so.preload");
+  EXPECT_EQ(mounts[2]["hostPath"], "/run/tessera/regions/dra/0d1e-uid/claim");
+}
+
+TEST(CdiSpecTest, NamesAndBadInput) {
+  EXPECT_EQ(CdiDeviceId("u1"), "tessera.io/gpu=u1");
+  EXPECT_EQ(CdiSpecFileName("u1"), "tessera.io-gpu-u1.json");
+  std::vector<ClaimShare> shares(1);
+  shares[0].gpu = {0, "GPU-aaaa", 1024, 100};
+  EXPECT_FALSE(CdiSpecFor({"ns", "c", ""}, shares, testing::TwoGpus(), {}).ok());
+  EXPECT_FALSE(CdiSpecFor({"ns", "c", "a/b"}, shares, testing::TwoGpus(), {}).ok());
+  EXPECT_FALSE(CdiSpecFor({"ns", "c", "u"}, {}, testing::TwoGpus(), {}).ok());
+  shares[0].gpu.uuid = "GPU-gone";
+  auto gone = CdiSpecFor({"ns", "c", "u"}, shares, testing::TwoGpus(), {});
+  EXPECT_EQ(gone.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(gone.status().message().find("GPU-gone"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tessera::dra

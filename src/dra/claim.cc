@@ -1,0 +1,102 @@
+#include "dra/claim.h"
+
+#include <algorithm>
+
+#include "core/quantity.h"
+#include "dra/resource_slice.h"
+
+namespace tessera::dra {
+
+namespace {
+
+std::string StringAt(const nlohmann::json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+std::string ClaimKey(const nlohmann::json& claim) {
+  const nlohmann::json meta = claim.value("metadata", nlohmann::json::object());
+  return "ResourceClaim " + StringAt(meta, "namespace") + "/" + StringAt(meta, "name");
+}
+
+// The quantity at consumedCapacity[name] as text, or "" when absent.
+Result<std::string> CapacityText(const nlohmann::json& consumed, const char* name, const std::string& who) {
+  const auto it = consumed.find(name);
+  if (it == consumed.end()) return std::string();
+  if (!it->is_string()) return InvalidArgument(who + ": consumed " + name + " is not a quantity string");
+  return it->get<std::string>();
+}
+
+}  // namespace
+
+Result<std::vector<ClaimShare>> SharesFromClaim(const nlohmann::json& claim, const std::string& driver,
+                                                const std::string& pool, const std::vector<core::GpuInfo>& gpus) {
+  const std::string key = ClaimKey(claim);
+  const nlohmann::json* results = nullptr;
+  if (const auto status = claim.find("status"); status != claim.end() && status->is_object()) {
+    if (const auto alloc = status->find("allocation"); alloc != status->end() && alloc->is_object()) {
+      if (const auto r = alloc->find("devices"); r != alloc->end() && r->is_object()) {
+        if (const auto rr = r->find("results"); rr != r->end() && rr->is_array()) results = &*rr;
+      }
+    }
+  }
+  if (results == nullptr) return FailedPrecondition(key + " is not allocated (it has no status.allocation)");
+
+  std::vector<ClaimShare> out;
+  for (const nlohmann::json& result : *results) {
+    if (!result.is_object() || StringAt(result, "driver") != driver) continue;
+    const std::string device = StringAt(result, "device");
+    const std::string request = StringAt(result, "request");
+    const std::string who = key + " device " + device;
+    const std::string result_pool = StringAt(result, "pool");
+    if (result_pool != pool)
+      return FailedPrecondition(who + " is in pool \"" + result_pool + "\", not this node's (\"" + pool + "\")");
+    const auto gpu = std::find_if(gpus.begin(), gpus.end(),
+                                  [&](const core::GpuInfo& g) { return DeviceName(g.index) == device; });
+    if (gpu == gpus.end()) return NotFound(who + ": this node has no such GPU");
+    if (!gpu->healthy) return NotFound(who + ": GPU " + gpu->uuid + " is unhealthy");
+
+    int64_t mem_mib = gpu->memory_mib;
+    int64_t core_milli = core::kCoreMilliPerGpu;
+    if (const auto consumed = result.find("consumedCapacity"); consumed != result.end() && consumed->is_object()) {
+      TESSERA_ASSIGN_OR_RETURN(std::string mem, CapacityText(*consumed, kMemoryCapacity, who));
+      TESSERA_ASSIGN_OR_RETURN(std::string compute, CapacityText(*consumed, kComputeCapacity, who));
+      core_milli = 0;
+      if (!mem.empty()) {
+        auto mib = core::ParseMemoryMiB(mem);
+        if (!mib.ok()) return InvalidArgument(who + ": consumed memory: " + std::string(mib.status().message()));
+        mem_mib = *mib;
+      }
+      if (!compute.empty()) {
+        auto q = core::ParseQuantity(compute);
+        if (!q.ok()) return InvalidArgument(who + ": consumed compute: " + std::string(q.status().message()));
+        // percent -> core milli (10 per percent): milli-units / 100, rounded up.
+        core_milli = (q->milli + 99) / 100;
+      }
+    }
+    if (mem_mib <= 0) return InvalidArgument(who + ": consumed memory is 0; a share needs at least 1Mi");
+    auto same = std::find_if(out.begin(), out.end(), [&](const ClaimShare& s) { return s.device == device; });
+    if (same == out.end()) {
+      ClaimShare share;
+      share.pool = result_pool;
+      share.device = device;
+      share.gpu = {gpu->index, gpu->uuid, 0, 0};
+      out.push_back(share);
+      same = out.end() - 1;
+    }
+    if (!request.empty()) same->requests.push_back(request);
+    if (same->share_id.empty()) same->share_id = StringAt(result, "shareID");
+    same->gpu.mem_mib += mem_mib;
+    same->gpu.core_milli += core_milli;
+    if (same->gpu.mem_mib > gpu->memory_mib)
+      return InvalidArgument(who + ": consumed memory " + std::to_string(same->gpu.mem_mib) + " MiB is more than GPU " +
+                             gpu->uuid + " has (" + std::to_string(gpu->memory_mib) + " MiB)");
+    if (same->gpu.core_milli > core::kCoreMilliPerGpu)
+      return InvalidArgument(who + ": consumed compute " + std::to_string(same->gpu.core_milli / 10) +
+                             " % is over 100 % of GPU " + gpu->uuid);
+  }
+  if (out.empty()) return FailedPrecondition(key + " holds no device of driver " + driver);
+  return out;
+}
+
+}  // namespace tessera::dra

@@ -1,0 +1,280 @@
+#include "dra/kubelet_plugin.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "dra/cdi.h"
+#include "kube/api_error.h"
+
+namespace tessera::dra {
+
+namespace fs = std::filesystem;
+
+std::string RegistrationSocket(const KubeletPluginOptions& options) {
+  return options.registry_dir + "/" + options.driver + "-reg.sock";
+}
+std::string DraSocket(const KubeletPluginOptions& options) {
+  return options.plugins_dir + "/" + options.driver + "/dra.sock";
+}
+
+namespace {
+
+grpc::Status Ok() { return grpc::Status::OK; }
+
+// Writes `content` to `path` through a temporary file in the same folder
+// renamed over it, so a reader sees the old file or the new one, never part.
+// The temporary name does not end in .json, so CDI readers skip it.
+Status WriteAtomically(const std::string& path, const std::string& content) {
+  const fs::path target(path);
+  const fs::path temp = target.parent_path() / ("." + target.filename().string() + ".tmp");
+  {
+    std::ofstream out(temp, std::ios::trunc);
+    out << content;
+    out.close();
+    if (!out) return Internal("writing " + temp.string() + " failed");
+  }
+  std::error_code ec;
+  fs::rename(temp, target, ec);
+  if (ec) {
+    fs::remove(temp, ec);
+    return Internal("renaming " + temp.string() + " to " + path + ": " + ec.message());
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+// ---- SlicePublisher
+
+SlicePublisher::SlicePublisher(kube::Api& api, KubeletPluginOptions options) : api_(api), options_(std::move(options)) {}
+
+Result<bool> SlicePublisher::Publish(const std::vector<core::GpuInfo>& gpus) {
+  SliceOptions slice_options{options_.driver, 1, options_.node_uid};
+  TESSERA_ASSIGN_OR_RETURN(nlohmann::json wanted, ResourceSliceFor(options_.node, gpus, slice_options));
+  const std::string name = wanted["metadata"]["name"].get<std::string>();
+  auto current = api_.Get(ResourceSlicePath(name));
+  if (!current.ok()) {
+    if (current.status().code() != StatusCode::kNotFound) return current.status();
+    auto created = api_.Create(ResourceSlicesPath(), wanted);
+    if (!created.ok()) return created.status();
+    return true;
+  }
+  const nlohmann::json spec = current->value("spec", nlohmann::json::object());
+  nlohmann::json old_pool = spec.value("pool", nlohmann::json::object());
+  const int64_t generation = old_pool.value("generation", int64_t{0});
+  // The same devices, driver and node: nothing to write.
+  if (spec.value("devices", nlohmann::json::array()) == wanted["spec"]["devices"] &&
+      spec.value("driver", "") == options_.driver && spec.value("nodeName", "") == options_.node &&
+      old_pool.value("name", "") == options_.node) {
+    return false;
+  }
+  wanted["spec"]["pool"]["generation"] = generation + 1;
+  nlohmann::json patch = {
+      {"metadata", {{"resourceVersion", (*current)["metadata"].value("resourceVersion", "")}}},
+      {"spec", wanted["spec"]},
+  };
+  auto patched = api_.Patch(ResourceSlicePath(name), kube::PatchType::kMerge, patch);
+  if (!patched.ok()) return patched.status();
+  return true;
+}
+
+// ---- DraService
+
+DraService::DraService(kube::Api& api, KubeletPluginOptions options, std::shared_ptr<spdlog::logger> log)
+    : api_(api), options_(std::move(options)), log_(std::move(log)) {}
+
+void DraService::SetGpus(std::vector<core::GpuInfo> gpus) {
+  MutexLock lock(gpus_mu_);
+  gpus_ = std::move(gpus);
+}
+
+std::vector<core::GpuInfo> DraService::Gpus() const {
+  MutexLock lock(gpus_mu_);
+  return gpus_;
+}
+
+Result<std::vector<drapb::Device>> DraService::Prepare(const ClaimRef& claim) {
+  const std::string who = "claim " + claim.Key() + " (uid " + claim.uid + ")";
+  auto object = api_.Get(ResourceClaimPath(claim.ns, claim.name));
+  if (!object.ok()) {
+    return Status(object.status().code(), who + ": reading it: " + std::string(object.status().message()));
+  }
+  const std::string uid = (*object)["metadata"].value("uid", "");
+  if (uid != claim.uid) {
+    return FailedPrecondition(who + ": the API server's claim of that name has uid " + uid +
+                              " (the kubelet's claim was deleted and another created)");
+  }
+  const std::vector<core::GpuInfo> gpus = Gpus();
+  auto shares = SharesFromClaim(*object, options_.driver, options_.node, gpus);
+  if (!shares.ok()) return shares.status();
+  auto spec = CdiSpecFor(claim, *shares, gpus, options_.paths);
+  if (!spec.ok()) return spec.status();
+
+  {
+    MutexLock lock(files_mu_);
+    std::error_code ec;
+    fs::create_directories(spec->region_host_dir, ec);
+    if (ec) return Internal(who + ": creating region folder " + spec->region_host_dir + ": " + ec.message());
+    fs::create_directories(options_.cdi_dir, ec);
+    if (ec) return Internal(who + ": creating CDI folder " + options_.cdi_dir + ": " + ec.message());
+    Status written = WriteAtomically(options_.cdi_dir + "/" + CdiSpecFileName(claim.uid), spec->json.dump(2) + "\n");
+    if (!written.ok()) return Internal(who + ": " + std::string(written.message()));
+  }
+
+  std::vector<drapb::Device> devices;
+  for (const ClaimShare& share : *shares) {
+    drapb::Device d;
+    for (const std::string& r : share.requests) d.add_request_names(r);
+    d.set_pool_name(share.pool);
+    d.set_device_name(share.device);
+    d.add_cdi_device_ids(CdiDeviceId(claim.uid));
+    if (!share.share_id.empty()) d.set_share_id(share.share_id);
+    devices.push_back(std::move(d));
+  }
+  log_->info("prepared {}: {} GPU(s), CDI device {}", who, devices.size(), CdiDeviceId(claim.uid));
+  return devices;
+}
+
+Status DraService::Unprepare(const ClaimRef& claim) {
+  const std::string who = "claim " + claim.Key() + " (uid " + claim.uid + ")";
+  // The uid names files and folders: refuse what could leave the folders.
+  if (claim.uid.empty() || claim.uid.find('/') != std::string::npos || claim.uid == "." || claim.uid == "..")
+    return InvalidArgument(who + ": not a claim uid");
+  MutexLock lock(files_mu_);
+  std::error_code ec;
+  const std::string spec = options_.cdi_dir + "/" + CdiSpecFileName(claim.uid);
+  fs::remove(spec, ec);
+  if (ec) return Internal(who + ": removing " + spec + ": " + ec.message());
+  const std::string region = ClaimRegionRoot(options_.paths) + "/" + claim.uid;
+  fs::remove_all(region, ec);
+  if (ec) return Internal(who + ": removing region folder " + region + ": " + ec.message());
+  log_->info("unprepared {}", who);
+  return Status::Ok();
+}
+
+grpc::Status DraService::NodePrepareResources(grpc::ServerContext*, const drapb::NodePrepareResourcesRequest* request,
+                                              drapb::NodePrepareResourcesResponse* response) {
+  for (const drapb::Claim& c : request->claims()) {
+    drapb::NodePrepareResourceResponse& out = (*response->mutable_claims())[c.uid()];
+    auto devices = Prepare({c.namespace_(), c.name(), c.uid()});
+    if (!devices.ok()) {
+      log_->warn("NodePrepareResources: {}", devices.status().message());
+      out.set_error(std::string(devices.status().message()));
+      continue;
+    }
+    for (drapb::Device& d : *devices) *out.add_devices() = std::move(d);
+  }
+  return Ok();
+}
+
+grpc::Status DraService::NodeUnprepareResources(grpc::ServerContext*,
+                                                const drapb::NodeUnprepareResourcesRequest* request,
+                                                drapb::NodeUnprepareResourcesResponse* response) {
+  for (const drapb::Claim& c : request->claims()) {
+    drapb::NodeUnprepareResourceResponse& out = (*response->mutable_claims())[c.uid()];
+    if (Status st = Unprepare({c.namespace_(), c.name(), c.uid()}); !st.ok()) {
+      log_->warn("NodeUnprepareResources: {}", st.message());
+      out.set_error(std::string(st.message()));
+    }
+  }
+  return Ok();
+}
+
+// ---- RegistrationService
+
+RegistrationService::RegistrationService(KubeletPluginOptions options, std::shared_ptr<spdlog::logger> log)
+    : options_(std::move(options)), log_(std::move(log)) {}
+
+grpc::Status RegistrationService::GetInfo(grpc::ServerContext*, const ::pluginregistration::InfoRequest*,
+                                          ::pluginregistration::PluginInfo* response) {
+  response->set_type(kDraPluginType);
+  response->set_name(options_.driver);
+  response->set_endpoint(DraSocket(options_));
+  response->add_supported_versions(kDraServiceVersion);
+  return Ok();
+}
+
+grpc::Status RegistrationService::NotifyRegistrationStatus(grpc::ServerContext*,
+                                                           const ::pluginregistration::RegistrationStatus* request,
+                                                           ::pluginregistration::RegistrationStatusResponse*) {
+  if (request->plugin_registered()) {
+    log_->info("the kubelet registered DRA driver {}", options_.driver);
+  } else {
+    log_->error("the kubelet refused DRA driver {}: {}", options_.driver, request->error());
+  }
+  MutexLock lock(mu_);
+  registered_ = request->plugin_registered();
+  return Ok();
+}
+
+std::optional<bool> RegistrationService::Registered() const {
+  MutexLock lock(mu_);
+  return registered_;
+}
+
+// ---- KubeletPlugin
+
+KubeletPlugin::KubeletPlugin(kube::Api& api, KubeletPluginOptions options, std::shared_ptr<spdlog::logger> log)
+    : options_(options), log_(log), publisher_(api, options), dra_(api, options, log), registration_(options, log) {}
+
+KubeletPlugin::~KubeletPlugin() { Stop(); }
+
+Status KubeletPlugin::SetGpus(const std::vector<core::GpuInfo>& gpus) {
+  dra_.SetGpus(gpus);
+  MutexLock lock(mu_);
+  if (published_ && *published_ == gpus) return Status::Ok();
+  auto wrote = publisher_.Publish(gpus);
+  if (!wrote.ok()) {
+    return Status(wrote.status().code(), "publishing ResourceSlice " + SliceName(options_.node, options_.driver) +
+                                             ": " + std::string(wrote.status().message()));
+  }
+  if (*wrote) log_->info("published ResourceSlice {}: {} GPU(s)", SliceName(options_.node, options_.driver), gpus.size());
+  published_ = gpus;
+  return Status::Ok();
+}
+
+namespace {
+Result<std::unique_ptr<grpc::Server>> ServeOn(const std::string& socket, grpc::Service* service) {
+  std::error_code ec;
+  fs::create_directories(fs::path(socket).parent_path(), ec);
+  if (ec) return Internal("creating the folder of " + socket + ": " + ec.message());
+  fs::remove(socket, ec);  // a stale socket from a previous run
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix://" + socket, grpc::InsecureServerCredentials());
+  builder.RegisterService(service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr) return Internal("cannot serve on " + socket);
+  return server;
+}
+}  // namespace
+
+Status KubeletPlugin::Start() {
+  if (dra_server_ != nullptr) return FailedPrecondition("DRA kubelet plugin already started");
+  TESSERA_ASSIGN_OR_RETURN(dra_server_, ServeOn(DraSocket(options_), &dra_));
+  auto reg = ServeOn(RegistrationSocket(options_), &registration_);
+  if (!reg.ok()) {
+    Stop();
+    return reg.status();
+  }
+  registration_server_ = std::move(reg).value();
+  log_->info("DRA driver {}: registration on {}, service on {}", options_.driver, RegistrationSocket(options_),
+             DraSocket(options_));
+  return Status::Ok();
+}
+
+void KubeletPlugin::Stop() {
+  std::error_code ec;
+  if (registration_server_ != nullptr) {
+    registration_server_->Shutdown();
+    registration_server_.reset();
+    fs::remove(RegistrationSocket(options_), ec);
+  }
+  if (dra_server_ != nullptr) {
+    dra_server_->Shutdown();
+    dra_server_.reset();
+    fs::remove(DraSocket(options_), ec);
+  }
+}
+
+}  // namespace tessera::dra

@@ -1,0 +1,168 @@
+// tessera-node's DRA kubelet plugin (driver gpu.tessera.io): the kubelet's
+// plugin registration service on <registry_dir>/<driver>-reg.sock, the
+// DRAPlugin v1 service on <plugins_dir>/<driver>/dra.sock, and the
+// publisher of the node's ResourceSlice.
+//
+// NodePrepareResources, per claim: GET the ResourceClaim through kube::Api,
+// check its uid is the kubelet's (a claim deleted and created again under
+// the same name is another claim), read its shares (SharesFromClaim),
+// create the claim's region folder, write its CDI spec (CdiSpecFor) into
+// cdi_dir atomically (a temporary file renamed over the old one), and
+// answer one Device per GPU, each naming the claim's one CDI device. A
+// repeat recomputes and rewrites the same file, so it is idempotent.
+// NodeUnprepareResources removes the spec file and the claim's region
+// folder; a claim never prepared is OK. A failure of one claim is that
+// claim's `error` (it names the claim and the reason); the others go on.
+//
+// SlicePublisher: creates the node's ResourceSlice, or updates it (a merge
+// patch guarded by resourceVersion, the pool's generation raised) when the
+// devices changed; unchanged GPUs write nothing.
+//
+// The kubelet's plugin watcher finds the registration socket (also the one
+// left from before a kubelet restart), so no folder watch is needed here.
+//
+// Thread-safety: SetGpus, the gRPC handlers and Prepare/Unprepare may run
+// at once; claims are prepared and unprepared one at a time. Start and
+// Stop from one thread. `api` must outlive the plugin.
+//
+//   dra::KubeletPlugin plugin(client, {.node = "node-1"}, log);
+//   TESSERA_RETURN_IF_ERROR(plugin.SetGpus(gpus));   // publishes the slice
+//   TESSERA_RETURN_IF_ERROR(plugin.Start());
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+#include <spdlog/logger.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/model.h"
+#include "core/status.h"
+#include "core/thread_annotations.h"
+#include "dra/claim.h"
+#include "dra/resource_slice.h"
+#include "dra/v1/api.grpc.pb.h"
+#include "kube/api.h"
+#include "node/container_env.h"
+#include "pluginregistration/v1/api.grpc.pb.h"
+
+namespace tessera::dra {
+
+namespace drapb = ::k8s::io::kubelet::pkg::apis::dra::v1;
+
+// The gRPC service names this plugin offers the kubelet (1.34 and later take "v1.DRAPlugin").
+inline constexpr const char* kDraServiceVersion = "v1.DRAPlugin";
+inline constexpr const char* kDraPluginType = "DRAPlugin";
+
+struct KubeletPluginOptions {
+  std::string node;  // this Node: the pool and the slice
+  std::string driver = kDriverName;
+  std::string registry_dir = "/var/lib/kubelet/plugins_registry";  // the kubelet's plugin watcher
+  std::string plugins_dir = "/var/lib/kubelet/plugins";            // + /<driver>/dra.sock
+  std::string cdi_dir = "/var/run/cdi";                            // where the runtime reads CDI specs
+  std::string node_uid;      // non-empty: the slice is owned by the Node
+  node::MountPaths paths;    // the library, preload and region root, as the device plugin's
+};
+
+std::string RegistrationSocket(const KubeletPluginOptions& options);  // <registry_dir>/<driver>-reg.sock
+std::string DraSocket(const KubeletPluginOptions& options);           // <plugins_dir>/<driver>/dra.sock
+
+// Creates or updates the node's ResourceSlice.
+class SlicePublisher {
+ public:
+  SlicePublisher(kube::Api& api, KubeletPluginOptions options);
+  // true when it wrote (created or changed the slice), false when the slice
+  // already said this. Errors: ResourceSliceFor's, and the API's (a lost
+  // race is kFailedPrecondition; the next call reads the slice again).
+  Result<bool> Publish(const std::vector<core::GpuInfo>& gpus);
+
+ private:
+  kube::Api& api_;
+  const KubeletPluginOptions options_;
+};
+
+// The DRAPlugin v1 service.
+class DraService final : public drapb::DRAPlugin::Service {
+ public:
+  DraService(kube::Api& api, KubeletPluginOptions options, std::shared_ptr<spdlog::logger> log);
+
+  void SetGpus(std::vector<core::GpuInfo> gpus) TESSERA_EXCLUDES(gpus_mu_);
+  // One claim, as the handlers do it: the devices to answer, or the error
+  // (whose message names the claim).
+  Result<std::vector<drapb::Device>> Prepare(const ClaimRef& claim) TESSERA_EXCLUDES(files_mu_, gpus_mu_);
+  Status Unprepare(const ClaimRef& claim) TESSERA_EXCLUDES(files_mu_);
+
+  grpc::Status NodePrepareResources(grpc::ServerContext* context, const drapb::NodePrepareResourcesRequest* request,
+                                    drapb::NodePrepareResourcesResponse* response) override;
+  grpc::Status NodeUnprepareResources(grpc::ServerContext* context,
+                                      const drapb::NodeUnprepareResourcesRequest* request,
+                                      drapb::NodeUnprepareResourcesResponse* response) override;
+
+ private:
+  std::vector<core::GpuInfo> Gpus() const TESSERA_EXCLUDES(gpus_mu_);
+
+  kube::Api& api_;
+  const KubeletPluginOptions options_;
+  std::shared_ptr<spdlog::logger> log_;
+  mutable Mutex gpus_mu_;
+  std::vector<core::GpuInfo> gpus_ TESSERA_GUARDED_BY(gpus_mu_);
+  // Orders the file-system steps of prepare and unprepare (guards no field:
+  // it is the CDI folder and the region folders it orders).
+  Mutex files_mu_;
+};
+
+// The plugin registration service: tells the kubelet who we are.
+class RegistrationService final : public ::pluginregistration::Registration::Service {
+ public:
+  RegistrationService(KubeletPluginOptions options, std::shared_ptr<spdlog::logger> log);
+  grpc::Status GetInfo(grpc::ServerContext* context, const ::pluginregistration::InfoRequest* request,
+                       ::pluginregistration::PluginInfo* response) override;
+  grpc::Status NotifyRegistrationStatus(grpc::ServerContext* context,
+                                        const ::pluginregistration::RegistrationStatus* request,
+                                        ::pluginregistration::RegistrationStatusResponse* response) override;
+  // The kubelet's last verdict: nullopt before any.
+  std::optional<bool> Registered() const TESSERA_EXCLUDES(mu_);
+
+ private:
+  const KubeletPluginOptions options_;
+  std::shared_ptr<spdlog::logger> log_;
+  mutable Mutex mu_;
+  std::optional<bool> registered_ TESSERA_GUARDED_BY(mu_);
+};
+
+class KubeletPlugin {
+ public:
+  KubeletPlugin(kube::Api& api, KubeletPluginOptions options, std::shared_ptr<spdlog::logger> log);
+  ~KubeletPlugin();  // Stop()
+
+  // Hands the GPUs to the DRA service and publishes the slice when they
+  // changed since the last successful publish (a failed publish is tried
+  // again on the next call). Publish's errors.
+  Status SetGpus(const std::vector<core::GpuInfo>& gpus) TESSERA_EXCLUDES(mu_);
+  // Serves DRAPlugin, then the registration socket (so the kubelet never
+  // reaches a plugin that is not serving yet); stale sockets are replaced.
+  // INTERNAL naming the socket when one cannot be served.
+  Status Start();
+  // Stops both servers and removes their sockets (the kubelet then
+  // deregisters the driver). Idempotent.
+  void Stop();
+
+  DraService& dra() { return dra_; }
+  RegistrationService& registration() { return registration_; }
+
+ private:
+  const KubeletPluginOptions options_;
+  std::shared_ptr<spdlog::logger> log_;
+  SlicePublisher publisher_;
+  DraService dra_;
+  RegistrationService registration_;
+  std::unique_ptr<grpc::Server> dra_server_, registration_server_;
+  Mutex mu_;
+  std::optional<std::vector<core::GpuInfo>> published_ TESSERA_GUARDED_BY(mu_);
+};
+
+}  // namespace tessera::dra

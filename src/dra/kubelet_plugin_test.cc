@@ -1,0 +1,169 @@
+// The DRA kubelet plugin's handlers and slice publisher over a fake API
+// server and temporary folders: what the kubelet receives per claim, the
+// CDI file, idempotent repeats, and each claim's error.
+#include "dra/kubelet_plugin.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "dra/cdi.h"
+#include "dra/test_gpus.h"
+#include "kube/fake_api.h"
+#include "node/test_fixtures.h"
+
+namespace tessera::dra {
+namespace {
+
+namespace fs = std::filesystem;
+using node::testing::Quiet;
+using node::testing::TempDir;
+
+const std::string kClaims = "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims";
+
+class KubeletPluginTest : public ::testing::Test {
+ protected:
+  KubeletPluginTest() {
+    options_.node = "node-1";
+    options_.registry_dir = dir_.path() + "/registry";
+    options_.plugins_dir = dir_.path() + "/plugins";
+    options_.cdi_dir = dir_.path() + "/cdi";
+    options_.paths.region_root_host = dir_.path() + "/regions";
+  }
+  nlohmann::json ReadJson(const std::string& path) {
+    std::ifstream in(path);
+    return nlohmann::json::parse(in);
+  }
+  TempDir dir_;
+  kube::FakeApi api_;
+  KubeletPluginOptions options_;
+};
+
+TEST_F(KubeletPluginTest, PrepareWritesTheCdiSpecAndAnswersItsIdAndRepeatsAlike) {
+  DraService service(api_, options_, Quiet());
+  service.SetGpus(testing::TwoGpus());
+  ASSERT_TRUE(api_.Upsert(kClaims, testing::Claim("ns", "c", "uid-1", {testing::Result("gpu-1", "8Gi", "30")})).ok());
+  drapb::NodePrepareResourcesRequest request;
+  auto* claim = request.add_claims();
+  claim->set_namespace_("ns");
+  claim->set_name("c");
+  claim->set_uid("uid-1");
+  for (int round = 0; round < 2; ++round) {  // a repeat answers the same and leaves the same file
+    drapb::NodePrepareResourcesResponse response;
+    ASSERT_TRUE(service.NodePrepareResources(nullptr, &request, &response).ok());
+    const auto& out = response.claims().at("uid-1");
+    EXPECT_EQ(out.error(), "");
+    ASSERT_EQ(out.devices_size(), 1);
+    EXPECT_EQ(out.devices(0).pool_name(), "node-1");
+    EXPECT_EQ(out.devices(0).device_name(), "gpu-1");
+    EXPECT_EQ(out.devices(0).share_id(), "share-gpu-1");
+    ASSERT_EQ(out.devices(0).request_names_size(), 1);
+    EXPECT_EQ(out.devices(0).request_names(0), "gpu");
+    ASSERT_EQ(out.devices(0).cdi_device_ids_size(), 1);
+    EXPECT_EQ(out.devices(0).cdi_device_ids(0), "tessera.io/gpu=uid-1");
+    const nlohmann::json spec = ReadJson(options_.cdi_dir + "/tessera.io-gpu-uid-1.json");
+    EXPECT_EQ(spec["kind"], "tessera.io/gpu");
+    EXPECT_EQ(spec["devices"][0]["name"], "uid-1");
+    const nlohmann::json& env = spec["devices"][0]["containerEdits"]["env"];
+    EXPECT_NE(std::find(env.begin(), env.end(), "TESSERA_GPU_MEM_LIMIT_MIB_0=8192"), env.end());
+    EXPECT_TRUE(fs::is_directory(options_.paths.region_root_host + "/dra/uid-1/claim"));
+    size_t files = 0;
+    for ([[maybe_unused]] const auto& e : fs::directory_iterator(options_.cdi_dir)) ++files;
+    EXPECT_EQ(files, 1u);  // no temporary file left behind
+  }
+
+  drapb::NodeUnprepareResourcesRequest unprepare;
+  *unprepare.add_claims() = *claim;
+  auto* never = unprepare.add_claims();  // never prepared: OK
+  never->set_namespace_("ns");
+  never->set_name("other");
+  never->set_uid("uid-9");
+  for (int round = 0; round < 2; ++round) {
+    drapb::NodeUnprepareResourcesResponse response;
+    ASSERT_TRUE(service.NodeUnprepareResources(nullptr, &unprepare, &response).ok());
+    EXPECT_EQ(response.claims().at("uid-1").error(), "");
+    EXPECT_EQ(response.claims().at("uid-9").error(), "");
+  }
+  EXPECT_FALSE(fs::exists(options_.cdi_dir + "/tessera.io-gpu-uid-1.json"));
+  EXPECT_FALSE(fs::exists(options_.paths.region_root_host + "/dra/uid-1"));
+}
+
+TEST_F(KubeletPluginTest, EachBadClaimGetsItsOwnErrorNamingIt) {
+  DraService service(api_, options_, Quiet());
+  service.SetGpus(testing::TwoGpus());
+  ASSERT_TRUE(api_.Upsert(kClaims, testing::Claim("ns", "good", "u-good", {testing::Result("gpu-0", "1Gi", "10")})).ok());
+  ASSERT_TRUE(api_.Upsert(kClaims, testing::Claim("ns", "big", "u-big", {testing::Result("gpu-0", "99Gi", "10")})).ok());
+  ASSERT_TRUE(api_.Upsert(kClaims, testing::Claim("ns", "replaced", "u-new", {testing::Result("gpu-0", "1Gi", "")})).ok());
+  ASSERT_TRUE(api_.Upsert(kClaims, testing::Claim("ns", "elsewhere", "u-else", {testing::Result("gpu-9", "1Gi", "")})).ok());
+  drapb::NodePrepareResourcesRequest request;
+  for (const auto& [name, uid] : std::vector<std::pair<std::string, std::string>>{
+           {"good", "u-good"}, {"big", "u-big"}, {"replaced", "u-old"}, {"elsewhere", "u-else"}, {"gone", "u-gone"}}) {
+    auto* c = request.add_claims();
+    c->set_namespace_("ns");
+    c->set_name(name);
+    c->set_uid(uid);
+  }
+  drapb::NodePrepareResourcesResponse response;
+  ASSERT_TRUE(service.NodePrepareResources(nullptr, &request, &response).ok());
+  EXPECT_EQ(response.claims().at("u-good").error(), "");
+  EXPECT_EQ(response.claims().at("u-good").devices_size(), 1);
+  auto error_of = [&](const std::string& uid) { return response.claims().at(uid).error(); };
+  EXPECT_NE(error_of("u-big").find("ResourceClaim ns/big device gpu-0: consumed memory 101376 MiB is more than"),
+            std::string::npos) << error_of("u-big");
+  EXPECT_NE(error_of("u-old").find("claim ns/replaced (uid u-old): the API server's claim of that name has uid u-new"),
+            std::string::npos) << error_of("u-old");
+  EXPECT_NE(error_of("u-else").find("gpu-9: this node has no such GPU"), std::string::npos) << error_of("u-else");
+  EXPECT_NE(error_of("u-gone").find("claim ns/gone (uid u-gone): reading it:"), std::string::npos) << error_of("u-gone");
+  EXPECT_TRUE(fs::exists(options_.cdi_dir + "/tessera.io-gpu-u-good.json"));
+  EXPECT_FALSE(fs::exists(options_.cdi_dir + "/tessera.io-gpu-u-big.json"));
+  EXPECT_FALSE(service.Unprepare({"ns", "x", "../etc"}).ok());
+}
+
+TEST_F(KubeletPluginTest, RegistrationAnswersTheDriverItsSocketAndV1) {
+  RegistrationService service(options_, Quiet());
+  pluginregistration::PluginInfo info;
+  ASSERT_TRUE(service.GetInfo(nullptr, nullptr, &info).ok());
+  EXPECT_EQ(info.type(), "DRAPlugin");
+  EXPECT_EQ(info.name(), "gpu.tessera.io");
+  EXPECT_EQ(info.endpoint(), options_.plugins_dir + "/gpu.tessera.io/dra.sock");
+  ASSERT_EQ(info.supported_versions_size(), 1);
+  EXPECT_EQ(info.supported_versions(0), "v1.DRAPlugin");
+  EXPECT_FALSE(service.Registered().has_value());
+  pluginregistration::RegistrationStatus status;
+  status.set_plugin_registered(false);
+  status.set_error("no");
+  ASSERT_TRUE(service.NotifyRegistrationStatus(nullptr, &status, nullptr).ok());
+  EXPECT_EQ(service.Registered(), false);
+  EXPECT_EQ(RegistrationSocket(options_), options_.registry_dir + "/gpu.tessera.io-reg.sock");
+}
+
+TEST_F(KubeletPluginTest, PublisherCreatesThenUpdatesOnlyOnChange) {
+  SlicePublisher publisher(api_, options_);
+  auto gpus = testing::TwoGpus();
+  auto first = publisher.Publish(gpus);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_TRUE(*first);
+  const std::string path = ResourceSlicePath("node-1-gpu.tessera.io");
+  ASSERT_TRUE(api_.Peek(path).has_value());
+  EXPECT_EQ((*api_.Peek(path))["spec"]["pool"]["generation"], 1);
+  auto again = publisher.Publish(gpus);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(*again);  // nothing changed, nothing written
+  gpus[1].healthy = false;
+  auto changed = publisher.Publish(gpus);
+  ASSERT_TRUE(changed.ok()) << changed.status().message();
+  EXPECT_TRUE(*changed);
+  const nlohmann::json slice = *api_.Peek(path);
+  EXPECT_EQ(slice["spec"]["pool"]["generation"], 2);
+  EXPECT_EQ(slice["spec"]["devices"].size(), 1u);
+  // The API server away: the error comes back, and KubeletPlugin tries again next time.
+  KubeletPlugin plugin(api_, options_, Quiet());
+  api_.SetHook([](const kube::FakeApi::Call&) { return Status(StatusCode::kUnavailable, "API server away"); });
+  EXPECT_EQ(plugin.SetGpus(gpus).code(), StatusCode::kUnavailable);
+  api_.SetHook(nullptr);
+  EXPECT_TRUE(plugin.SetGpus(gpus).ok());
+}
+
+}  // namespace
+}  // namespace tessera::dra
