@@ -65,6 +65,30 @@ std::string WorkloadIn(const Json* meta, const std::string& ns, const std::strin
   return key.empty() ? "Pod/" + ns + "/" + name : key;
 }
 
+// The resources of `list` (a container's limits or requests) by name, each
+// quantity as written.
+std::map<std::string, std::string> Quantities(const Json* list) {
+  std::map<std::string, std::string> out;
+  if (list == nullptr || !list->is_object()) return out;
+  for (const auto& [resource, value] : list->items()) {
+    out[resource] = value.is_string() ? value.get<std::string>() : value.is_number_integer() ? value.dump() : "";
+  }
+  return out;
+}
+
+// One container object of the spec.
+PodView::Container ContainerOf(const Json& c, bool init, const ResourceNames& names) {
+  PodView::Container out;
+  out.name = Text(&c, "name");
+  out.init = init;
+  const Json* resources = Member(&c, "resources");
+  out.limits = Quantities(Member(resources, "limits"));
+  out.requests = Quantities(Member(resources, "requests"));
+  out.front_end = FrontEndOf(c, names);
+  out.gpushare_gib = GpushareGiB(c, names);
+  return out;
+}
+
 Result<PodView> Decode(const Json& pod, const ResourceNames& names) {
   TESSERA_ASSIGN_OR_RETURN(std::string key, PodKey(pod));
   PodView v;
@@ -95,11 +119,17 @@ Result<PodView> Decode(const Json& pod, const ResourceNames& names) {
   v.assigned_at = Text(annotations, kAssignedAtAnnotation);
   v.allocated = Text(annotations, kAllocatedAnnotation);
   v.usage = Text(annotations, kUsageAnnotation);
+  v.priority_annotation = Text(annotations, kPriorityAnnotation);
+  v.isolation_annotation = Text(annotations, kIsolationAnnotation);
+  v.core_policy_annotation = Text(annotations, kCorePolicyAnnotation);
+  v.core_limit_annotation = Text(annotations, kCoreLimitAnnotation);
 
   for (const char* list : {"initContainers", "containers"}) {
     const Json* containers = Member(spec, list);
     if (containers == nullptr || !containers->is_array()) continue;
     for (const Json& c : *containers) {
+      if (!c.is_object()) continue;
+      v.containers.push_back(ContainerOf(c, list == std::string_view("initContainers"), names));
       const Json* env = Member(&c, "env");
       if (env == nullptr || !env->is_array()) continue;
       const std::string container = Text(&c, "name");

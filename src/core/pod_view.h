@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -59,6 +60,13 @@ struct PodView {
   std::string assigned_at;                // tessera.io/assigned-at
   std::string allocated;                  // tessera.io/allocated ("main,sidecar")
   std::string usage;                      // tessera.io/usage, undecoded
+  // The annotations that say how a bound pod's containers run (podspec.h), as
+  // written: the node agent hands out the share with them (the extender
+  // checked them before the bind).
+  std::string priority_annotation;     // tessera.io/priority: high, normal, low
+  std::string isolation_annotation;    // tessera.io/isolation: hook, mps, none
+  std::string core_policy_annotation;  // tessera.io/gpu-core-policy: share, hard
+  std::string core_limit_annotation;   // tessera.io/gpu-core-limit: percent of one GPU
 
   // The request. `wants_gpu`: a container or init container names a GPU
   // resource (WantsGpu: kube-scheduler's rule for calling the extender).
@@ -77,6 +85,28 @@ struct PodView {
     bool operator==(const EnvVar&) const = default;
   };
   std::vector<EnvVar> spec_env;  // init containers, then containers, each in spec order
+
+  // A container of the spec as the node agent's Allocate reads it: the
+  // resources it names, and the vocabulary its GPU request is written in.
+  struct Container {
+    std::string name;   // "" when it has none
+    bool init = false;  // listed in spec.initContainers
+    // Its resources.limits and resources.requests: every resource named,
+    // with its quantity as written (an integer as its decimal text; "" for a
+    // value that is neither a string nor an integer).
+    std::map<std::string, std::string> limits, requests;
+    // FrontEndOf the container, with the names the pod was decoded with.
+    FrontEnd front_end = FrontEnd::kNone;
+    // GpushareGiB of the container, with those names (0 when it names none).
+    int64_t gpushare_gib = 0;
+
+    // Whether its limits or requests name `resource`.
+    bool Names(const std::string& resource) const { return limits.contains(resource) || requests.contains(resource); }
+    bool operator==(const Container&) const = default;
+  };
+  // Init containers, then containers, each in spec order; entries that are
+  // not objects are left out.
+  std::vector<Container> containers;
 
   bool terminal() const { return phase == "Succeeded" || phase == "Failed"; }
 };

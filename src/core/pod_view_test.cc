@@ -173,6 +173,75 @@ TEST(PodViewTest, SpecEnvNamesInitContainersFirst) {
   EXPECT_EQ(v->spec_env, (std::vector<PodView::EnvVar>{{"init", "C"}, {"main", "A"}, {"main", "B"}}));
 }
 
+TEST(PodViewTest, ShareAnnotationsAsWritten) {
+  Json pod = FullPod();
+  auto& annotations = pod["metadata"]["annotations"];
+  annotations[std::string(kIsolationAnnotation)] = "mps";
+  annotations[std::string(kCorePolicyAnnotation)] = "hard";
+  annotations[std::string(kCoreLimitAnnotation)] = "60%";  // as written: the reader decides
+  Result<PodView> v = DecodePod(pod, ResourceNames{});
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->priority_annotation, "high");
+  EXPECT_EQ(v->isolation_annotation, "mps");
+  EXPECT_EQ(v->core_policy_annotation, "hard");
+  EXPECT_EQ(v->core_limit_annotation, "60%");
+  annotations[std::string(kPriorityAnnotation)] = 1;  // not a string: absent
+  annotations.erase(std::string(kIsolationAnnotation));
+  v = DecodePod(pod, ResourceNames{});
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->priority_annotation, "");
+  EXPECT_EQ(v->isolation_annotation, "");
+}
+
+TEST(PodViewTest, ContainersInitFirstWithTheirResourcesAndVocabulary) {
+  Json pod = FullPod();
+  pod["spec"]["containers"].push_back(
+      {{"name", "gs"}, {"resources", {{"limits", {{"aliyun.com/gpu-mem", "3"}}}, {"requests", {{"cpu", 2}}}}}});
+  pod["spec"]["containers"].push_back("junk");
+  pod["spec"]["containers"].push_back({{"resources", {{"limits", {{"x.io/odd", 1.5}}}}}});
+  pod["spec"]["initContainers"] = {{{"name", "init"}, {"resources", "nope"}}};
+  ResourceNames names;
+  names.gpushare.enabled = true;
+  Result<PodView> v = DecodePod(pod, names);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  ASSERT_EQ(v->containers.size(), 4u);  // "junk" is not a container
+
+  const PodView::Container& init = v->containers[0];
+  EXPECT_EQ(init.name, "init");
+  EXPECT_TRUE(init.init);
+  EXPECT_TRUE(init.limits.empty());
+  EXPECT_EQ(init.front_end, FrontEnd::kNone);
+
+  const PodView::Container& main = v->containers[1];
+  EXPECT_EQ(main.name, "main");
+  EXPECT_FALSE(main.init);
+  EXPECT_EQ(main.limits, (std::map<std::string, std::string>{{"tessera.io/gpu-core", "25"},
+                                                             {"tessera.io/gpu-mem", "4096"}}));
+  EXPECT_EQ(main.requests, (std::map<std::string, std::string>{{"cpu", "500m"}, {"memory", "2Gi"}}));
+  EXPECT_EQ(main.front_end, FrontEnd::kTessera);
+  EXPECT_EQ(main.gpushare_gib, 0);
+  EXPECT_TRUE(main.Names("tessera.io/gpu-mem"));
+  EXPECT_TRUE(main.Names("cpu"));  // requests count too
+  EXPECT_FALSE(main.Names("tessera.io/gpu"));
+
+  const PodView::Container& gs = v->containers[2];
+  EXPECT_EQ(gs.front_end, FrontEnd::kGpushare);
+  EXPECT_EQ(gs.gpushare_gib, 3);
+  EXPECT_EQ(gs.requests.at("cpu"), "2");  // an integer, as its decimal text
+
+  const PodView::Container& unnamed = v->containers[3];
+  EXPECT_EQ(unnamed.name, "");
+  EXPECT_EQ(unnamed.limits.at("x.io/odd"), "");  // neither a string nor an integer: named, no quantity
+  EXPECT_TRUE(unnamed.Names("x.io/odd"));
+
+  // The vocabulary follows the names decoded with: gpushare's off, its
+  // container asks in none.
+  v = DecodePod(pod, ResourceNames{});
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->containers[2].front_end, FrontEnd::kNone);
+  EXPECT_EQ(v->containers[2].front_end, FrontEndOf(pod["spec"]["containers"][1], ResourceNames{}));
+}
+
 TEST(PodViewTest, HeldRequestMatchesTheJsonReading) {
   const Json pod = FullPod();
   Result<PodView> v = DecodePod(pod, ResourceNames{});

@@ -96,8 +96,8 @@ class Allocator {
                                           const std::vector<std::string>& must_include, size_t size)
       TESSERA_EXCLUDES(mu_);
 
-  // The node's pods as the watch cache holds them (NodePods::Cached).
-  std::optional<std::vector<nlohmann::json>> CachedPods() const { return pods_.Cached(); }
+  // The node's pods as the watch cache holds them, decoded (NodePods::Cached).
+  std::optional<PodViews> CachedPods() const { return pods_.Cached(); }
 
  private:
   Status MarkAllocated(const PendingPod& pod, const std::string& container) TESSERA_REQUIRES(mu_);

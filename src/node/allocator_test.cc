@@ -241,7 +241,7 @@ TEST_F(AllocatorTest, TheCacheIsReadFirstAndARefusalRestsOnAFreshList) {
   const std::string rv = Now("late")["metadata"]["resourceVersion"];
   ASSERT_TRUE(testing::WaitUntil([&] {
     auto cached = allocator.CachedPods();
-    return cached && cached->size() == 1 && (*cached)[0]["metadata"]["resourceVersion"] == rv;
+    return cached && cached->size() == 1 && (*cached)[0]->resource_version == rv;
   }));
   Put(AssignedPod("next", "2024-01-01T00:00:02Z", {{"main", 1, 4096, 30}}));
   ASSERT_TRUE(testing::WaitUntil([&] { return allocator.CachedPods()->size() == 2; }));

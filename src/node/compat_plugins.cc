@@ -93,30 +93,14 @@ std::vector<std::string> UnitsOn(const std::string& uuid, const std::vector<std:
 // --- GpushareService ---
 
 GpushareService::GpushareService(Allocator& allocator, std::string resource, std::shared_ptr<spdlog::logger> log)
-    : allocator_(allocator), resource_(std::move(resource)), log_(std::move(log)) {}
+    : allocator_(allocator), resource_(std::move(resource)), log_(std::move(log)), units_(resource_, "GiB unit", log_) {}
 
 Status GpushareService::SetGpus(std::vector<core::GpuInfo> gpus) {
   TESSERA_ASSIGN_OR_RETURN(std::vector<Slot> units, GibUnits(gpus));
-  MutexLock lock(mu_);
+  MutexLock lock(mu_);  // the GPUs and their units change together
   gpus_ = std::move(gpus);
-  if (units != units_) {
-    units_ = std::move(units);
-    ++generation_;
-    changed_.NotifyAll();
-  }
+  units_.Publish(std::move(units));
   return Status::Ok();
-}
-
-void GpushareService::Shutdown() {
-  MutexLock lock(mu_);
-  stopping_ = true;
-  changed_.NotifyAll();
-}
-
-void GpushareService::EndStreams() {
-  MutexLock lock(mu_);
-  ++stream_epoch_;
-  changed_.NotifyAll();
 }
 
 grpc::Status GpushareService::GetDevicePluginOptions(grpc::ServerContext*, const v1beta1::Empty*,
@@ -128,36 +112,7 @@ grpc::Status GpushareService::GetDevicePluginOptions(grpc::ServerContext*, const
 
 grpc::Status GpushareService::ListAndWatch(grpc::ServerContext* context, const v1beta1::Empty*,
                                            grpc::ServerWriter<v1beta1::ListAndWatchResponse>* writer) {
-  uint64_t sent = 0;
-  bool first = true;
-  uint64_t epoch = 0;
-  {
-    MutexLock lock(mu_);
-    epoch = stream_epoch_;
-  }
-  while (true) {
-    v1beta1::ListAndWatchResponse response;
-    {
-      MutexLock lock(mu_);
-      changed_.WaitFor(mu_, std::chrono::milliseconds(500), [&] {
-        mu_.AssertHeld();
-        return stopping_ || first || generation_ != sent || stream_epoch_ != epoch;
-      });
-      if (stopping_ || stream_epoch_ != epoch) return grpc::Status::OK;
-      if (context->IsCancelled()) return grpc::Status::CANCELLED;
-      if (!first && generation_ == sent) continue;
-      first = false;
-      sent = generation_;
-      for (const Slot& unit : units_) {
-        v1beta1::Device* device = response.add_devices();
-        device->set_id(unit.id);
-        device->set_health(unit.healthy ? kHealthy : kUnhealthy);
-        if (unit.numa_node >= 0) device->mutable_topology()->add_nodes()->set_id(unit.numa_node);
-      }
-    }
-    log_->info("ListAndWatch of {}: sending {} GiB unit(s)", resource_, response.devices_size());
-    if (!writer->Write(response)) return grpc::Status::CANCELLED;
-  }
+  return units_.Serve(context, writer);
 }
 
 grpc::Status GpushareService::GetPreferredAllocation(grpc::ServerContext*,

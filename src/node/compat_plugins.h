@@ -12,7 +12,8 @@
 // resource: a gpushare container's GiB units stand for the one GPU they lie
 // on. The environment is BuildContainerEnv's, with the front end's own
 // variables. Serving, registration and re-registration after a kubelet
-// restart are the host's.
+// restart are the host's; the device list and its ListAndWatch streams are a
+// DeviceListStream's (device_list_stream.h), as for tessera.io/gpu.
 //
 //   TESSERA_RETURN_IF_ERROR(AddCompatPlugins(options, host, log));  // before host.Start()
 #pragma once
@@ -30,6 +31,7 @@
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "node/allocator.h"
 #include "node/container_env.h"
+#include "node/device_list_stream.h"
 #include "node/plugin_host.h"
 #include "node/slots.h"
 
@@ -72,14 +74,14 @@ class GpushareService final : public v1beta1::DevicePlugin::Service, public Host
   grpc::Service* GrpcService() override { return this; }
   // INVALID_ARGUMENT (nothing changed) when GibUnits fails.
   Status SetGpus(std::vector<core::GpuInfo> gpus) override TESSERA_EXCLUDES(mu_);
-  void EndStreams() override TESSERA_EXCLUDES(mu_);
-  void Shutdown() override TESSERA_EXCLUDES(mu_);
+  void EndStreams() override { units_.EndStreams(); }
+  void Shutdown() override { units_.Shutdown(); }
 
   // v1beta1::DevicePlugin::Service
   grpc::Status GetDevicePluginOptions(grpc::ServerContext* context, const v1beta1::Empty* request,
                                       v1beta1::DevicePluginOptions* response) override;
   grpc::Status ListAndWatch(grpc::ServerContext* context, const v1beta1::Empty* request,
-                            grpc::ServerWriter<v1beta1::ListAndWatchResponse>* writer) override TESSERA_EXCLUDES(mu_);
+                            grpc::ServerWriter<v1beta1::ListAndWatchResponse>* writer) override;
   grpc::Status GetPreferredAllocation(grpc::ServerContext* context, const v1beta1::PreferredAllocationRequest* request,
                                       v1beta1::PreferredAllocationResponse* response) override;
   grpc::Status Allocate(grpc::ServerContext* context, const v1beta1::AllocateRequest* request,
@@ -91,13 +93,9 @@ class GpushareService final : public v1beta1::DevicePlugin::Service, public Host
   Allocator& allocator_;
   const std::string resource_;
   std::shared_ptr<spdlog::logger> log_;
+  DeviceListStream units_;  // the GiB units, and every ListAndWatch stream
   Mutex mu_;
-  CondVar changed_;  // the units changed, streams end or the service shuts down
-  std::vector<core::GpuInfo> gpus_ TESSERA_GUARDED_BY(mu_);
-  std::vector<Slot> units_ TESSERA_GUARDED_BY(mu_);
-  uint64_t generation_ TESSERA_GUARDED_BY(mu_) = 0;    // +1 per change
-  bool stopping_ TESSERA_GUARDED_BY(mu_) = false;
-  uint64_t stream_epoch_ TESSERA_GUARDED_BY(mu_) = 0;  // +1 per EndStreams
+  std::vector<core::GpuInfo> gpus_ TESSERA_GUARDED_BY(mu_);  // what Allocate builds the environment from
 };
 
 // Adds to `host` the resource of each enabled front end of

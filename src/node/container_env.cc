@@ -18,7 +18,8 @@ namespace {
 constexpr int64_t kMiBPerGiB = 1024;
 
 // What gpushare's or HAMi's device plugin would have set, for a container
-// written in their names. Precondition: every GPU of `container` is in
+// written in their names (as decoded into pod.specs). `names` only names
+// the resources in messages. Precondition: every GPU of `container` is in
 // `inventory` (BuildContainerEnv checked).
 Status AddFrontEndEnv(const PendingPod& pod, const PendingContainer& container,
                       const std::vector<core::GpuInfo>& inventory, const core::ResourceNames& names,
@@ -29,7 +30,7 @@ Status AddFrontEndEnv(const PendingPod& pod, const PendingContainer& container,
     return *std::find_if(inventory.begin(), inventory.end(),
                          [&](const core::GpuInfo& g) { return g.uuid == share.uuid; });
   };
-  switch (core::FrontEndOf(spec->second, names)) {
+  switch (spec->second.front_end) {
     case core::FrontEnd::kGpushare: {
       if (container.gpus.size() != 1) {
         return InvalidArgument(pod.Key() + " container " + container.name + " asks with " + names.gpushare.mem +
@@ -38,12 +39,12 @@ Status AddFrontEndEnv(const PendingPod& pod, const PendingContainer& container,
       }
       int64_t pod_gib = 0;
       for (const auto& [name, c] : pod.specs) {
-        if (core::FrontEndOf(c, names) == core::FrontEnd::kGpushare) pod_gib += core::GpushareGiB(c, names);
+        if (c.front_end == core::FrontEnd::kGpushare) pod_gib += c.gpushare_gib;
       }
       const core::GpuInfo gpu = gpu_of(container.gpus[0]);
       envs["ALIYUN_COM_GPU_MEM_IDX"] = std::to_string(gpu.index);
       envs["ALIYUN_COM_GPU_MEM_DEV"] = std::to_string(gpu.memory_mib / kMiBPerGiB);
-      envs["ALIYUN_COM_GPU_MEM_CONTAINER"] = std::to_string(core::GpushareGiB(spec->second, names));
+      envs["ALIYUN_COM_GPU_MEM_CONTAINER"] = std::to_string(spec->second.gpushare_gib);
       envs["ALIYUN_COM_GPU_MEM_POD"] = std::to_string(pod_gib);
       // Code written for gpushare applies CONTAINER / DEV to the total the
       // driver reports: show it the card's total, as gpushare did, so that

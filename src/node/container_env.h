@@ -53,8 +53,10 @@ struct ContainerEnv {
 // (the share's MiB, or the whole card when the share names none) and
 // TESSERA_GPU_CORE_PERCENT_i; TESSERA_GPU_MEM_FRACTION is the smallest
 // limit/card ratio, with 4 decimals. On top of these, a container written
-// for an enabled front end (core::FrontEndOf its spec in pod.specs, with
-// paths.resources) gets what that project's own device plugin would give:
+// for an enabled front end (the front_end of its spec in pod.specs, as the
+// pod was decoded: with the node agent's resource names, paths.resources,
+// which the Allocator's pod cache decodes with) gets what that project's own
+// device plugin would give:
 //   gpushare: ALIYUN_COM_GPU_MEM_IDX (GPU index), ALIYUN_COM_GPU_MEM_DEV (the
 //     GPU's memory, whole GiB), ALIYUN_COM_GPU_MEM_CONTAINER (its GiB) and
 //     ALIYUN_COM_GPU_MEM_POD (the sum over the pod's containers);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "node/handout.h"
+#include "node/test_fixtures.h"
 
 namespace tessera::node {
 namespace {
@@ -89,8 +90,13 @@ MountPaths CompatPaths() {
   return paths;
 }
 
-nlohmann::json Spec(const std::string& name, const nlohmann::json& limits) {
-  return {{"name", name}, {"resources", {{"limits", limits}}}};
+// Container `name` asking with `limits`, decoded as the Allocator's pod
+// cache decodes it: with the node agent's resource names (paths.resources).
+core::PodView::Container Spec(const std::string& name, const nlohmann::json& limits,
+                              const MountPaths& paths = CompatPaths()) {
+  const nlohmann::json pod = {{"metadata", {{"name", "p"}}},
+                              {"spec", {{"containers", {{{"name", name}, {"resources", {{"limits", limits}}}}}}}}};
+  return testing::Decoded(pod, paths.resources)->containers.at(0);
 }
 
 TEST(ContainerEnvTest, GpushareContainerGetsAliyunVariables) {
@@ -137,7 +143,7 @@ TEST(ContainerEnvTest, HamiContainerGetsHamiCoreVariables) {
 
 TEST(ContainerEnvTest, FrontEndVariablesOnlyWhenEnabled) {
   PendingPod pod = Pod();
-  pod.specs["tf"] = Spec("tf", {{"aliyun.com/gpu-mem", "3"}});
+  pod.specs["tf"] = Spec("tf", {{"aliyun.com/gpu-mem", "3"}}, MountPaths{});
   PendingContainer c{"tf", {{1, "GPU-b", 3072, 0}}};
   auto env = BuildContainerEnv(pod, c, Gpus(), MountPaths{});
   ASSERT_TRUE(env.ok()) << env.status().ToString();

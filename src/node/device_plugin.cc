@@ -13,30 +13,18 @@ grpc::Status ToGrpc(const Status& status) {
 
 DevicePluginService::DevicePluginService(Allocator& allocator, std::string resource, int slots_per_gpu,
                                          std::shared_ptr<spdlog::logger> log)
-    : allocator_(allocator), resource_(std::move(resource)), slots_per_gpu_(slots_per_gpu), log_(std::move(log)) {}
+    : allocator_(allocator),
+      resource_(std::move(resource)),
+      slots_per_gpu_(slots_per_gpu),
+      log_(std::move(log)),
+      devices_(resource_, "slot", log_) {}
 
 Status DevicePluginService::SetGpus(std::vector<core::GpuInfo> gpus) {
   TESSERA_ASSIGN_OR_RETURN(std::vector<Slot> slots, SlotsFor(gpus, slots_per_gpu_));
-  MutexLock lock(mu_);
+  MutexLock lock(mu_);  // the GPUs and their slots change together
   gpus_ = std::move(gpus);
-  if (slots != slots_) {
-    slots_ = std::move(slots);
-    ++generation_;
-    changed_.NotifyAll();
-  }
+  devices_.Publish(std::move(slots));
   return Status::Ok();
-}
-
-void DevicePluginService::Shutdown() {
-  MutexLock lock(mu_);
-  stopping_ = true;
-  changed_.NotifyAll();
-}
-
-void DevicePluginService::EndStreams() {
-  MutexLock lock(mu_);
-  ++stream_epoch_;
-  changed_.NotifyAll();
 }
 
 grpc::Status DevicePluginService::GetDevicePluginOptions(grpc::ServerContext*, const v1beta1::Empty*,
@@ -48,38 +36,7 @@ grpc::Status DevicePluginService::GetDevicePluginOptions(grpc::ServerContext*, c
 
 grpc::Status DevicePluginService::ListAndWatch(grpc::ServerContext* context, const v1beta1::Empty*,
                                                grpc::ServerWriter<v1beta1::ListAndWatchResponse>* writer) {
-  uint64_t sent = 0;
-  bool first = true;
-  uint64_t epoch = 0;
-  {
-    MutexLock lock(mu_);
-    epoch = stream_epoch_;
-  }
-  while (true) {
-    v1beta1::ListAndWatchResponse response;
-    int unhealthy = 0;
-    {
-      MutexLock lock(mu_);
-      changed_.WaitFor(mu_, std::chrono::milliseconds(500), [&] {
-        mu_.AssertHeld();
-        return stopping_ || first || generation_ != sent || stream_epoch_ != epoch;
-      });
-      if (stopping_ || stream_epoch_ != epoch) return grpc::Status::OK;
-      if (context->IsCancelled()) return grpc::Status::CANCELLED;
-      if (!first && generation_ == sent) continue;
-      first = false;
-      sent = generation_;
-      for (const Slot& slot : slots_) {
-        v1beta1::Device* device = response.add_devices();
-        device->set_id(slot.id);
-        device->set_health(slot.healthy ? kHealthy : kUnhealthy);
-        if (slot.numa_node >= 0) device->mutable_topology()->add_nodes()->set_id(slot.numa_node);
-        unhealthy += slot.healthy ? 0 : 1;
-      }
-    }
-    log_->info("ListAndWatch of {}: sending {} slot(s), {} unhealthy", resource_, response.devices_size(), unhealthy);
-    if (!writer->Write(response)) return grpc::Status::CANCELLED;
-  }
+  return devices_.Serve(context, writer);
 }
 
 grpc::Status DevicePluginService::GetPreferredAllocation(grpc::ServerContext*,

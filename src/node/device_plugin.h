@@ -21,13 +21,11 @@
 #include "core/thread_annotations.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "node/allocator.h"
+#include "node/device_list_stream.h"
 #include "node/plugin_host.h"
 #include "node/slots.h"
 
 namespace tessera::node {
-
-inline constexpr const char* kHealthy = "Healthy";
-inline constexpr const char* kUnhealthy = "Unhealthy";
 
 class DevicePluginService final : public v1beta1::DevicePlugin::Service, public HostedPlugin {
  public:
@@ -38,14 +36,14 @@ class DevicePluginService final : public v1beta1::DevicePlugin::Service, public 
 
   // HostedPlugin
   grpc::Service* GrpcService() override { return this; }
-  // Replaces the GPUs and wakes every ListAndWatch stream when the slots
+  // Replaces the GPUs; every ListAndWatch stream sends the slots when they
   // changed. INVALID_ARGUMENT (nothing changed) when SlotsFor fails.
   Status SetGpus(std::vector<core::GpuInfo> gpus) override TESSERA_EXCLUDES(mu_);
   // Ends every ListAndWatch stream for good (before the server shuts down).
-  void Shutdown() override TESSERA_EXCLUDES(mu_);
+  void Shutdown() override { devices_.Shutdown(); }
   // Ends the ListAndWatch streams open now, at once; later streams run as usual
   // (before re-serving after a kubelet restart, so the old server stops fast).
-  void EndStreams() override TESSERA_EXCLUDES(mu_);
+  void EndStreams() override { devices_.EndStreams(); }
   // Fault injection for restart tests: Allocate waits this long after marking
   // the pod allocated and before answering, so a test can kill the agent there.
   void SetReplyDelayForTesting(std::chrono::milliseconds delay) { reply_delay_ = delay; }
@@ -54,7 +52,7 @@ class DevicePluginService final : public v1beta1::DevicePlugin::Service, public 
   grpc::Status GetDevicePluginOptions(grpc::ServerContext* context, const v1beta1::Empty* request,
                                       v1beta1::DevicePluginOptions* response) override;
   grpc::Status ListAndWatch(grpc::ServerContext* context, const v1beta1::Empty* request,
-                            grpc::ServerWriter<v1beta1::ListAndWatchResponse>* writer) override TESSERA_EXCLUDES(mu_);
+                            grpc::ServerWriter<v1beta1::ListAndWatchResponse>* writer) override;
   grpc::Status GetPreferredAllocation(grpc::ServerContext* context, const v1beta1::PreferredAllocationRequest* request,
                                       v1beta1::PreferredAllocationResponse* response) override;
   grpc::Status Allocate(grpc::ServerContext* context, const v1beta1::AllocateRequest* request,
@@ -68,13 +66,9 @@ class DevicePluginService final : public v1beta1::DevicePlugin::Service, public 
   const int slots_per_gpu_;
   std::shared_ptr<spdlog::logger> log_;
   std::chrono::milliseconds reply_delay_{0};  // set before serving
+  DeviceListStream devices_;  // the slots, and every ListAndWatch stream
   Mutex mu_;
-  CondVar changed_;  // the slots changed, streams end or the service shuts down
-  std::vector<core::GpuInfo> gpus_ TESSERA_GUARDED_BY(mu_);
-  std::vector<Slot> slots_ TESSERA_GUARDED_BY(mu_);
-  uint64_t generation_ TESSERA_GUARDED_BY(mu_) = 0;    // +1 per change
-  bool stopping_ TESSERA_GUARDED_BY(mu_) = false;
-  uint64_t stream_epoch_ TESSERA_GUARDED_BY(mu_) = 0;  // +1 per EndStreams
+  std::vector<core::GpuInfo> gpus_ TESSERA_GUARDED_BY(mu_);  // what Allocate builds the environment from
 };
 
 // Status -> grpc::Status, keeping the code and message.

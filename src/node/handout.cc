@@ -32,8 +32,7 @@ std::string ShareText(int64_t mem_mib, int64_t core_milli) {
 }
 
 // Part 2's tally: the shares of every other handed-out pod of `node`, per GPU index.
-std::map<int, Booked> HandedOut(const std::vector<std::shared_ptr<const core::PodView>>& node_pods,
-                                const std::string& node, const std::string& uid) {
+std::map<int, Booked> HandedOut(const PodViews& node_pods, const std::string& node, const std::string& uid) {
   std::map<int, Booked> booked;
   for (const auto& p : node_pods) {
     if (p->node != node || p->uid == uid) continue;
@@ -74,8 +73,8 @@ bool IsReservedVariable(std::string_view name) {
   return false;
 }
 
-Status CheckHandOut(const core::PodView& pod, const std::vector<std::shared_ptr<const core::PodView>>& node_pods,
-                    const std::string& node, const std::vector<core::GpuInfo>& gpus) {
+Status CheckHandOut(const core::PodView& pod, const PodViews& node_pods, const std::string& node,
+                    const std::vector<core::GpuInfo>& gpus) {
   const std::string& key = pod.key;
   const std::string refused = "pod " + key + ": its tessera.io/assignment is not handed out: ";
   Result<core::Assignment> assignment = AssignmentOf(pod);

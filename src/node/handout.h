@@ -17,6 +17,7 @@
 #include "core/model.h"
 #include "core/pod_view.h"
 #include "core/status.h"
+#include "node/pod_views.h"
 
 namespace tessera::node {
 
@@ -54,8 +55,8 @@ namespace tessera::node {
 // which only says how much it logs.
 bool IsReservedVariable(std::string_view name);
 
-// `node_pods` holds no nullptr; `pod` may be among them.
-Status CheckHandOut(const core::PodView& pod, const std::vector<std::shared_ptr<const core::PodView>>& node_pods,
-                    const std::string& node, const std::vector<core::GpuInfo>& gpus);
+// `pod` may be among `node_pods`.
+Status CheckHandOut(const core::PodView& pod, const PodViews& node_pods, const std::string& node,
+                    const std::vector<core::GpuInfo>& gpus);
 
 }  // namespace tessera::node

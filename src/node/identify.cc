@@ -13,11 +13,6 @@
 namespace tessera::node {
 namespace {
 
-std::string Str(const nlohmann::json& obj, const char* key) {
-  auto it = obj.find(key);
-  return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
-}
-
 std::vector<std::string> Split(const std::string& text) {
   std::vector<std::string> out;
   std::stringstream in(text);
@@ -28,12 +23,11 @@ std::vector<std::string> Split(const std::string& text) {
   return out;
 }
 
-std::vector<std::string> SpecOrder(const nlohmann::json& spec) {
+// The containers' names in the kubelet's order (the view's: init
+// containers, then containers).
+std::vector<std::string> SpecOrder(const core::PodView& pod) {
   std::vector<std::string> names;
-  for (const char* list : {"initContainers", "containers"}) {
-    if (!spec.contains(list) || !spec[list].is_array()) continue;
-    for (const auto& c : spec[list]) names.push_back(Str(c, "name"));
-  }
+  for (const auto& c : pod.containers) names.push_back(c.name);
   return names;
 }
 
@@ -52,11 +46,6 @@ std::string Describe(const PendingPod& pod) {
 
 }  // namespace
 
-std::vector<std::string> AllocatedContainers(const nlohmann::json& pod) {
-  const nlohmann::json& meta = pod.value("metadata", nlohmann::json::object());
-  return Split(Str(meta.value("annotations", nlohmann::json::object()), kAllocatedAnnotation));
-}
-
 std::vector<std::string> AllocatedContainers(const core::PodView& pod) { return Split(pod.allocated); }
 
 std::string JoinUuids(const std::vector<std::string>& uuids) {
@@ -65,33 +54,26 @@ std::string JoinUuids(const std::vector<std::string>& uuids) {
   return out;
 }
 
-std::optional<PendingPod> PendingPodFrom(const nlohmann::json& pod, const std::string& node) {
-  const std::string assignment_key(core::kAssignmentAnnotation);
-  const nlohmann::json& meta = pod.value("metadata", nlohmann::json::object());
-  const nlohmann::json& spec = pod.value("spec", nlohmann::json::object());
-  const nlohmann::json annotations = meta.value("annotations", nlohmann::json::object());
-  if (Str(spec, "nodeName") != node || !annotations.contains(assignment_key)) return std::nullopt;
-  if (meta.contains("deletionTimestamp")) return std::nullopt;
-  const std::string phase = Str(pod.value("status", nlohmann::json::object()), "phase");
-  if (phase == "Succeeded" || phase == "Failed") return std::nullopt;
+std::optional<PendingPod> PendingPodFrom(const core::PodView& pod, const std::string& node) {
+  if (pod.node != node || !pod.assignment) return std::nullopt;
+  if (pod.terminating || pod.terminal()) return std::nullopt;
 
   PendingPod p;
-  p.ns = Str(meta, "namespace");
-  p.name = Str(meta, "name");
-  p.uid = Str(meta, "uid");
-  p.resource_version = Str(meta, "resourceVersion");
-  p.created_at = Str(meta, "creationTimestamp");
-  p.assigned_at = Str(annotations, std::string(core::kAssignedAtAnnotation).c_str());
-  const std::string isolation = Str(annotations, std::string(core::kIsolationAnnotation).c_str());
-  if (isolation == core::IsolationName(core::Isolation::kMps)) p.isolation = core::Isolation::kMps;
-  if (isolation == core::IsolationName(core::Isolation::kNone)) p.isolation = core::Isolation::kNone;
+  p.ns = pod.ns;
+  p.name = pod.name;
+  p.uid = pod.uid;
+  p.resource_version = pod.resource_version;
+  p.created_at = pod.created_at;
+  p.assigned_at = pod.assigned_at;
+  if (pod.isolation_annotation == core::IsolationName(core::Isolation::kMps)) p.isolation = core::Isolation::kMps;
+  if (pod.isolation_annotation == core::IsolationName(core::Isolation::kNone)) p.isolation = core::Isolation::kNone;
   p.allocated = AllocatedContainers(pod);
-  const std::string priority = Str(annotations, std::string(core::kPriorityAnnotation).c_str());
+  const std::string& priority = pod.priority_annotation;
   p.priority = priority == "high" ? core::Priority::kHigh
                : priority == "low" ? core::Priority::kLow
                                    : core::Priority::kNormal;
-  p.core_hard = Str(annotations, kCorePolicyAnnotation) == "hard";
-  if (const std::string limit = Str(annotations, kCoreLimitAnnotation); !limit.empty() && !p.core_hard) {
+  p.core_hard = pod.core_policy_annotation == "hard";
+  if (const std::string& limit = pod.core_limit_annotation; !limit.empty() && !p.core_hard) {
     int percent = 0;
     const auto [end, ec] = std::from_chars(limit.data(), limit.data() + limit.size(), percent);
     if (ec == std::errc() && end == limit.data() + limit.size() && percent >= 1 && percent <= 100) {
@@ -99,18 +81,11 @@ std::optional<PendingPod> PendingPodFrom(const nlohmann::json& pod, const std::s
     }
   }
   const std::set<std::string> done(p.allocated.begin(), p.allocated.end());
-  for (const char* list : {"initContainers", "containers"}) {
-    const auto it = spec.find(list);
-    if (it == spec.end() || !it->is_array()) continue;
-    for (const auto& c : *it) {
-      if (c.is_object() && c.contains("name") && c["name"].is_string()) p.specs[c["name"].get<std::string>()] = c;
-    }
+  for (const core::PodView::Container& c : pod.containers) {
+    if (!c.name.empty()) p.specs[c.name] = c;
   }
 
-  const nlohmann::json& raw = annotations[assignment_key];
-  Result<core::Assignment> assignment = raw.is_string()
-                                            ? core::DecodeAssignment(raw.get<std::string>())
-                                            : Result<core::Assignment>(InvalidArgument("not a string"));
+  Result<core::Assignment> assignment = core::DecodeAssignment(*pod.assignment);
   if (!assignment.ok()) {
     p.assignment_error = "assignment annotation unreadable: " + assignment.status().message();
   } else if (assignment->node != node) {
@@ -118,7 +93,7 @@ std::optional<PendingPod> PendingPodFrom(const nlohmann::json& pod, const std::s
   } else {
     std::map<std::string, const core::ContainerAssignment*> by_name;
     for (const auto& c : assignment->containers) by_name[c.name] = &c;
-    std::vector<std::string> order = SpecOrder(spec);
+    std::vector<std::string> order = SpecOrder(pod);
     for (const auto& c : assignment->containers) {
       if (std::find(order.begin(), order.end(), c.name) == order.end()) order.push_back(c.name);
     }
@@ -138,11 +113,10 @@ void SortOldestFirst(std::vector<PendingPod>& pending) {
   });
 }
 
-std::vector<PendingPod> PendingPodsFromList(const nlohmann::json& items, const std::string& node) {
+std::vector<PendingPod> PendingPodsFromList(const PodViews& pods, const std::string& node) {
   std::vector<PendingPod> pending;
-  if (!items.is_array()) return pending;
-  for (const auto& pod : items) {
-    if (auto p = PendingPodFrom(pod, node)) pending.push_back(std::move(*p));
+  for (const auto& pod : pods) {
+    if (auto p = PendingPodFrom(*pod, node)) pending.push_back(std::move(*p));
   }
   SortOldestFirst(pending);
   return pending;
@@ -150,14 +124,7 @@ std::vector<PendingPod> PendingPodsFromList(const nlohmann::json& items, const s
 
 bool AsksFor(const PendingPod& pod, const std::string& name, const std::string& resource) {
   const auto spec = pod.specs.find(name);
-  if (spec == pod.specs.end()) return false;
-  const auto resources = spec->second.find("resources");
-  if (resources == spec->second.end() || !resources->is_object()) return false;
-  for (const char* kind : {"limits", "requests"}) {
-    const auto list = resources->find(kind);
-    if (list != resources->end() && list->is_object() && list->contains(resource)) return true;
-  }
-  return false;
+  return spec != pod.specs.end() && spec->second.Names(resource);
 }
 
 void KeepPendingFor(std::vector<PendingPod>& pending, const std::string& resource) {

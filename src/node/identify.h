@@ -1,14 +1,14 @@
 // Which pod and container an Allocate call is for. The kubelet never says
 // (it passes only device IDs), so the node agent works it out from what the
 // API server holds: the pods bound to this node whose tessera.io/assignment
-// is not yet fully marked tessera.io/allocated. Pure functions; thread-safe.
+// is not yet fully marked tessera.io/allocated. Works on pods decoded once
+// (core::PodView, pod_views.h); reads no JSON. Pure functions; thread-safe.
 //
-//   auto pending = PendingPodsFromList(pods_json["items"], "node-1");
+//   auto pending = PendingPodsFromList(snapshot.pods, "node-1");
 //   TESSERA_ASSIGN_OR_RETURN(Identified who, IdentifyContainer(slot_gpus, pending, steered));
 #pragma once
 
 #include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,6 +18,7 @@
 #include "core/pod_view.h"
 #include "core/podspec.h"
 #include "core/status.h"
+#include "node/pod_views.h"
 
 namespace tessera::node {
 
@@ -25,9 +26,8 @@ namespace tessera::node {
 // ("main,sidecar"), written by the node agent.
 inline constexpr const char* kAllocatedAnnotation = core::kAllocatedAnnotation.data();
 
-// The containers of `pod` (a v1 Pod) whose Allocate has been answered: its
+// The containers of `pod` whose Allocate has been answered: its
 // tessera.io/allocated annotation, split.
-std::vector<std::string> AllocatedContainers(const nlohmann::json& pod);
 std::vector<std::string> AllocatedContainers(const core::PodView& pod);
 
 // A container that still waits for its Allocate, with its GPU shares.
@@ -52,10 +52,11 @@ struct PendingPod {
   core::Isolation isolation = core::Isolation::kHook;  // tessera.io/isolation (the extender checked it)
   std::vector<PendingContainer> containers;  // not yet allocated, in the kubelet's order
   std::vector<std::string> allocated;        // already answered
-  // Every container's spec object (containers and init containers) by name,
-  // for what the environment takes from the pod's own requests (the
-  // gpushare front end's GiB).
-  std::map<std::string, nlohmann::json> specs;
+  // Every named container of the spec (containers and init containers) by
+  // name, as decoded: which resources it asks for (AsksFor), and what the
+  // environment takes from the pod's own requests (the gpushare front end's
+  // GiB).
+  std::map<std::string, core::PodView::Container> specs;
   core::Priority priority = core::Priority::kNormal;  // tessera.io/priority (unreadable: normal)
   bool core_hard = false;  // tessera.io/gpu-core-policy: hard (default share: work-conserving)
   // tessera.io/gpu-core-limit in core milli per GPU (the extender checked
@@ -64,17 +65,17 @@ struct PendingPod {
   std::string Key() const { return ns + "/" + name; }
 };
 
-// The pending pods among `items` (v1 Pod objects): bound to `node`, with an
-// assignment annotation, not finished or being deleted, with at least one
-// container left (or an unreadable assignment, kept so errors can name it).
+// The pending pods among `pods`: bound to `node`, with an assignment
+// annotation, not finished or being deleted, with at least one container
+// left (or an unreadable assignment, kept so errors can name it).
 // Containers follow the kubelet's order (init containers, then containers, as
 // in the spec). Sorted oldest first: assigned-at, then creation time, then
 // namespace/name.
-std::vector<PendingPod> PendingPodsFromList(const nlohmann::json& items, const std::string& node);
+std::vector<PendingPod> PendingPodsFromList(const PodViews& pods, const std::string& node);
 
-// One pod of that list: the pending view of `pod` (a v1 Pod), or nullopt when
+// One pod of that list: the pending view of `pod`, or nullopt when
 // PendingPodsFromList would leave it out.
-std::optional<PendingPod> PendingPodFrom(const nlohmann::json& pod, const std::string& node);
+std::optional<PendingPod> PendingPodFrom(const core::PodView& pod, const std::string& node);
 // Sorts as PendingPodsFromList does: oldest first.
 void SortOldestFirst(std::vector<PendingPod>& pending);
 

@@ -3,11 +3,16 @@
 #include <gtest/gtest.h>
 
 #include "core/codec.h"
+#include "node/test_fixtures.h"
 
 namespace tessera::node {
 namespace {
 
 using nlohmann::json;
+
+// The pods are built as the API server sends them (JSON) and decoded as the
+// node agent's pod cache decodes them (testing::Decoded) before identify
+// reads them.
 
 // A pod bound to n1 whose containers hold the given GPU uuids (each share 4096 MiB, 30 %).
 json Pod(const std::string& name, const std::string& assigned_at,
@@ -40,7 +45,7 @@ TEST(PendingPodsTest, SortedOldestFirstAndFiltered) {
   json items = json::array({Pod("new", "2024-01-01T00:00:09Z", {{"main", {"GPU-a"}}}),
                             Pod("old", "2024-01-01T00:00:02Z", {{"main", {"GPU-b"}}}), done, other_node, finished,
                             no_assignment});
-  auto pending = PendingPodsFromList(items, "n1");
+  auto pending = PendingPodsFromList(testing::DecodedAll(items), "n1");
   ASSERT_EQ(pending.size(), 2u);
   EXPECT_EQ(pending[0].Key(), "ns/old");
   EXPECT_EQ(pending[1].Key(), "ns/new");
@@ -49,58 +54,59 @@ TEST(PendingPodsTest, SortedOldestFirstAndFiltered) {
 }
 
 TEST(PendingPodsTest, PendingPodFromGivesOnePodsViewOrNothing) {
-  auto p = PendingPodFrom(Pod("p", "t", {{"first", {"GPU-a"}}, {"second", {"GPU-b"}}}, "first"), "n1");
+  auto p = PendingPodFrom(*testing::Decoded(Pod("p", "t", {{"first", {"GPU-a"}}, {"second", {"GPU-b"}}}, "first")),
+                          "n1");
   ASSERT_TRUE(p.has_value());
   EXPECT_EQ(p->Key(), "ns/p");
   ASSERT_EQ(p->containers.size(), 1u);
   EXPECT_EQ(p->containers[0].name, "second");
-  EXPECT_FALSE(PendingPodFrom(Pod("done", "t", {{"main", {"GPU-a"}}}, "main"), "n1").has_value());
-  EXPECT_FALSE(PendingPodFrom(Pod("p", "t", {{"main", {"GPU-a"}}}), "n2").has_value());  // bound elsewhere
+  EXPECT_FALSE(PendingPodFrom(*testing::Decoded(Pod("done", "t", {{"main", {"GPU-a"}}}, "main")), "n1"));
+  EXPECT_FALSE(PendingPodFrom(*testing::Decoded(Pod("p", "t", {{"main", {"GPU-a"}}})), "n2"));  // bound elsewhere
   json deleting = Pod("p", "t", {{"main", {"GPU-a"}}});
   deleting["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:05Z";
-  EXPECT_FALSE(PendingPodFrom(deleting, "n1").has_value());
+  EXPECT_FALSE(PendingPodFrom(*testing::Decoded(deleting), "n1").has_value());
 }
 
 TEST(PendingPodsTest, PriorityAndCorePolicyComeFromTheAnnotations) {
   json plain = Pod("p", "t", {{"main", {"GPU-a"}}});
-  auto p = PendingPodFrom(plain, "n1");
+  auto p = PendingPodFrom(*testing::Decoded(plain), "n1");
   ASSERT_TRUE(p.has_value());
   EXPECT_EQ(p->priority, core::Priority::kNormal);
   EXPECT_FALSE(p->core_hard);
   json high = plain;
   high["metadata"]["annotations"]["tessera.io/priority"] = "high";
   high["metadata"]["annotations"]["tessera.io/gpu-core-policy"] = "hard";
-  p = PendingPodFrom(high, "n1");
+  p = PendingPodFrom(*testing::Decoded(high), "n1");
   ASSERT_TRUE(p.has_value());
   EXPECT_EQ(p->priority, core::Priority::kHigh);
   EXPECT_TRUE(p->core_hard);
   json odd = plain;
   odd["metadata"]["annotations"]["tessera.io/priority"] = "urgent";  // unreadable: normal
   odd["metadata"]["annotations"]["tessera.io/gpu-core-policy"] = "share";
-  p = PendingPodFrom(odd, "n1");
+  p = PendingPodFrom(*testing::Decoded(odd), "n1");
   ASSERT_TRUE(p.has_value());
   EXPECT_EQ(p->priority, core::Priority::kNormal);
   EXPECT_FALSE(p->core_hard);
   json low = plain;
   low["metadata"]["annotations"]["tessera.io/priority"] = "low";
-  EXPECT_EQ(PendingPodFrom(low, "n1")->priority, core::Priority::kLow);
+  EXPECT_EQ(PendingPodFrom(*testing::Decoded(low), "n1")->priority, core::Priority::kLow);
 }
 
 TEST(PendingPodsTest, BurstCeilingComesFromTheAnnotation) {
   json plain = Pod("p", "t", {{"main", {"GPU-a"}}});
-  EXPECT_EQ(PendingPodFrom(plain, "n1")->core_limit_milli, 0);
+  EXPECT_EQ(PendingPodFrom(*testing::Decoded(plain), "n1")->core_limit_milli, 0);
   json burst = plain;
   burst["metadata"]["annotations"]["tessera.io/gpu-core-limit"] = "60";
-  EXPECT_EQ(PendingPodFrom(burst, "n1")->core_limit_milli, 600);
+  EXPECT_EQ(PendingPodFrom(*testing::Decoded(burst), "n1")->core_limit_milli, 600);
   // The extender refuses these; should one get here, no ceiling is set.
   for (const char* bad : {"0", "101", "60%", "x"}) {
     json b = plain;
     b["metadata"]["annotations"]["tessera.io/gpu-core-limit"] = bad;
-    EXPECT_EQ(PendingPodFrom(b, "n1")->core_limit_milli, 0) << bad;
+    EXPECT_EQ(PendingPodFrom(*testing::Decoded(b), "n1")->core_limit_milli, 0) << bad;
   }
   json hard = burst;
   hard["metadata"]["annotations"]["tessera.io/gpu-core-policy"] = "hard";
-  EXPECT_EQ(PendingPodFrom(hard, "n1")->core_limit_milli, 0);
+  EXPECT_EQ(PendingPodFrom(*testing::Decoded(hard), "n1")->core_limit_milli, 0);
 }
 
 TEST(PendingPodsTest, SortOldestFirstByAssignedAtThenCreationThenName) {
@@ -122,7 +128,7 @@ TEST(PendingPodsTest, SortOldestFirstByAssignedAtThenCreationThenName) {
 
 TEST(PendingPodsTest, ContainersFollowSpecOrderAndSkipAllocated) {
   json pod = Pod("p", "t", {{"first", {"GPU-a"}}, {"second", {"GPU-b"}}, {"third", {"GPU-c"}}}, "first");
-  auto pending = PendingPodsFromList(json::array({pod}), "n1");
+  auto pending = PendingPodsFromList(testing::DecodedAll(json::array({pod})), "n1");
   ASSERT_EQ(pending.size(), 1u);
   ASSERT_EQ(pending[0].containers.size(), 2u);
   EXPECT_EQ(pending[0].containers[0].name, "second");
@@ -132,12 +138,12 @@ TEST(PendingPodsTest, ContainersFollowSpecOrderAndSkipAllocated) {
 TEST(PendingPodsTest, UnreadableAssignmentIsKeptWithItsError) {
   json pod = Pod("broken", "t", {{"main", {"GPU-a"}}});
   pod["metadata"]["annotations"]["tessera.io/assignment"] = "{not json";
-  auto pending = PendingPodsFromList(json::array({pod}), "n1");
+  auto pending = PendingPodsFromList(testing::DecodedAll(json::array({pod})), "n1");
   ASSERT_EQ(pending.size(), 1u);
   EXPECT_NE(pending[0].assignment_error.find("unreadable"), std::string::npos);
 }
 
-std::vector<PendingPod> Pending(const json& items) { return PendingPodsFromList(items, "n1"); }
+std::vector<PendingPod> Pending(const json& items) { return PendingPodsFromList(testing::DecodedAll(items), "n1"); }
 
 TEST(IdentifyTest, SameSizePodsOnDifferentGpusAreToldApart) {
   auto pending = Pending(json::array({Pod("a", "t1", {{"main", {"GPU-a"}}}), Pod("b", "t2", {{"main", {"GPU-b"}}})}));
@@ -242,7 +248,7 @@ TEST(KeepPendingForTest, OnlyPodsWhoseNextContainerAsksForTheResource) {
   const json items = json::array({tessera, gpushare, requests_only, next_plain, corrupt});
 
   auto keys = [&](const std::string& resource) {
-    std::vector<PendingPod> pending = PendingPodsFromList(items, "n1");
+    std::vector<PendingPod> pending = PendingPodsFromList(testing::DecodedAll(items), "n1");
     KeepPendingFor(pending, resource);
     std::vector<std::string> out;
     for (const auto& p : pending) out.push_back(p.name);
@@ -255,7 +261,8 @@ TEST(KeepPendingForTest, OnlyPodsWhoseNextContainerAsksForTheResource) {
 
   // So the same slots on GPU-a identify one container per resource, where
   // without the filter they are ambiguous.
-  std::vector<PendingPod> pending = PendingPodsFromList(json::array({tessera, gpushare}), "n1");
+  std::vector<PendingPod> pending =
+      PendingPodsFromList(testing::DecodedAll(json::array({tessera, gpushare})), "n1");
   EXPECT_FALSE(IdentifyContainer({"GPU-a"}, pending, std::nullopt).ok());
   for (const auto& [resource, name] : {std::pair<std::string, std::string>{"tessera.io/gpu", "t"},
                                        {"aliyun.com/gpu-mem", "g"}}) {
@@ -270,7 +277,7 @@ TEST(KeepPendingForTest, OnlyPodsWhoseNextContainerAsksForTheResource) {
 TEST(KeepPendingForTest, AsksForReadsTheContainersSpec) {
   json pod = Pod("p", "t", {{"main", {"GPU-a"}}});
   pod["spec"]["containers"][0]["resources"] = {{"limits", {{"tessera.io/gpu", "1"}, {"cpu", "1"}}}};
-  auto p = PendingPodFrom(pod, "n1");
+  auto p = PendingPodFrom(*testing::Decoded(pod), "n1");
   ASSERT_TRUE(p.has_value());
   EXPECT_TRUE(AsksFor(*p, "main", "tessera.io/gpu"));
   EXPECT_FALSE(AsksFor(*p, "main", "aliyun.com/gpu-mem"));

@@ -23,11 +23,18 @@ kube::InformerOptions OnNode(const std::string& node) {
 
 }  // namespace
 
-Result<std::vector<nlohmann::json>> ListNodePods(kube::Api& api, const std::string& node) {
+Result<PodViews> ListNodePods(kube::Api& api, const std::string& node, const core::ResourceNames& names) {
   TESSERA_ASSIGN_OR_RETURN(nlohmann::json pods, api.List(kube::PodsPath(""), "", "spec.nodeName=" + node));
   auto items = pods.find("items");
   if (items == pods.end() || !items->is_array()) return Internal("the pod list has no items");
-  return items->get<std::vector<nlohmann::json>>();
+  PodViews out;
+  out.reserve(items->size());
+  for (const nlohmann::json& pod : *items) {
+    if (Result<core::PodView> view = core::DecodePod(pod, names); view.ok()) {
+      out.push_back(std::make_shared<const core::PodView>(std::move(view).value()));
+    }
+  }
+  return out;
 }
 
 NodePods::NodePods(kube::Api& api, std::string node, std::shared_ptr<spdlog::logger> log, NodePodsOptions options)
@@ -53,11 +60,11 @@ Result<NodePods::Snapshot> NodePods::List() {
   Snapshot snap;
   snap.listed = true;
   if (auto it = pods.find("items"); it != pods.end() && it->is_array()) {
-    snap.pending = PendingPodsFromList(*it, node_);
     snap.pods.reserve(it->size());
     for (const nlohmann::json& pod : *it) {
       if (auto view = Decode(pod)) snap.pods.push_back(std::move(view));
     }
+    snap.pending = PendingPodsFromList(snap.pods, node_);
   }
   return snap;
 }
@@ -83,29 +90,45 @@ Result<NodePods::Snapshot> NodePods::Read(bool fresh) {
   return FromCache();
 }
 
-NodePods::Snapshot NodePods::FromCache() {
-  Snapshot snap;
-  MutexLock lock(mu_);
+void NodePods::Refresh(const std::function<void(const Parsed&)>& each) const {
   std::map<std::string, Parsed> seen;
   informer_.ForEach([&](const std::string& key, const nlohmann::json& obj) {
     mu_.AssertHeld();  // ForEach calls this before it returns
     const std::string rv = ResourceVersionOf(obj);
     auto it = parsed_.find(key);
-    Parsed p = it != parsed_.end() && !rv.empty() && it->second.rv == rv
-                   ? std::move(it->second)
-                   : Parsed{rv, PendingPodFrom(obj, node_), Decode(obj)};
-    if (p.pod) snap.pending.push_back(*p.pod);
-    if (p.view) snap.pods.push_back(p.view);
+    Parsed p;
+    if (it != parsed_.end() && !rv.empty() && it->second.rv == rv) {
+      p = std::move(it->second);
+    } else {
+      p.rv = rv;
+      p.view = Decode(obj);
+      if (p.view) p.pod = PendingPodFrom(*p.view, node_);
+    }
+    each(p);
     seen.emplace(key, std::move(p));
   });
   parsed_ = std::move(seen);  // pods gone from the cache are forgotten
+}
+
+NodePods::Snapshot NodePods::FromCache() {
+  Snapshot snap;
+  MutexLock lock(mu_);
+  Refresh([&](const Parsed& p) {
+    if (p.pod) snap.pending.push_back(*p.pod);
+    if (p.view) snap.pods.push_back(p.view);
+  });
   SortOldestFirst(snap.pending);
   return snap;
 }
 
-std::optional<std::vector<nlohmann::json>> NodePods::Cached() const {
+std::optional<PodViews> NodePods::Cached() const {
   if (!informer_.HasSynced()) return std::nullopt;
-  return informer_.List();
+  PodViews pods;
+  MutexLock lock(mu_);
+  Refresh([&](const Parsed& p) {
+    if (p.view) pods.push_back(p.view);
+  });
+  return pods;
 }
 
 void NodePods::NoteWrite(const nlohmann::json& written) {

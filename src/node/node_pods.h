@@ -1,10 +1,11 @@
-// This node's pending pods for the Allocate handshake: a watch-fed cache (a
-// kube::Informer on spec.nodeName=<node>) read instead of LISTing the API
-// server on every GetPreferredAllocation and Allocate, with a LIST whenever
-// the cache cannot vouch for what it holds. Each cached pod is parsed
-// (PendingPodFrom) and decoded (core::DecodePod) once per resourceVersion;
-// a read hands out the decoded views, not copies of the pods' JSON.
-// Thread-safe.
+// This node's pods, for the Allocate handshake (its pending pods) and the
+// agent's loops (every pod, Cached): a watch-fed cache (a kube::Informer on
+// spec.nodeName=<node>) read instead of LISTing the API server on every
+// GetPreferredAllocation and Allocate, with a LIST whenever the cache cannot
+// vouch for what it holds. The pods' JSON stops here: each cached pod is
+// decoded (core::DecodePod) and parsed (PendingPodFrom) once per
+// resourceVersion, and every read (Read, Cached) hands out the decoded views
+// (pod_views.h), never the JSON. Thread-safe.
 //
 //   NodePods pods(api, "node-1", log);
 //   TESSERA_RETURN_IF_ERROR(pods.Start());
@@ -22,6 +23,7 @@
 #include <spdlog/logger.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -36,13 +38,15 @@
 #include "kube/api.h"
 #include "kube/informer.h"
 #include "node/identify.h"
+#include "node/pod_views.h"
 
 namespace tessera::node {
 
 // The pods bound to `node`, listed now from the API server (a LIST with
-// spec.nodeName=<node>, not a cache), as v1 Pod objects. The LIST's errors;
-// INTERNAL when the answer holds no items.
-Result<std::vector<nlohmann::json>> ListNodePods(kube::Api& api, const std::string& node);
+// spec.nodeName=<node>, not a cache), each decoded with `names` (a pod
+// without a name is left out). The LIST's errors; INTERNAL when the answer
+// holds no items.
+Result<PodViews> ListNodePods(kube::Api& api, const std::string& node, const core::ResourceNames& names = {});
 
 struct NodePodsOptions {
   // How long Read(false) waits for the cache to reflect the last NoteWrite
@@ -60,9 +64,9 @@ class NodePods {
   struct Snapshot {
     std::vector<PendingPod> pending;  // as PendingPodsFromList gives them: oldest first
     bool listed = false;              // true: a LIST now; false: the watch cache
-    // Every pod of the node, as read, decoded (for CheckHandOut); never
-    // nullptr. A pod without identity (no name) is left out.
-    std::vector<std::shared_ptr<const core::PodView>> pods;
+    // Every pod of the node, as read, decoded (for CheckHandOut). A pod
+    // without identity (no name) is left out.
+    PodViews pods;
   };
 
   // Does no I/O until Start() or a Read. `api` must outlive the NodePods.
@@ -87,20 +91,25 @@ class NodePods {
   // noted.
   void NoteWrite(const nlohmann::json& written) TESSERA_EXCLUDES(mu_);
 
-  // Every pod the watch cache holds (v1 Pod objects, any phase), or nullopt
-  // until its first list has been applied. May lag behind the API server.
-  std::optional<std::vector<nlohmann::json>> Cached() const;
+  // Every pod the watch cache holds (any phase), decoded, or nullopt until
+  // its first list has been applied. May lag behind the API server. A pod
+  // without identity is left out.
+  std::optional<PodViews> Cached() const TESSERA_EXCLUDES(mu_);
 
  private:
-  // A cached pod's pending view and decoded view, valid while its
+  // A cached pod's decoded view and pending view, valid while its
   // resourceVersion stays `rv`.
   struct Parsed {
     std::string rv;
-    std::optional<PendingPod> pod;  // nullopt: not pending (allocated, finished, ...)
     std::shared_ptr<const core::PodView> view;  // nullptr: no identity
+    std::optional<PendingPod> pod;              // nullopt: not pending (allocated, finished, ...)
   };
   // The decoded view of `pod`; nullptr (logged) for a pod without identity.
   std::shared_ptr<const core::PodView> Decode(const nlohmann::json& pod) const;
+  // Brings `parsed_` up to the watch cache (decoding only the pods whose
+  // resourceVersion changed; forgetting those gone) and calls `each` with
+  // every cached pod's entry.
+  void Refresh(const std::function<void(const Parsed&)>& each) const TESSERA_REQUIRES(mu_);
 
   Result<Snapshot> List();
   Snapshot FromCache() TESSERA_EXCLUDES(mu_);
@@ -110,9 +119,11 @@ class NodePods {
   std::shared_ptr<spdlog::logger> log_;
   const NodePodsOptions options_;
   kube::Informer informer_;
-  Mutex mu_;
+  mutable Mutex mu_;
   std::string last_write_ TESSERA_GUARDED_BY(mu_);  // newest version noted; "" none; "unknown": LIST
-  std::map<std::string, Parsed> parsed_ TESSERA_GUARDED_BY(mu_);  // by namespace/name, the pods last read from the cache
+  // By namespace/name, the pods last read from the cache: a cache of their
+  // decoding, so const reads (Cached) may update it.
+  mutable std::map<std::string, Parsed> parsed_ TESSERA_GUARDED_BY(mu_);
 };
 
 }  // namespace tessera::node

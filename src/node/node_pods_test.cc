@@ -35,8 +35,8 @@ class NodePodsTest : public ::testing::Test {
   bool CacheHas(const std::string& name, const std::string& rv = "") {
     auto cached = pods_.Cached();
     if (!cached) return false;
-    for (const json& p : *cached) {
-      if (p["metadata"]["name"] == name && (rv.empty() || p["metadata"]["resourceVersion"] == rv)) return true;
+    for (const auto& p : *cached) {
+      if (p->name == name && (rv.empty() || p->resource_version == rv)) return true;
     }
     return false;
   }
@@ -145,7 +145,7 @@ TEST_F(NodePodsTest, ListNodePodsListsThisNodeOrSaysWhyNot) {
   auto pods = ListNodePods(api_, "n1");
   ASSERT_TRUE(pods.ok());
   ASSERT_EQ(pods->size(), 1u);
-  EXPECT_EQ((*pods)[0]["metadata"]["name"], "a");
+  EXPECT_EQ((*pods)[0]->name, "a");
   api_.SetHook([](const kube::FakeApi::Call&) { return Status(StatusCode::kUnavailable, "away"); });
   EXPECT_EQ(ListNodePods(api_, "n1").status().code(), StatusCode::kUnavailable);
 }

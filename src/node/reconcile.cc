@@ -10,11 +10,6 @@
 namespace tessera::node {
 namespace {
 
-std::string Str(const nlohmann::json& obj, const char* key) {
-  auto it = obj.find(key);
-  return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
-}
-
 std::string Join(const std::vector<std::string>& items) {
   std::string out;
   for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
@@ -40,31 +35,28 @@ std::string_view MismatchKindName(MismatchKind kind) {
   return "unknown";
 }
 
-std::vector<PodAssignment> PodAssignmentsFromList(const nlohmann::json& items) {
-  std::vector<PodAssignment> pods;
-  if (!items.is_array()) return pods;
-  const std::string key(core::kAssignmentAnnotation);
-  for (const auto& pod : items) {
-    const nlohmann::json& meta = pod.value("metadata", nlohmann::json::object());
-    const nlohmann::json annotations = meta.value("annotations", nlohmann::json::object());
-    PodAssignment p;
-    p.ns = Str(meta, "namespace");
-    p.name = Str(meta, "name");
-    p.uid = Str(meta, "uid");
-    p.annotated = annotations.contains(key);
-    if (p.annotated) {
-      const nlohmann::json& raw = annotations[key];
-      auto decoded = raw.is_string() ? core::DecodeAssignment(raw.get<std::string>())
-                                     : Result<core::Assignment>(InvalidArgument("not a string"));
-      if (decoded.ok()) {
-        p.assignment = std::move(decoded).value();
-      } else {
-        p.error = decoded.status().message();
-      }
+PodAssignment PodAssignmentOf(const core::PodView& pod) {
+  PodAssignment p;
+  p.ns = pod.ns;
+  p.name = pod.name;
+  p.uid = pod.uid;
+  p.annotated = pod.assignment.has_value();
+  if (p.annotated) {
+    Result<core::Assignment> decoded = core::DecodeAssignment(*pod.assignment);
+    if (decoded.ok()) {
+      p.assignment = std::move(decoded).value();
+    } else {
+      p.error = decoded.status().message();
     }
-    pods.push_back(std::move(p));
   }
-  return pods;
+  return p;
+}
+
+std::vector<PodAssignment> PodAssignmentsFromList(const PodViews& pods) {
+  std::vector<PodAssignment> out;
+  out.reserve(pods.size());
+  for (const auto& pod : pods) out.push_back(PodAssignmentOf(*pod));
+  return out;
 }
 
 std::vector<Mismatch> FindMismatches(const std::vector<KubeletRecord>& records,

@@ -4,17 +4,18 @@
 // no I/O; the agent feeds it and reports. Thread-safety: the free functions
 // are pure; a MismatchTracker is used from one thread.
 //
-//   auto mismatches = FindMismatches(records, PodAssignmentsFromList(pods["items"]), "node-1");
+//   auto mismatches = FindMismatches(records, PodAssignmentsFromList(*ListNodePods(api, "node-1")), "node-1");
 //   for (const Mismatch& m : tracker.New(mismatches)) Report(m);
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "core/model.h"
+#include "core/pod_view.h"
+#include "node/pod_views.h"
 
 namespace tessera::node {
 
@@ -33,8 +34,10 @@ struct PodAssignment {
   std::string error;                        // annotated but unreadable: why
 };
 
-// The pods among `items` (v1 Pod objects), annotated or not.
-std::vector<PodAssignment> PodAssignmentsFromList(const nlohmann::json& items);
+// `pod` with its assignment decoded, annotated or not.
+PodAssignment PodAssignmentOf(const core::PodView& pod);
+// PodAssignmentOf each of `pods`, in order.
+std::vector<PodAssignment> PodAssignmentsFromList(const PodViews& pods);
 
 enum class MismatchKind {
   kNoAssignment,          // the pod carries no tessera.io/assignment

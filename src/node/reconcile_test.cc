@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "core/codec.h"
+#include "node/test_fixtures.h"
 
 namespace tessera::node {
 namespace {
@@ -28,7 +29,7 @@ class ReconcileTest : public ::testing::Test {
     items.push_back(Pod("bare", std::nullopt));
     items.push_back(Pod("broken", "{\"v\":1,"));
     items.push_back(Pod("elsewhere", Assign("n2", {{"main", {{0, "GPU-z", 1, 1}}}})));
-    return PodAssignmentsFromList(items);
+    return PodAssignmentsFromList(testing::DecodedAll(items));
   }
 };
 

@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-#include "kube/paths.h"
+#include "node/node_pods.h"
 #include "node/pod_resources.h"
 
 namespace tessera::node {
@@ -29,12 +29,12 @@ void Reconciler::Pass() {
     log_->warn("reconciliation skipped: {}", records.status().message());
     return;
   }
-  auto pods = api_.List(kube::PodsPath(""), "", "spec.nodeName=" + options_.node);
+  auto pods = ListNodePods(api_, options_.node);
   if (!pods.ok()) {
     log_->warn("reconciliation skipped: listing the pods of node {}: {}", options_.node, pods.status().message());
     return;
   }
-  std::vector<Mismatch> found = FindMismatches(*records, PodAssignmentsFromList((*pods)["items"]), options_.node);
+  std::vector<Mismatch> found = FindMismatches(*records, PodAssignmentsFromList(*pods), options_.node);
   for (const Mismatch& m : tracker_.New(found)) {
     if (metrics_.mismatches) metrics_.mismatches->Increment();
     log_->warn("allocation mismatch ({}): {}", MismatchKindName(m.kind), m.message);

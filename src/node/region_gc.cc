@@ -178,13 +178,10 @@ RegionGcPlan PlanRegionGc(const std::set<std::string>& on_disk, const std::set<s
   return plan;
 }
 
-std::set<std::string> PodUids(const std::vector<nlohmann::json>& pods) {
+std::set<std::string> PodUids(const PodViews& pods) {
   std::set<std::string> out;
-  for (const nlohmann::json& pod : pods) {
-    auto meta = pod.find("metadata");
-    if (meta == pod.end() || !meta->is_object()) continue;
-    auto uid = meta->find("uid");
-    if (uid != meta->end() && uid->is_string() && !uid->get<std::string>().empty()) out.insert(uid->get<std::string>());
+  for (const auto& pod : pods) {
+    if (!pod->uid.empty()) out.insert(pod->uid);
   }
   return out;
 }
@@ -268,7 +265,7 @@ void RegionGc::Warn(const std::string& key, const std::string& reason) {
   log_->warn("{}", reason);
 }
 
-void RegionGc::Pass(const std::optional<std::vector<nlohmann::json>>& cached, const ListPods& list_now,
+void RegionGc::Pass(const std::optional<PodViews>& cached, const ListPods& list_now,
                     GcClock::time_point now) {
   if (!cached) {
     log_->debug("region cleanup skipped: the watch of node {}'s pods has not synced", options_.node);

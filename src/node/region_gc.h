@@ -25,7 +25,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
@@ -34,6 +33,7 @@
 
 #include "core/status.h"
 #include "metrics/registry.h"
+#include "node/pod_views.h"
 
 namespace tessera::node {
 
@@ -61,8 +61,8 @@ RegionGcPlan PlanRegionGc(const std::set<std::string>& on_disk, const std::set<s
                           const std::map<std::string, GcClock::time_point>& missing_since, GcClock::time_point now,
                           std::chrono::seconds grace, const std::function<bool(const std::string&)>& in_use);
 
-// The uids of `pods` (v1 Pod objects; those without a uid are skipped).
-std::set<std::string> PodUids(const std::vector<nlohmann::json>& pods);
+// The uids of `pods` (those without a uid are skipped).
+std::set<std::string> PodUids(const PodViews& pods);
 
 // The names under `root` that look like pod uids and are directories (not
 // symlinks to one). NOT_FOUND when `root` does not exist (no container has
@@ -112,8 +112,9 @@ struct RegionGcOptions {
   std::chrono::seconds grace{300};       // --region-gc-grace-seconds; > 0
 };
 
-// The node's pods listed now from the API server (not the watch cache).
-using ListPods = std::function<Result<std::vector<nlohmann::json>>()>;
+// The node's pods listed now from the API server (not the watch cache):
+// ListNodePods.
+using ListPods = std::function<Result<PodViews>()>;
 
 class RegionGc {
  public:
@@ -126,7 +127,7 @@ class RegionGc {
   // `list_now()`, and none is removed when that fails. Removals are logged
   // at info with what was freed; failures at warn with the reason (again
   // only when the reason changes), retried next pass.
-  void Pass(const std::optional<std::vector<nlohmann::json>>& cached, const ListPods& list_now, GcClock::time_point now);
+  void Pass(const std::optional<PodViews>& cached, const ListPods& list_now, GcClock::time_point now);
 
   // Uids missing from the node's pods now, and since when (for tests).
   const std::map<std::string, GcClock::time_point>& MissingSinceForTest() const { return missing_since_; }

@@ -57,7 +57,16 @@ void MakeContainer(const std::string& root, const std::string& uid, const std::s
   ASSERT_TRUE(WriteArbiterRecord(dir, record).ok());
 }
 
-nlohmann::json Pod(const std::string& uid) { return {{"metadata", {{"name", "p"}, {"uid", uid}}}}; }
+// A pod of the node with `uid` ("" for none), as the node agent's pod cache
+// hands it out (decoded).
+std::shared_ptr<const core::PodView> Pod(const std::string& uid, const std::string& name = "p") {
+  core::PodView pod;
+  pod.ns = "default";
+  pod.name = name;
+  pod.key = pod.ns + "/" + name;
+  pod.uid = uid;
+  return std::make_shared<const core::PodView>(std::move(pod));
+}
 
 std::function<bool(const std::string&)> InUse(std::set<std::string> live, std::vector<std::string>* asked = nullptr) {
   return [live = std::move(live), asked](const std::string& uid) {
@@ -123,8 +132,7 @@ TEST(PlanRegionGcTest, AnAgentRestartStartsTheGraceOver) {
 }
 
 TEST(PodUidsTest, TakesEachPodsUid) {
-  const std::vector<nlohmann::json> pods = {Pod(kUidA), Pod(kUidB), {{"metadata", {{"name", "no-uid"}}}},
-                                            nlohmann::json::object()};
+  const PodViews pods = {Pod(kUidA), Pod(kUidB), Pod("", "no-uid")};
   EXPECT_EQ(PodUids(pods), (std::set<std::string>{kUidA, kUidB}));
 }
 
@@ -256,8 +264,8 @@ class RegionGcPassTest : public ::testing::Test {
     return RegionGc(o, std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::null_sink_mt>()),
                     &removed);
   }
-  ListPods Listing(std::vector<nlohmann::json> pods) {
-    return [pods = std::move(pods), this]() -> Result<std::vector<nlohmann::json>> {
+  ListPods Listing(PodViews pods) {
+    return [pods = std::move(pods), this]() -> Result<PodViews> {
       ++lists;
       return pods;
     };
@@ -281,7 +289,7 @@ TEST_F(RegionGcPassTest, RemovesTheFoldersOfGonePodsAfterTheGraceOnly) {
   Touch(outside.path() + "/file");
   fs::create_directory_symlink(outside.path(), root.path() + "/" + kUidD);  // a symlink with a uid's name
   RegionGc gc = Gc();
-  const std::vector<nlohmann::json> pods = {Pod(kUidA)};
+  const PodViews pods = {Pod(kUidA)};
   // The watch has not synced: nothing is decided, however long it takes.
   gc.Pass(std::nullopt, Listing(pods), t0);
   gc.Pass(std::nullopt, Listing(pods), t0 + seconds(3600));
@@ -312,19 +320,19 @@ TEST_F(RegionGcPassTest, RemovesTheFoldersOfGonePodsAfterTheGraceOnly) {
 TEST_F(RegionGcPassTest, AFreshListOverrulesALaggingCacheAndAFailedOneRemovesNothing) {
   MakeContainer(root.path(), kUidB, "main");
   RegionGc gc = Gc();
-  gc.Pass(std::vector<nlohmann::json>{}, Listing({}), t0);
+  gc.Pass(PodViews{}, Listing({}), t0);
   // Due, but the API server cannot be listed: kept.
-  gc.Pass(std::vector<nlohmann::json>{}, [] { return Result<std::vector<nlohmann::json>>(Internal("down")); },
+  gc.Pass(PodViews{}, [] { return Result<PodViews>(Internal("down")); },
           t0 + seconds(60));
   EXPECT_TRUE(fs::exists(root.path() + "/" + kUidB));
   // Due, but a LIST now has the pod (the cache lags): kept, and its clock starts over.
-  gc.Pass(std::vector<nlohmann::json>{}, Listing({Pod(kUidB)}), t0 + seconds(61));
+  gc.Pass(PodViews{}, Listing({Pod(kUidB)}), t0 + seconds(61));
   EXPECT_TRUE(fs::exists(root.path() + "/" + kUidB));
   EXPECT_TRUE(gc.MissingSinceForTest().empty());
-  gc.Pass(std::vector<nlohmann::json>{}, Listing({}), t0 + seconds(62));
-  gc.Pass(std::vector<nlohmann::json>{}, Listing({}), t0 + seconds(121));
+  gc.Pass(PodViews{}, Listing({}), t0 + seconds(62));
+  gc.Pass(PodViews{}, Listing({}), t0 + seconds(121));
   EXPECT_TRUE(fs::exists(root.path() + "/" + kUidB));
-  gc.Pass(std::vector<nlohmann::json>{}, Listing({}), t0 + seconds(122));
+  gc.Pass(PodViews{}, Listing({}), t0 + seconds(122));
   EXPECT_FALSE(fs::exists(root.path() + "/" + kUidB));
   EXPECT_EQ(removed.Value(), 1u);
 }
@@ -338,7 +346,7 @@ TEST_F(RegionGcPassTest, TheListBeforeARemovalAsksTheApiServer) {
   ASSERT_TRUE(api.Upsert(kube::PodsPath("ns"), pod).ok());
   const ListPods list_now = [&api] { return ListNodePods(api, "n1"); };
   RegionGc gc = Gc();
-  const std::vector<nlohmann::json> lagging;  // the watch cache has not seen pod b
+  const PodViews lagging;  // the watch cache has not seen pod b
   gc.Pass(lagging, list_now, t0);
   gc.Pass(lagging, list_now, t0 + seconds(60));  // due, but the API server has b: kept
   EXPECT_TRUE(fs::exists(root.path() + "/" + kUidB));
@@ -360,7 +368,7 @@ TEST_F(RegionGcPassTest, AnAbsentRootIsNoError) {
   o.root = root.path() + "/absent";
   o.node = "n1";
   RegionGc gc(o, std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::null_sink_mt>()), &removed);
-  gc.Pass(std::vector<nlohmann::json>{}, Listing({}), t0);
+  gc.Pass(PodViews{}, Listing({}), t0);
   EXPECT_FALSE(fs::exists(o.root)) << "never created";
   EXPECT_EQ(removed.Value(), 0u);
 }

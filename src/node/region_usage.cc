@@ -14,11 +14,6 @@ namespace {
 
 constexpr uint64_t kBytesPerMiB = 1ull << 20;
 
-std::string Str(const nlohmann::json& obj, const char* key) {
-  auto it = obj.find(key);
-  return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
-}
-
 auto Key(const ContainerGpu& c) { return std::tie(c.pod.uid, c.container, c.ordinal); }
 
 bool SortedBefore(const ContainerGpu& a, const ContainerGpu& b) {
@@ -76,19 +71,17 @@ std::string RegionHostDir(const std::string& root, const std::string& uid, const
   return root + "/" + uid + "/" + container;
 }
 
-std::vector<PodAssignment> ActiveAssignments(const std::vector<nlohmann::json>& items, const std::string& node) {
+std::vector<PodAssignment> ActiveAssignments(const PodViews& pods, const std::string& node) {
   std::vector<PodAssignment> out;
-  for (const nlohmann::json& pod : items) {
-    const nlohmann::json& spec = pod.value("spec", nlohmann::json::object());
-    const std::string phase = Str(pod.value("status", nlohmann::json::object()), "phase");
-    if (Str(spec, "nodeName") != node || phase == "Succeeded" || phase == "Failed") continue;
-    std::vector<PodAssignment> one = PodAssignmentsFromList(nlohmann::json::array({pod}));
-    if (one.empty() || !one[0].assignment || one[0].assignment->node != node) continue;
-    const std::vector<std::string> allocated = AllocatedContainers(pod);
+  for (const auto& pod : pods) {
+    if (pod->node != node || pod->terminal()) continue;
+    PodAssignment one = PodAssignmentOf(*pod);
+    if (!one.assignment || one.assignment->node != node) continue;
+    const std::vector<std::string> allocated = AllocatedContainers(*pod);
     const std::set<std::string> done(allocated.begin(), allocated.end());
-    auto& containers = one[0].assignment->containers;
+    auto& containers = one.assignment->containers;
     std::erase_if(containers, [&](const core::ContainerAssignment& c) { return !done.contains(c.name); });
-    if (!containers.empty()) out.push_back(std::move(one[0]));
+    if (!containers.empty()) out.push_back(std::move(one));
   }
   return out;
 }

@@ -14,7 +14,6 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +23,7 @@
 #include "core/pod_usage.h"
 #include "node/identify.h"
 #include "node/inventory.h"
+#include "node/pod_views.h"
 #include "node/reconcile.h"
 
 namespace tessera::node {
@@ -52,10 +52,10 @@ Result<std::vector<RegionCounters>> ReadRegionCounters(const std::string& dir, i
 // as the Allocate answer mounts it.
 std::string RegionHostDir(const std::string& root, const std::string& uid, const std::string& container);
 
-// The pods among `items` (v1 Pod objects) whose shares are live on `node`:
-// bound to it, not finished, with a readable assignment for it; each keeps
-// only the containers the node agent has allocated (tessera.io/allocated).
-std::vector<PodAssignment> ActiveAssignments(const std::vector<nlohmann::json>& items, const std::string& node);
+// The pods among `pods` whose shares are live on `node`: bound to it, not
+// finished, with a readable assignment for it; each keeps only the
+// containers the node agent has allocated (tessera.io/allocated).
+std::vector<PodAssignment> ActiveAssignments(const PodViews& pods, const std::string& node);
 
 // One container's share of one GPU and its use of it.
 struct ContainerGpu {

@@ -8,6 +8,7 @@
 
 #include "core/codec.h"
 #include "metrics/registry.h"
+#include "node/test_fixtures.h"
 #include "node/usage_metrics.h"
 #include "region/region.h"
 
@@ -78,7 +79,7 @@ TEST(ActiveAssignmentsTest, KeepsAllocatedContainersOfLivePodsOnThisNode) {
   };
   json bare = {{"metadata", {{"namespace", "ns"}, {"name", "bare"}}}, {"spec", {{"nodeName", "n1"}}}};
   items.push_back(bare);
-  std::vector<PodAssignment> pods = ActiveAssignments(items, "n1");
+  std::vector<PodAssignment> pods = ActiveAssignments(testing::DecodedAll(items), "n1");
   ASSERT_EQ(pods.size(), 1u);
   EXPECT_EQ(pods[0].name, "run");
   ASSERT_EQ(pods[0].assignment->containers.size(), 1u);  // "side" is not allocated yet
@@ -93,7 +94,7 @@ TEST(JoinUsageTest, JoinsSharesWithRegionsAndSumsPerGpu) {
   FakeRegions regions;
   regions.by_container["p1-uid/main"] = {Used(1000), Used(10)};
   // p2 has no region yet: its share counts, its usage does not.
-  UsageSnapshot s = JoinUsage(ActiveAssignments(items, "n1"), Gpus(), regions.Lookup(), kWall, kT0, nullptr);
+  UsageSnapshot s = JoinUsage(ActiveAssignments(testing::DecodedAll(items), "n1"), Gpus(), regions.Lookup(), kWall, kT0, nullptr);
   ASSERT_EQ(s.containers.size(), 3u);
   EXPECT_EQ(s.containers[0].pod.name, "p1");
   EXPECT_EQ(s.containers[0].ordinal, 0);
@@ -116,7 +117,7 @@ TEST(JoinUsageTest, JoinsSharesWithRegionsAndSumsPerGpu) {
 TEST(JoinUsageTest, UtilizationIsGpuTimeOverWallTimeSinceThePreviousSnapshot) {
   std::vector<json> items = {Pod("p1", {{"main", {{0, "GPU-a", 4096, 300}}}}, "main"),
                              Pod("p2", {{"main", {{0, "GPU-a", 4096, 700}}}}, "main")};
-  auto pods = ActiveAssignments(items, "n1");
+  auto pods = ActiveAssignments(testing::DecodedAll(items), "n1");
   FakeRegions regions;
   regions.by_container["p1-uid/main"] = {Used(1, 1'000'000)};
   regions.by_container["p2-uid/main"] = {Used(1, 5'000'000)};
@@ -147,7 +148,7 @@ TEST(JoinUsageTest, TheDevicesOwnLoadReplacesTheRegionSums) {
   b.memory_used_bytes = 7 * kMiB;  // no utilization from this one
   const std::vector<GpuLoad> load = {a, b};
   UsageSnapshot s =
-      JoinUsage(ActiveAssignments(items, "n1"), Gpus(), regions.Lookup(), kWall, kT0, nullptr, &load);
+      JoinUsage(ActiveAssignments(testing::DecodedAll(items), "n1"), Gpus(), regions.Lookup(), kWall, kT0, nullptr, &load);
   EXPECT_TRUE(s.gpus[0].device_measured);
   EXPECT_EQ(s.gpus[0].used_bytes, 1500 * kMiB);
   EXPECT_DOUBLE_EQ(s.gpus[0].utilization, 0.42);
@@ -158,14 +159,14 @@ TEST(JoinUsageTest, TheDevicesOwnLoadReplacesTheRegionSums) {
 
 TEST(JoinUsageTest, ShareOnAGpuTheNodeLacksIsLeftOut) {
   std::vector<json> items = {Pod("p1", {{"main", {{5, "GPU-gone", 1024, 100}}}}, "main")};
-  UsageSnapshot s = JoinUsage(ActiveAssignments(items, "n1"), Gpus(), FakeRegions().Lookup(), kWall, kT0, nullptr);
+  UsageSnapshot s = JoinUsage(ActiveAssignments(testing::DecodedAll(items), "n1"), Gpus(), FakeRegions().Lookup(), kWall, kT0, nullptr);
   EXPECT_TRUE(s.containers.empty());
   EXPECT_EQ(s.gpus.size(), 2u);
 }
 
 TEST(OomRefusalTest, OnlyRefusalsSinceThePreviousSnapshotAreNew) {
   std::vector<json> items = {Pod("p1", {{"main", {{0, "GPU-a", 4096, 300}}}}, "main")};
-  auto pods = ActiveAssignments(items, "n1");
+  auto pods = ActiveAssignments(testing::DecodedAll(items), "n1");
   FakeRegions regions;
   regions.by_container["p1-uid/main"] = {Used(4000, 0, 2)};
   UsageSnapshot first = JoinUsage(pods, Gpus(), regions.Lookup(), kWall, kT0, nullptr);
@@ -191,7 +192,7 @@ TEST(PodUsagesTest, OneAnnotationPerPodFromMeasuredContainers) {
   FakeRegions regions;
   regions.by_container["p1-uid/a"] = {Used(100)};
   regions.by_container["p1-uid/b"] = {Used(200)};
-  UsageSnapshot s = JoinUsage(ActiveAssignments(items, "n1"), Gpus(), regions.Lookup(), kWall, kT0, nullptr);
+  UsageSnapshot s = JoinUsage(ActiveAssignments(testing::DecodedAll(items), "n1"), Gpus(), regions.Lookup(), kWall, kT0, nullptr);
   std::map<std::string, core::PodUsage> usages = PodUsages(s);
   ASSERT_EQ(usages.size(), 1u);  // p2 has no region
   const core::PodUsage& u = usages["p1-uid"];
@@ -306,7 +307,7 @@ TEST(UsageMetricsTest, SeriesFollowTheLatestSnapshot) {
   std::vector<json> items = {Pod("p1", {{"main", {{0, "GPU-a", 4096, 300}}}}, "main")};
   FakeRegions regions;
   regions.by_container["p1-uid/main"] = {Used(1000, 2'500'000, 1)};
-  store.Set(JoinUsage(ActiveAssignments(items, "n1"), Gpus(), regions.Lookup(), kWall, kT0, nullptr));
+  store.Set(JoinUsage(ActiveAssignments(testing::DecodedAll(items), "n1"), Gpus(), regions.Lookup(), kWall, kT0, nullptr));
   const std::string text = registry.Render();
   const std::string labels = R"({node="n1",gpu="0",uuid="GPU-a",model="A100",namespace="ns",pod="p1",container="main"})";
   for (const std::string& line :

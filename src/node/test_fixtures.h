@@ -1,7 +1,8 @@
 // What the node agent's unit tests build on (tests only): a temporary
 // folder, a logger that drops everything, a node's two GPUs, pods bound to
-// node "n1" with the assignment the extender would write, and a wait for a
-// condition that another thread makes true. Header-only.
+// node "n1" with the assignment the extender would write, pods decoded as the
+// node agent's pod cache decodes them, and a wait for a condition that
+// another thread makes true. Header-only.
 //
 //   kube::FakeApi api;
 //   auto pod = api.Upsert(kube::PodsPath("ns"), AssignedPod("a", "2024-01-01T00:00:01Z", {{"main", 0, 4096, 30}}));
@@ -23,6 +24,8 @@
 
 #include "core/codec.h"
 #include "core/model.h"
+#include "core/pod_view.h"
+#include "node/pod_views.h"
 
 namespace tessera::node::testing {
 
@@ -101,6 +104,25 @@ inline nlohmann::json AssignedPod(const std::string& name, const std::string& as
               {"tessera.io/assigned-at", assigned_at}}}}},
           {"spec", {{"nodeName", "n1"}, {"containers", containers}}},
           {"status", {{"phase", "Pending"}}}};
+}
+
+// `pod` (a v1 Pod object) decoded with `names`, as the node agent's pod
+// cache decodes what the API server sends; nullptr when it has no identity
+// (no name), which the cache leaves out.
+inline std::shared_ptr<const core::PodView> Decoded(const nlohmann::json& pod,
+                                                    const core::ResourceNames& names = {}) {
+  Result<core::PodView> view = core::DecodePod(pod, names);
+  return view.ok() ? std::make_shared<const core::PodView>(std::move(view).value()) : nullptr;
+}
+
+// Each pod of `pods` (a JSON array of v1 Pod objects) decoded, in order, the
+// ones without identity left out.
+inline PodViews DecodedAll(const nlohmann::json& pods, const core::ResourceNames& names = {}) {
+  PodViews out;
+  for (const nlohmann::json& pod : pods) {
+    if (auto view = Decoded(pod, names)) out.push_back(std::move(view));
+  }
+  return out;
 }
 
 // Polls `done` every millisecond until it is true (true) or `timeout`

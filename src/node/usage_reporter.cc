@@ -31,7 +31,7 @@ std::optional<std::vector<RegionCounters>> UsageReporter::LookupRegion(const std
 }
 
 void UsageReporter::Pass() {
-  std::optional<std::vector<nlohmann::json>> pods = sources_.pods();
+  std::optional<PodViews> pods = sources_.pods();
   if (!pods) {
     log_->debug("usage pass skipped: the watch of node {}'s pods has not synced", options_.node);
     return;

@@ -17,7 +17,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
@@ -29,6 +28,7 @@
 #include "kube/api.h"
 #include "node/event_recorder.h"
 #include "node/inventory.h"
+#include "node/pod_views.h"
 #include "node/region_usage.h"
 #include "node/usage_metrics.h"
 
@@ -43,9 +43,9 @@ struct UsageReporterOptions {
 
 // Where a pass reads from; each is called once per pass.
 struct UsageSources {
-  // The node's pods from the watch cache (Allocator::CachedPods); nullopt
-  // until it has synced (the pass is then skipped).
-  std::function<std::optional<std::vector<nlohmann::json>>()> pods;
+  // The node's pods from the watch cache, decoded (Allocator::CachedPods);
+  // nullopt until it has synced (the pass is then skipped).
+  std::function<std::optional<PodViews>()> pods;
   // The node's GPUs as last read (NodeInventory::Current).
   std::function<std::vector<core::GpuInfo>()> gpus;
   // The device's own load measurement (NodeInventory::ReadLoad);

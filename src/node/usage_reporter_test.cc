@@ -50,7 +50,7 @@ class UsageReporterTest : public ::testing::Test {
     options.region_root = root_.path();
     options.annotation_interval = std::chrono::milliseconds(1);
     UsageSources sources;
-    sources.pods = [this]() -> std::optional<std::vector<json>> { return ListNodePods(api_, "n1").value(); };
+    sources.pods = [this]() -> std::optional<PodViews> { return ListNodePods(api_, "n1").value(); };
     sources.gpus = [] { return testing::TwoGpus(); };
     sources.load = []() -> Result<std::vector<GpuLoad>> {
       return Status(StatusCode::kUnimplemented, "simulated GPUs measure no load");
@@ -130,7 +130,7 @@ TEST_F(UsageReporterTest, AFailedWriteIsRetriedAndANewerPodIsNeverWritten) {
   // The pod is replaced by one of the same name while the pass still sees
   // the old one: the uid precondition keeps the new pod untouched.
   json old = *api_.Peek(kube::PodPath("ns", "a"));
-  std::optional<std::vector<json>> stale = std::vector<json>{old};
+  std::optional<PodViews> stale = testing::DecodedAll(json::array({old}));
   UsageReporterOptions options;
   options.node = "n1";
   options.region_root = root_.path();
