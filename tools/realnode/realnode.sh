@@ -326,11 +326,18 @@ setup_cgroups() {
   mkdir -p "/sys/fs/cgroup/pids/tessera-rn${slot}/daemons"
 }
 
-start() {  # start NAME NETNS|- CMD...: in the node's pids cgroup, its own session, log and pid file
+# start NAME NETNS|- CMD...: in the node's pids cgroup, its own session, log and
+# pid file. The daemon keeps no descriptor of the caller's above stderr: one
+# that holds a lock (`flock LOCK realnode.sh up ...`) would otherwise hold it
+# for as long as the node runs, and a `down` under the same lock would wait
+# forever.
+start() {
   local what="$1" ns="$2"; shift 2
   local enter=(nsenter "--mount=$node/ns/mnt")
   [[ "$ns" == - ]] && enter=() || enter+=("--net=/run/netns/$ns")
-  setsid sh -c 'echo $$ > "$0"; exec "$@"' "/sys/fs/cgroup/pids/tessera-rn${slot}/daemons/cgroup.procs" \
+  setsid bash -c 'echo $$ > "$0"
+                  for fd in /proc/self/fd/*; do fd=${fd##*/}; ((fd > 2)) && eval "exec $fd>&-"; done
+                  exec "$@"' "/sys/fs/cgroup/pids/tessera-rn${slot}/daemons/cgroup.procs" \
     "${enter[@]}" "$@" > "$node/logs/$what.log" 2>&1 < /dev/null &
   echo $! > "$node/pids/$what.pid"
 }
