@@ -34,7 +34,7 @@ ldflags+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/
 ldflags+=" -X k8s.io/client-go/pkg/version.gitVersion=${k8s_version}"
 ldflags+=" -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=${minor}"
 
-echo "building control plane $k8s_version and containerd $containerd_version (first build downloads ~1 GB of modules and takes several minutes)"
+echo "building control plane $k8s_version and containerd $containerd_version (a first build downloads ~1 GB of modules and compiles for ~20 CPU-minutes)"
 mkdir -p bin
 start=$SECONDS
 go build -trimpath -ldflags "$ldflags" -o bin/ \
