@@ -37,6 +37,24 @@ int Sh(const std::string& command) {
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : 1;
 }
 
+// The version the kube-scheduler that cluster-up.sh starts reports ("v1.36.3"),
+// or "(unknown version)"; the same binary cluster-up.sh picks.
+std::string KubeSchedulerVersion(const std::string& repo) {
+  const char* env_bin = std::getenv("TESSERA_CONTROLPLANE_BIN");
+  const std::string bin = env_bin != nullptr && *env_bin != '\0' ? env_bin : repo + "/tools/controlplane/bin";
+  std::string version;
+  if (FILE* out = popen(("'" + bin + "/kube-scheduler' --version 2>/dev/null").c_str(), "r")) {
+    char line[256];
+    if (std::fgets(line, sizeof line, out) != nullptr) version = line;  // "Kubernetes v1.36.3\n"
+    pclose(out);
+  }
+  const auto space = version.find(' ');
+  if (space == std::string::npos) return "(unknown version)";
+  version = version.substr(space + 1);
+  while (!version.empty() && (version.back() == '\n' || version.back() == ' ')) version.pop_back();
+  return version.empty() ? "(unknown version)" : version;
+}
+
 Result<RunResult> RunMode(bool with_extender, int node_count, int pod_count, int qps, const std::string& root,
                           const std::string& repo, const std::string& bin_dir) {
   const std::string dir = root + (with_extender ? "/with" : "/without");
@@ -147,8 +165,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "with extender: %s\n", with.status().message().c_str());
     return 1;
   }
-  std::printf("kube-scheduler 1.34.4, %d pods over %d simulated nodes (8 GPUs each), client limits %d qps / %d burst\n",
-              pods, nodes, qps, 2 * qps);
+  std::printf("kube-scheduler %s, %d pods over %d simulated nodes (8 GPUs each), client limits %d qps / %d burst\n",
+              testing::KubeSchedulerVersion(repo).c_str(), pods, nodes, qps, 2 * qps);
   std::printf("%-28s %8s %10s %8s\n", "mode", "seconds", "pods/s", "ratio");
   std::printf("%-28s %8.2f %10.1f %8.2f\n", "without extender (baseline)", without->seconds,
               without->pods_per_second(), 1.0);

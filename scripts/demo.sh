@@ -17,8 +17,8 @@
 #     every tessera-node --gpushare/--hami, a kubelet stand-in per front-end
 #     resource on each simulated node, and the examples/compat pods applied.
 #   DEMO_REAL_NODE=0 leaves the real node out. It is also left out, with the
-#     reason printed, without root (namespaces), the kubelet
-#     (scripts/setup.sh builds it), containerd, or the fake CUDA client and
+#     reason printed, without root (namespaces), the kubelet and containerd
+#     (scripts/setup.sh builds them), runc, or the fake CUDA client and
 #     interception library (not built under the sanitizers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -54,14 +54,17 @@ real_skip=""
 if [[ "${DEMO_REAL_NODE:-1}" == 0 ]]; then real_skip="DEMO_REAL_NODE=0"
 elif [[ $(id -u) != 0 ]]; then real_skip="it needs root (a network and a mount namespace of its own)"
 elif [[ ! -x tools/controlplane/bin/kubelet ]]; then real_skip="no kubelet in tools/controlplane/bin (scripts/setup.sh builds it)"
-elif ! command -v containerd > /dev/null || ! command -v runc > /dev/null; then
-  real_skip="no containerd or runc (scripts/setup.sh installs them)"
+elif [[ ! -x tools/controlplane/bin/containerd ]]; then
+  real_skip="no containerd in tools/controlplane/bin (scripts/setup.sh builds it)"
+elif ! command -v runc > /dev/null; then
+  real_skip="no runc (scripts/setup.sh installs it)"
 elif [[ ! -x $client || ! -f $library ]]; then
   real_skip="no $client or $library in this build (sanitizer builds leave them out)"
 fi
 
 tools/controlplane/cluster-down.sh "$DIR" >/dev/null 2>&1 || true
-echo "== starting the local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler 1.34) in $DIR"
+k8s_version="$(tools/controlplane/bin/kube-scheduler --version 2>/dev/null | awk '{print $2}')" || true
+echo "== starting the local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler ${k8s_version:-?}) in $DIR"
 # Profiles default-scheduler and tessera-scheduler, both with the extender:
 # pods that name the Helm chart's scheduler (examples/pytorch, ...) run too.
 SCHEDULER_NAMES="default-scheduler tessera-scheduler" tools/controlplane/cluster-up.sh "$DIR" | sed 's/^/   /'

@@ -3,8 +3,9 @@
 # Idempotent: packages already present are not touched, so a second run is
 # quick and needs no network. Later components add their packages here.
 # Then builds the local control plane (kube-apiserver, kube-controller-manager,
-# kube-scheduler, kubectl, etcd), the kubelet for real nodes, and helm (for the chart test) from pinned Go modules; skip that with
-# TESSERA_SKIP_CONTROLPLANE=1.
+# kube-scheduler, kubectl, etcd), the kubelet, kube-proxy, CoreDNS and
+# containerd 2 for real nodes, and helm (for the chart test) from pinned Go
+# modules; skip that with TESSERA_SKIP_CONTROLPLANE=1.
 set -euo pipefail
 
 PACKAGES=(
@@ -28,7 +29,8 @@ PACKAGES=(
   tmux                                # kubectl-tessera terminal captures (scripts/kubectl-tessera-captures.sh)
   buildah mmdebstrap                  # Tessera's images from deploy/images/Dockerfile without a daemon (scripts/build-images.sh)
   valgrind                            # callgrind instruction counts of the hooked CUDA path (bench/hook_instructions.sh)
-  containerd runc                     # real nodes (tools/realnode/): the container runtime each node's kubelet drives
+  runc                                # real nodes (tools/realnode/): the OCI runtime under each node's containerd
+                                      # (containerd 2 itself is built by tools/controlplane/build.sh)
   containernetworking-plugins         # real nodes: the CNI bridge, host-local and loopback plugins
   iptables                            # real nodes: kube-proxy's Service rules in each node's netns
   busybox-static                      # real nodes: the shell image's only binary; `pause` is built with gcc -static

@@ -32,6 +32,12 @@
 #    containerd's fixed paths (/var/lib/kubelet, /var/lib/cni,
 #    /var/log/containers, /run/containerd, /run/netns) are bind mounts of the
 #    node folder there, so nodes never share them and the host sees none.
+#  - Runtime: containerd 2 and its runc shim as tools/controlplane/build.sh
+#    builds them (never a containerd on PATH), driving Debian's runc. CDI is
+#    on: the node's containerd reads CDI specs from /etc/cdi and /var/run/cdi,
+#    which are node folders too (CLUSTER_DIR/nodes/NAME/cdi/{etc,run}), so a
+#    DRA driver entered into the node writes its specs where only that node's
+#    containerd finds them.
 #  - Cgroups: every process of the node (forwarder, containerd, kubelet,
 #    shims, containers) lives under /tessera-rnI in each cgroup hierarchy
 #    (the kubelet's cgroupRoot), which is how `down` finds them all.
@@ -56,10 +62,10 @@
 # a node that is half up or already down; exits non-zero if anything stays.
 # Logs stay in CLUSTER_DIR/nodes/NAME/logs.
 #
-# Needs root, the kubelet, kube-proxy, kube-scheduler, CoreDNS and kubectl from
-# tools/controlplane/build.sh, and Debian's containerd, runc,
-# containernetworking-plugins, iptables, curl, busybox-static and gcc
-# (scripts/setup.sh installs them all).
+# Needs root, the kubelet, kube-proxy, kube-scheduler, CoreDNS, kubectl,
+# containerd, containerd-shim-runc-v2 and ctr from tools/controlplane/build.sh,
+# and Debian's runc, containernetworking-plugins, iptables, curl,
+# busybox-static and gcc (scripts/setup.sh installs them all).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 usage() { sed -n '8,15p' "${BASH_SOURCE[0]}" >&2; exit 2; }
@@ -75,7 +81,10 @@ kubectl() { "$TESSERA_CONTROLPLANE_BIN/kubectl" --kubeconfig "$KUBECONFIG" "$@";
 sysctls=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops
          kernel.keys.root_maxkeys kernel.keys.root_maxbytes net.ipv4.ip_forward)
 host_dirs=(/var/lib/kubelet /var/lib/cni /var/log/containers /run/containerd /run/netns
-           /run/tessera /usr/local/lib/tessera)
+           /run/tessera /usr/local/lib/tessera /etc/cdi /run/cdi)
+# The node's containerd client, as built with its daemon; the socket is the
+# node's own inside its mount namespace.
+ctr=("$TESSERA_CONTROLPLANE_BIN/ctr" --address /run/containerd/containerd.sock)
 # What in-cluster clients on a node dial: the API server's advertised address
 # (cluster-up.sh --advertise-address) and the cluster DNS.
 api_vip=10.250.0.1 dns_ip=10.250.0.10
@@ -147,7 +156,8 @@ k8s_version() { "$TESSERA_CONTROLPLANE_BIN/kube-scheduler" --version | awk '{pri
 write_configs() {
   local api_port="${TESSERA_APISERVER##*:}"
   mkdir -p "$node"/{ns,kubelet,pki,logs,pids,pod-logs,log-containers,netns,cni/net.d,cni/cache,cni/networks} \
-           "$node"/containerd/{root,run,opt} "$node"/host/{run-tessera,usr-local-lib-tessera}
+           "$node"/containerd/{root,run,opt} "$node"/host/{run-tessera,usr-local-lib-tessera} \
+           "$node"/cdi/{etc,run}
   # The cluster's kubeconfig, but through the node's way to the API server.
   sed -e "s#server: https://127.0.0.1:${api_port}#server: https://${host_ip}:${api_port}\n    tls-server-name: localhost#" \
     "$KUBECONFIG" > "$node/kubeconfig"
@@ -155,34 +165,52 @@ write_configs() {
   chmod 600 "$node/kubeconfig"
 
   cat > "$node/containerd/config.toml" <<EOF
-# containerd of real node $name (tools/realnode/realnode.sh); its own root,
-# state and socket. /run/containerd is the node folder's containerd/run
-# inside the node's mount namespace.
-version = 2
+# containerd 2 of real node $name (tools/realnode/realnode.sh); its own root,
+# state and socket. /run/containerd, /etc/cdi and /var/run/cdi are the node
+# folder's containerd/run, cdi/etc and cdi/run inside the node's mount
+# namespace. Config version 3: the CRI plugin is split in three (runtime,
+# images, and the CRI gRPC server).
+version = 3
 root = "$node/containerd/root"
 state = "/run/containerd"
+# Snapshotters a node here never uses (build.sh leaves btrfs, devmapper and
+# zfs out of the binary; a containerd built with them would try them).
 disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
-                    "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs"]
+                    "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.blockfile",
+                    "io.containerd.snapshotter.v1.erofs"]
 [grpc]
   address = "/run/containerd/containerd.sock"
 [plugins."io.containerd.internal.v1.opt"]
   path = "$node/containerd/opt"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "tessera.local/pause:1"
+# NRI listens on a fixed host path (/var/run/nri/nri.sock) that nodes would
+# share; nothing here uses it.
+[plugins."io.containerd.nri.v1.nri"]
+  disable = true
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = "tessera.local/pause:1"
+[plugins."io.containerd.cri.v1.runtime"]
   # The VM withholds CAP_SYS_RESOURCE: no oom_score_adj below containerd's own.
   restrict_oom_score_adj = true
+  # CDI is always on in containerd 2; where it looks, per node (above).
+  cdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]
+  [plugins."io.containerd.cri.v1.runtime".containerd]
+    default_runtime_name = "runc"
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      # The shim built with this containerd, not an older one on PATH (a
+      # Debian containerd 1.x package installs its own).
+      runtime_path = "$TESSERA_CONTROLPLANE_BIN/containerd-shim-runc-v2"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+        # cgroup v1 controllers, no systemd (the kubelet's cgroupDriver: cgroupfs).
+        SystemdCgroup = false
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = ["/usr/lib/cni"]
+    conf_dir = "$node/cni/net.d"
+[plugins."io.containerd.grpc.v1.cri"]
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = false
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
-    conf_dir = "$node/cni/net.d"
 EOF
 
   cat > "$node/cni/net.d/10-tessera-realnode.conflist" <<EOF
@@ -287,7 +315,9 @@ setup_mounts() {  # a persistent mount namespace, its fixed paths bound to the n
     mount --bind "$n/containerd/run" /run/containerd
     mount --bind "$n/netns" /run/netns
     mount --bind "$n/host/run-tessera" /run/tessera
-    mount --bind "$n/host/usr-local-lib-tessera" /usr/local/lib/tessera' sh "$node"
+    mount --bind "$n/host/usr-local-lib-tessera" /usr/local/lib/tessera
+    mount --bind "$n/cdi/etc" /etc/cdi
+    mount --bind "$n/cdi/run" /run/cdi' sh "$node"
 }
 
 setup_cgroups() {
@@ -296,11 +326,18 @@ setup_cgroups() {
   mkdir -p "/sys/fs/cgroup/pids/tessera-rn${slot}/daemons"
 }
 
-start() {  # start NAME NETNS|- CMD...: in the node's pids cgroup, its own session, log and pid file
+# start NAME NETNS|- CMD...: in the node's pids cgroup, its own session, log and
+# pid file. The daemon keeps no descriptor of the caller's above stderr: one
+# that holds a lock (`flock LOCK realnode.sh up ...`) would otherwise hold it
+# for as long as the node runs, and a `down` under the same lock would wait
+# forever.
+start() {
   local what="$1" ns="$2"; shift 2
   local enter=(nsenter "--mount=$node/ns/mnt")
   [[ "$ns" == - ]] && enter=() || enter+=("--net=/run/netns/$ns")
-  setsid sh -c 'echo $$ > "$0"; exec "$@"' "/sys/fs/cgroup/pids/tessera-rn${slot}/daemons/cgroup.procs" \
+  setsid bash -c 'echo $$ > "$0"
+                  for fd in /proc/self/fd/*; do fd=${fd##*/}; ((fd > 2)) && eval "exec $fd>&-"; done
+                  exec "$@"' "/sys/fs/cgroup/pids/tessera-rn${slot}/daemons/cgroup.procs" \
     "${enter[@]}" "$@" > "$node/logs/$what.log" 2>&1 < /dev/null &
   echo $! > "$node/pids/$what.pid"
 }
@@ -323,7 +360,9 @@ node_ready() {
 }
 
 in_node() { nsenter "--mount=$node/ns/mnt" "$@"; }
-start_containerd() { start containerd "$netns" containerd --config "$node/containerd/config.toml"; }
+start_containerd() {
+  start containerd "$netns" "$TESSERA_CONTROLPLANE_BIN/containerd" --config "$node/containerd/config.toml"
+}
 start_kubelet() {
   start kubelet "$netns" "$TESSERA_CONTROLPLANE_BIN/kubelet" --config "$node/kubelet-config.yaml" \
     --kubeconfig "$node/kubeconfig" --root-dir "$node/kubelet" --cert-dir "$node/pki" \
@@ -342,7 +381,7 @@ restart() {
   mv "$node/logs/$what.log" "$node/logs/$what.log.$(date +%s)"   # the run before, kept
   "start_$what"
   if [[ "$what" == containerd ]]; then
-    wait_for containerd 30 in_node ctr --address /run/containerd/containerd.sock version
+    wait_for containerd 30 in_node "${ctr[@]}" version
   else
     wait_for kubelet 60 in_netns curl -sf http://127.0.0.1:10248/healthz
     wait_for kubelet 60 node_ready
@@ -353,11 +392,11 @@ in_netns() { ip netns exec "$netns" "$@"; }
 
 up() {
   [[ $(id -u) == 0 ]] || { echo "realnode: needs root" >&2; return 1; }
-  for b in kubelet kubectl kube-proxy kube-scheduler coredns; do
+  for b in kubelet kubectl kube-proxy kube-scheduler coredns containerd containerd-shim-runc-v2 ctr; do
     b="$TESSERA_CONTROLPLANE_BIN/$b"
     [[ -x "$b" ]] || { echo "realnode: $b missing; run tools/controlplane/build.sh" >&2; return 1; }
   done
-  for b in containerd runc ctr gcc busybox iptables curl /usr/lib/cni/bridge; do
+  for b in runc gcc busybox iptables curl /usr/lib/cni/bridge; do
     command -v "$b" > /dev/null || { echo "realnode: $b missing; run scripts/setup.sh" >&2; return 1; }
   done
   [[ ! -f "$node/slot" ]] || { echo "realnode: $name is up (slot $(cat "$node/slot")); down it first" >&2; return 1; }
@@ -377,9 +416,9 @@ up() {
   start forward - python3 "$here/tcp_forward.py" "$host_ip" "$api_port" 127.0.0.1 "$api_port"
   start forward-in-node "$netns" python3 "$here/tcp_forward.py" "$api_vip" "$api_port" "$host_ip" "$api_port"
   start_containerd
-  wait_for containerd 30 in_node ctr --address /run/containerd/containerd.sock version
+  wait_for containerd 30 in_node "${ctr[@]}" version
   for img in pause busybox kube-scheduler; do
-    in_node ctr --address /run/containerd/containerd.sock -n k8s.io images import \
+    in_node "${ctr[@]}" -n k8s.io images import \
       "$dir/realnode-images/$img.tar" > /dev/null
   done
   start_kubelet
@@ -488,7 +527,7 @@ case "$verb" in
   import) [[ -f "$node/slot" ]] || { echo "realnode: $name is not up" >&2; exit 1; }
           (($#)) || usage
           for t in "$@"; do
-            nsenter "--mount=$node/ns/mnt" ctr --address /run/containerd/containerd.sock -n k8s.io \
+            nsenter "--mount=$node/ns/mnt" "${ctr[@]}" -n k8s.io \
               images import "$t" || { echo "realnode: cannot import $t into $name" >&2; exit 1; }
           done ;;
   *) usage ;;
