@@ -198,6 +198,14 @@ std::string MetaString(const nlohmann::json& obj, const char* field) {
   return it != meta->end() && it->is_string() ? it->get<std::string>() : "";
 }
 
+// A subresource POST's uid precondition (binding, eviction): OK when `uid`
+// is empty or the stored object's; the API server's 409 otherwise.
+Status CheckUid(std::string_view verb_path, const nlohmann::json& stored, const std::string& uid) {
+  if (uid.empty() || uid == MetaString(stored, "uid")) return Status::Ok();
+  return ApiError("POST", verb_path, 409, "Conflict",
+                  "Precondition failed: UID in precondition: " + uid + ", UID in object meta: " + MetaString(stored, "uid"));
+}
+
 // A pod-uid-shaped uid (8-4-4-4-12 hex), distinct per n.
 std::string UidFor(uint64_t n) {
   char buf[40];
@@ -348,11 +356,7 @@ Status FakeApi::Bind(const std::string& ns, const std::string& name, const std::
   MutexLock lock(mu_);
   auto it = objects_.find(t.Key());
   if (it == objects_.end()) return NotFoundError("POST", verb_path, t);
-  if (!uid.empty() && uid != MetaString(it->second, "uid")) {
-    return ApiError("POST", verb_path, 409, "Conflict",
-                    "Precondition failed: UID in precondition: " + uid +
-                        ", UID in object meta: " + MetaString(it->second, "uid"));
-  }
+  TESSERA_RETURN_IF_ERROR(CheckUid(verb_path, it->second, uid));
   if (const std::string bound = FieldOf(it->second, "spec.nodeName"); !bound.empty()) {
     return ApiError("POST", verb_path, 409, "Conflict",
                     "pod " + name + " is already assigned to node \"" + bound + "\"");
@@ -372,11 +376,7 @@ Status FakeApi::Evict(const std::string& ns, const std::string& name, const std:
   MutexLock lock(mu_);
   auto it = objects_.find(t.Key());
   if (it == objects_.end()) return NotFoundError("POST", verb_path, t);
-  if (!uid.empty() && uid != MetaString(it->second, "uid")) {
-    return ApiError("POST", verb_path, 409, "Conflict",
-                    "Precondition failed: UID in precondition: " + uid +
-                        ", UID in object meta: " + MetaString(it->second, "uid"));
-  }
+  TESSERA_RETURN_IF_ERROR(CheckUid(verb_path, it->second, uid));
   if (!dry_run) CommitLocked(t.Key(), nullptr);
   return Status::Ok();
 }

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/codec.h"
+#include "node/test_fixtures.h"
 
 namespace tessera::node {
 namespace {
@@ -12,17 +13,7 @@ namespace {
 using nlohmann::json;
 
 // Two 16 GiB GPUs, four slots each.
-std::vector<core::GpuInfo> Gpus() {
-  std::vector<core::GpuInfo> gpus(2);
-  for (int i = 0; i < 2; ++i) {
-    gpus[i].index = i;
-    gpus[i].uuid = "GPU-" + std::to_string(i);
-    gpus[i].model = "T4";
-    gpus[i].memory_mib = 16384;
-    gpus[i].max_sharers = 4;
-  }
-  return gpus;
-}
+std::vector<core::GpuInfo> Gpus() { return testing::TwoGpus(); }
 
 // A pod bound to n1 whose container "main" asks for `mem` MiB and `core`
 // percent of one GPU and is assigned `shares` (index, MiB, core milli).
