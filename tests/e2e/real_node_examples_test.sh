@@ -43,9 +43,7 @@ ns=real-node-examples-e2e
 work="$TESSERA_TEST_CLUSTER_DIR/real-node-examples-test"
 # shellcheck source=tests/e2e/real_node_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/real_node_lib.sh"
-[[ -n "${TESSERA_TEST_CLIENT:-}" && -n "${TESSERA_TEST_PRELOAD:-}" ]] \
-  || { echo "SKIP: needs the fake CUDA client and the library (not in sanitizer builds)"; exit 77; }
-rn_preflight
+rn_preflight --needs-client
 h100=81559
 uuid() { echo "GPU-fa4e0000-0000-4000-8000-00000000e0$1"; }
 

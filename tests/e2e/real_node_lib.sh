@@ -37,7 +37,13 @@ skip() {
   echo "SKIP: $*"; exit 77
 }
 
+# rn_preflight [--needs-client]: --needs-client also skips (exit 77, even
+# with TESSERA_REQUIRE_IMAGES=1) where the fake CUDA client and the library
+# are not built, as in sanitizer builds.
 rn_preflight() {
+  if [[ "${1:-}" == --needs-client && ( -z "${TESSERA_TEST_CLIENT:-}" || -z "${TESSERA_TEST_PRELOAD:-}" ) ]]; then
+    echo "SKIP: needs the fake CUDA client and the library (not in sanitizer builds)"; exit 77
+  fi
   [[ $(id -u) == 0 ]] || skip "a real node needs root (network and mount namespaces)"
   local img t
   for img in tessera-node tessera-scheduler; do
