@@ -260,18 +260,24 @@ TEST_F(SchedulingTest, StandbyReplicaIsNotReadyAndRefusesToBind) {
   standby_env.extender_port = port;
   auto standby = standby_env.StartExtender({"--identity", "e2e-standby"}, seconds(3));
   ASSERT_FALSE(standby.ok()) << "a second replica became ready while the first holds the lease";
+  const std::string log = env_->dir + "/logs/tessera-scheduler-standby.log";
   auto child = ChildProcess::Start({env_->bin_dir + "/tessera-scheduler", "--kubeconfig", env_->kubeconfig,
                                     "--port", std::to_string(port), "--identity", "e2e-standby"},
-                                   env_->dir + "/logs/tessera-scheduler-standby.log");
+                                   log);
   ASSERT_TRUE(child.ok());
   httplib::Client http("127.0.0.1", port);
+  // The replica listens only after its informers and elector have started;
+  // on a loaded CI machine (images built beside this test) that took more
+  // than 5 s once, so allow 30 s before calling it a failure.
   std::optional<httplib::Result> ready;
-  for (int i = 0; i < 50; ++i) {
+  const auto deadline = std::chrono::steady_clock::now() + seconds(30);
+  do {
     ready.emplace(http.Get("/readyz"));
     if (*ready && (*ready)->status != 200) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  ASSERT_TRUE(*ready);
+  } while (std::chrono::steady_clock::now() < deadline && child->running());
+  ASSERT_TRUE(*ready) << "the standby never answered /readyz on port " << port << " (running: " << child->running()
+                      << "); see " << log;
   EXPECT_EQ((*ready)->status, 503);
   // Until its informers have synced, a replica refuses binds for that reason
   // first (seen on a loaded machine); the leader refusal is what follows.
