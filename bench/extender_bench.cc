@@ -115,7 +115,7 @@ Cluster& TheCluster() {
         if (!core::PickGpus(req, n, core::GpuSelect::kRandom, &rng, &gp)) return ResourceExhausted("full");
         return core::MakeAssignment(req, n, gp);
       };
-      if (out->state->AssumeOnNode(req, "u" + std::to_string(p), node, pick, Clock::now()).ok())
+      if (testing::PickAndAssume(*out->state, req, "u" + std::to_string(p), node, pick, Clock::now()).ok())
         used += gpus * core_milli;
     }
     out->core_used = static_cast<double>(used) / (kNodes * kGpusPerNode * 1000.0);

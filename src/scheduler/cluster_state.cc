@@ -79,9 +79,9 @@ std::string StateSummary::ToString() const {
 }
 
 // ---- ClusterView ----
-// A view exists only inside ClusterState::Read (or a pick under
-// AssumeOnNodeInView), with the state's mutex held: each method says so to
-// the analysis.
+// A view exists only inside ClusterState::Read (and Assume, which checks
+// its node through one), with the state's mutex held: each method says so
+// to the analysis.
 
 const core::Ledger& ClusterView::ledger() const {
   state_->mu_.AssertHeld();
@@ -174,6 +174,19 @@ std::vector<core::PreemptionPod> ClusterView::HeldPodsOn(std::string_view node) 
     out.push_back(std::move(p));
   }
   return out;
+}
+
+Result<const core::NodeState*> ClusterView::BindTarget(std::string_view pod_key, std::string_view node) const {
+  state_->mu_.AssertHeld();
+  if (auto it = state_->pods_.find(pod_key); it != state_->pods_.end())
+    return AlreadyExists("pod " + std::string(pod_key) + " already has a share on node " + it->second.assignment.node);
+  const core::NodeState* state = state_->ledger_.FindNode(node);
+  if (state != nullptr) return state;
+  const std::string* reason = nullptr;
+  if (KindOf(node, &reason) == NodeKind::kUnknown)
+    return NotFound("node " + std::string(node) + " is not known to tessera-scheduler");
+  return FailedPrecondition("node " + std::string(node) + ": " +
+                            (reason != nullptr ? *reason : std::string("not a GPU node")));
 }
 
 const LoadTracker& ClusterView::load() const {
@@ -467,26 +480,15 @@ Status ClusterState::ClaimAdmissionTurn(std::string_view pod_key, Clock::time_po
   }
 }
 
-Result<core::Assignment> ClusterState::AssumeOnNode(const core::PodRequest& pod, std::string_view uid,
-                                                    std::string_view node, const PickFn& pick,
-                                                    Clock::time_point now) {
-  return AssumeOnNodeInView(
-      pod, uid, node, [&pick](const core::NodeState& n, const ClusterView&) { return pick(n); }, now);
-}
-
-Result<core::Assignment> ClusterState::AssumeOnNodeInView(const core::PodRequest& pod, std::string_view uid,
-                                                          std::string_view node, const PickInViewFn& pick,
-                                                          Clock::time_point now) {
+Result<core::Assignment> ClusterState::Assume(const core::PodRequest& pod, std::string_view uid,
+                                              const core::Assignment& assignment, uint64_t seen_version,
+                                              Clock::time_point now) {
   MutexLock lock(mu_);
-  if (auto it = pods_.find(pod.key); it != pods_.end())
-    return AlreadyExists("pod " + pod.key + " already has a share on node " + it->second.assignment.node);
-  const core::NodeState* state = ledger_.FindNode(node);
-  if (state == nullptr) {
-    auto n = nodes_.find(std::string(node));
-    if (n == nodes_.end()) return NotFound("node " + std::string(node) + " is not known to tessera-scheduler");
-    return FailedPrecondition("node " + std::string(node) + ": " + n->second.not_gpu_reason);
-  }
-  TESSERA_ASSIGN_OR_RETURN(core::Assignment assignment, pick(*state, ClusterView(this)));
+  TESSERA_ASSIGN_OR_RETURN(const core::NodeState* node, ClusterView(this).BindTarget(pod.key, assignment.node));
+  if (node->version != seen_version)
+    return Aborted("pod " + pod.key + ": node " + assignment.node +
+                   " changed after its GPUs were chosen (another pod was placed or released there, or the node "
+                   "was updated); choose again");
   TESSERA_RETURN_IF_ERROR(ledger_.Assume(pod, assignment));
   PodRecord rec;
   rec.uid = std::string(uid);

@@ -17,11 +17,18 @@
 //    frees capacity. Conflicts are counted, never silently dropped.
 // A held pod on a node with a node agent (tessera.io/node-agent) *awaits
 // admission* until the agent lists its GPU containers in tessera.io/allocated
-// (or it runs). AssumeOnNode binds one such pod per node at a time: the kubelet
-// admits pods in an order the agent cannot see, and the agent tells pending
-// pods apart only by their GPUs and slot counts, so two pending pods on one
-// node could be mixed up; with one, Allocate cannot pick the wrong pod.
-// A pod this extender binds is *assumed* (AssumeOnNode) until the pod watch
+// (or it runs). ClaimAdmissionTurn lets one such pod per node go out at a
+// time: the kubelet admits pods in an order the agent cannot see, and the
+// agent tells pending pods apart only by their GPUs and slot counts, so two
+// pending pods on one node could be mixed up; with one, Allocate cannot pick
+// the wrong pod.
+// Bind is two steps: the extender chooses GPUs from a read of the state (a
+// node's NodeState, whose version names that state), then Assume books that
+// choice as *assumed* in one call, refusing it (ABORTED) if the node changed
+// since it was read, and the ledger refusing it if it does not fit. Nothing
+// here calls back into the caller while the state's mutex is held, except
+// the function given to Read.
+// A pod this extender binds is *assumed* (Assume) until the pod watch
 // shows it with its assignment; ExpireAssumed releases assumptions older than
 // the TTL (the bind was lost). A node without a valid inventory annotation is
 // not a GPU node; it is kept with the reason so Filter can say why.
@@ -43,6 +50,8 @@
 //   state.UpsertNode(node_json);      // informer callbacks
 //   state.UpsertPod(pod_json);        // decodes once, then UpsertPod(const core::PodView&)
 //   size_t held = state.Read([](const ClusterView& v) { return v.ledger().pod_count(); });
+//   // Bind: pick on a node read in Read (its version noted), then book it.
+//   Result<core::Assignment> booked = state.Assume(pod, uid, picked, version_read, Clock::now());
 #pragma once
 
 #include <atomic>
@@ -90,7 +99,7 @@ struct ClusterStateOptions {
   // How long a pod bound by this extender may stay unseen by the pod watch
   // before its share is released. Default 60 s.
   std::chrono::seconds assume_ttl{60};
-  // How long AssumeOnNode waits for the node to admit the pod bound before
+  // How long ClaimAdmissionTurn waits for the node to admit the pod bound before
   // (nodes with an agent only). Keep it below kube-scheduler's extender
   // httpTimeout. Default 4 s. A node whose bound pod has awaited admission
   // longer than this is filtered out for new pods (AdmissionStall), and after
@@ -178,6 +187,13 @@ class ClusterView {
   // there would wait behind it. "" when none. The text names the node, the
   // pod and how long.
   std::string AdmissionStall(std::string_view node, Clock::time_point now) const;
+  // The GPU node a bind of pod `pod_key` to `node` books on, checked as
+  // ClusterState::Assume checks it: ALREADY_EXISTS if the pod already holds or
+  // waits for a share; NOT_FOUND / FAILED_PRECONDITION when the node is
+  // unknown / not a GPU node. The node's `version` is the one Assume compares
+  // (copy the node to choose GPUs outside Read). The pointer is valid inside
+  // this Read only.
+  Result<const core::NodeState*> BindTarget(std::string_view pod_key, std::string_view node) const;
 
  private:
   friend class ClusterState;
@@ -204,7 +220,7 @@ class ClusterState {
   void UpsertPod(const nlohmann::json& pod);
   void DeletePod(const nlohmann::json& pod);
 
-  // For a pod assumed by AssumeOnNode, before its Binding is sent: blocks
+  // For a pod assumed by Assume, before its Binding is sent: blocks
   // until no other pod awaits admission on its node (see the header), then
   // marks this one awaiting, so binds to one node go out one admission at a
   // time while the ledger already holds every share. UNAVAILABLE naming the
@@ -213,17 +229,22 @@ class ClusterState {
   Status ClaimAdmissionTurn(std::string_view pod_key, Clock::time_point deadline);
   std::chrono::milliseconds admission_wait() const { return options_.admission_wait; }
 
-  // Picks GPUs for `pod` on `node` with `pick` and books them as assumed, in
-  // one step under the mutex. Errors (nothing booked): ALREADY_EXISTS if the pod already holds or waits for a share; NOT_FOUND /
-  // FAILED_PRECONDITION when the node is unknown / not a GPU node; what `pick`
-  // returns; RESOURCE_EXHAUSTED or INVALID_ARGUMENT from the ledger.
-  using PickFn = std::function<Result<core::Assignment>(const core::NodeState& node)>;
-  Result<core::Assignment> AssumeOnNode(const core::PodRequest& pod, std::string_view uid,
-                                        std::string_view node, const PickFn& pick, Clock::time_point now);
-  // The same, `pick` also seeing the rest of the state (for nominations).
-  using PickInViewFn = std::function<Result<core::Assignment>(const core::NodeState& node, const ClusterView& view)>;
-  Result<core::Assignment> AssumeOnNodeInView(const core::PodRequest& pod, std::string_view uid,
-                                              std::string_view node, const PickInViewFn& pick, Clock::time_point now);
+  // Books `assignment` for `pod` as assumed (Bind's second step) and returns
+  // it, if its node is still in the state the caller chose it from:
+  // `seen_version` is the node's NodeState::version as the caller read it
+  // (ClusterView::BindTarget). The ledger checks the assignment against the
+  // request and the node's free capacity again. Errors, with nothing booked:
+  //  - ALREADY_EXISTS if the pod already holds or waits for a share;
+  //  - NOT_FOUND / FAILED_PRECONDITION when assignment.node is unknown / not
+  //    a GPU node;
+  //  - ABORTED naming the pod and the node when the node changed since
+  //    `seen_version` (read it again, choose again, retry);
+  //  - INVALID_ARGUMENT (the assignment does not match the request) or
+  //    RESOURCE_EXHAUSTED (it does not fit) from the ledger.
+  // Takes the state's mutex and calls nothing outside this object.
+  Result<core::Assignment> Assume(const core::PodRequest& pod, std::string_view uid,
+                                  const core::Assignment& assignment, uint64_t seen_version,
+                                  Clock::time_point now) TESSERA_EXCLUDES(mu_);
   // Releases an assumption (the bind failed). FAILED_PRECONDITION, changing
   // nothing, when the pod watch already confirmed the pod; NOT_FOUND if the
   // pod holds nothing.

@@ -215,10 +215,11 @@ TEST(ClusterStateTest, AssumedPodsAreConfirmedByTheWatchOrExpire) {
   ASSERT_TRUE(req.ok());
   const Clock::time_point t0{};
   auto pick = [&](const core::NodeState& node) -> Result<core::Assignment> { return Share(node.info.name, 0, 4096, 250); };
-  auto a = state.AssumeOnNode(*req, "uid-ns-p", "n1", pick, t0);
+  auto a = testing::PickAndAssume(state, *req, "uid-ns-p", "n1", pick, t0);
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   EXPECT_EQ(state.Summary().pods_assumed, 1);
-  EXPECT_EQ(state.AssumeOnNode(*req, "uid-ns-p", "n1", pick, t0).status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(testing::PickAndAssume(state, *req, "uid-ns-p", "n1", pick, t0).status().code(),
+            StatusCode::kAlreadyExists);
 
   // The watch still shows the pod unbound (an event from before the bind): kept.
   state.UpsertPod(PodJson("ns", "p", {{"main", 1, 4096, 25}}));
@@ -233,7 +234,7 @@ TEST(ClusterStateTest, AssumedPodsAreConfirmedByTheWatchOrExpire) {
 
   // Another assumption that the watch never confirms expires after the TTL.
   auto req2 = core::PodRequestFromJson(PodJson("ns", "q", {{"main", 1, 4096, 25}}), core::ResourceNames{});
-  ASSERT_TRUE(state.AssumeOnNode(*req2, "uid-ns-q", "n1", pick, t0).ok());
+  ASSERT_TRUE(testing::PickAndAssume(state, *req2, "uid-ns-q", "n1", pick, t0).ok());
   EXPECT_EQ(state.ExpireAssumed(t0 + std::chrono::seconds(59)), 0);
   EXPECT_EQ(state.ExpireAssumed(t0 + std::chrono::seconds(60)), 1);
   EXPECT_EQ(state.Summary().expired_total, 1);
@@ -251,7 +252,7 @@ json AgentNodeJson(const std::string& name) {
 core::PodRequest QuarterRequest(const std::string& name) {
   return core::PodRequestFromJson(PodJson("ns", name, {{"main", 1, 4096, 25}}), core::ResourceNames{}).value();
 }
-ClusterState::PickFn QuarterOn(int gpu) {
+testing::PickFn QuarterOn(int gpu) {
   return [gpu](const core::NodeState& n) -> Result<core::Assignment> { return Share(n.info.name, gpu, 4096, 250); };
 }
 
@@ -264,17 +265,17 @@ TEST(ClusterStateTest, NodesWithAnAgentAdmitOneBoundPodAtATime) {
   auto request = QuarterRequest;
   auto on = QuarterOn;
   auto soon = [&] { return Clock::now() + o.admission_wait; };
-  auto a = state.AssumeOnNode(request("a"), "uid-ns-a", "n1", on(0), {});
+  auto a = testing::PickAndAssume(state, request("a"), "uid-ns-a", "n1", on(0), {});
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   ASSERT_TRUE(state.ClaimAdmissionTurn("ns/a", soon()).ok());
   // a is bound but not admitted: b's share is held at once, but its Binding must wait.
-  auto b = state.AssumeOnNode(request("b"), "uid-ns-b", "n1", on(1), {});
+  auto b = testing::PickAndAssume(state, request("b"), "uid-ns-b", "n1", on(1), {});
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   Status wait = state.ClaimAdmissionTurn("ns/b", soon());
   ASSERT_EQ(wait.code(), StatusCode::kUnavailable);
   EXPECT_NE(wait.message().find("has not admitted pod ns/a"), std::string::npos) << wait.message();
   for (const char* p : {"c", "d"}) {
-    ASSERT_TRUE(state.AssumeOnNode(request(p), std::string("uid-ns-") + p, "plain", on(0), {}).ok());
+    ASSERT_TRUE(testing::PickAndAssume(state, request(p), std::string("uid-ns-") + p, "plain", on(0), {}).ok());
     EXPECT_TRUE(state.ClaimAdmissionTurn(std::string("ns/") + p, soon()).ok());
   }
   EXPECT_EQ(state.ClaimAdmissionTurn("ns/nobody", soon()).code(), StatusCode::kNotFound);
@@ -290,7 +291,7 @@ TEST(ClusterStateTest, NodesWithAnAgentAdmitOneBoundPodAtATime) {
   EXPECT_TRUE(state.ClaimAdmissionTurn("ns/b", Clock::now() + std::chrono::seconds(10)).ok());
   admit.join();
   // A pod that ends stops blocking too.
-  auto e = state.AssumeOnNode(request("e"), "uid-ns-e", "n1", on(1), {});
+  auto e = testing::PickAndAssume(state, request("e"), "uid-ns-e", "n1", on(1), {});
   ASSERT_TRUE(e.ok()) << e.status().ToString();
   EXPECT_EQ(state.ClaimAdmissionTurn("ns/e", soon()).code(), StatusCode::kUnavailable);
   state.DeletePod(BoundPodJson(PodJson("ns", "b", {{"main", 1, 4096, 25}}), *b));
@@ -303,7 +304,7 @@ TEST(ClusterStateTest, NodesWithAnAgentAdmitOneBoundPodAtATime) {
 TEST(ClusterStateTest, NodeGoneBeforeTheAdmissionTurnRefusesTheTurn) {
   ClusterState state(Options());
   state.UpsertNode(AgentNodeJson("n1"));
-  auto a = state.AssumeOnNode(QuarterRequest("a"), "uid-ns-a", "n1", QuarterOn(0), {});
+  auto a = testing::PickAndAssume(state, QuarterRequest("a"), "uid-ns-a", "n1", QuarterOn(0), {});
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   state.DeleteNode("n1");
   EXPECT_EQ(state.Summary().pods_waiting, 1);
@@ -333,7 +334,7 @@ TEST(ClusterStateTest, ANodeThatDoesNotAdmitIsSteeredAroundThenNoLongerWaitedFor
     return why;
   };
   const Clock::time_point start = Clock::now();
-  ASSERT_TRUE(state.AssumeOnNode(request("a"), "uid-ns-a", "n1", on(0), {}).ok());
+  ASSERT_TRUE(testing::PickAndAssume(state, request("a"), "uid-ns-a", "n1", on(0), {}).ok());
   ASSERT_TRUE(state.ClaimAdmissionTurn("ns/a", Clock::now() + o.admission_wait).ok());
   EXPECT_EQ(stall(), "");  // just bound: admission takes a moment
   std::this_thread::sleep_for(o.admission_wait * 2);
@@ -341,7 +342,7 @@ TEST(ClusterStateTest, ANodeThatDoesNotAdmitIsSteeredAroundThenNoLongerWaitedFor
   EXPECT_NE(why.find("node n1 has not admitted pod ns/a for "), std::string::npos) << why;
   EXPECT_EQ(why.find('%'), std::string::npos) << why;  // goes into kube-scheduler's Event as written
   // Before giving up, a second pod's bind still waits for a.
-  ASSERT_TRUE(state.AssumeOnNode(request("b"), "uid-ns-b", "n1", on(1), {}).ok());
+  ASSERT_TRUE(testing::PickAndAssume(state, request("b"), "uid-ns-b", "n1", on(1), {}).ok());
   if (Clock::now() - start < o.admission_wait * (kAdmissionGiveUpFactor - 3)) {
     EXPECT_EQ(state.ClaimAdmissionTurn("ns/b", Clock::now() + o.admission_wait).code(), StatusCode::kUnavailable);
   }
@@ -359,13 +360,14 @@ TEST(ClusterStateTest, AssumeChecksTheNodeAndThePick) {
   state.UpsertNode(NodeJson("n1", 1, "T4", 15360));
   auto req = core::PodRequestFromJson(PodJson("ns", "p", {{"main", 1, 4096, 25}}), core::ResourceNames{});
   auto never = [](const core::NodeState&) -> Result<core::Assignment> { return ResourceExhausted("full"); };
-  EXPECT_EQ(state.AssumeOnNode(*req, "u", "nope", never, {}).status().code(), StatusCode::kNotFound);
-  auto not_gpu = state.AssumeOnNode(*req, "u", "cpu", never, {});
+  EXPECT_EQ(testing::PickAndAssume(state, *req, "u", "nope", never, {}).status().code(), StatusCode::kNotFound);
+  auto not_gpu = testing::PickAndAssume(state, *req, "u", "cpu", never, {});
   EXPECT_EQ(not_gpu.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(not_gpu.status().message().find("not a GPU node"), std::string::npos);
-  EXPECT_EQ(state.AssumeOnNode(*req, "u", "n1", never, {}).status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(testing::PickAndAssume(state, *req, "u", "n1", never, {}).status().code(),
+            StatusCode::kResourceExhausted);
   auto too_big = [](const core::NodeState& n) -> Result<core::Assignment> { return Share(n.info.name, 0, 99999, 250); };
-  EXPECT_FALSE(state.AssumeOnNode(*req, "u", "n1", too_big, {}).ok());  // does not match the request
+  EXPECT_FALSE(testing::PickAndAssume(state, *req, "u", "n1", too_big, {}).ok());  // does not match the request
   EXPECT_EQ(HeldCount(state), 0u);
   EXPECT_EQ(state.ForgetAssumed("ns/p").code(), StatusCode::kNotFound);
 }
@@ -486,7 +488,7 @@ TEST(ClusterStateTest, RandomEventsNeverOvercommitOrLosePods) {
             if (!core::PickGpus(*req, n, core::GpuSelect::kBestFit, nullptr, &gp)) return ResourceExhausted("full");
             return core::MakeAssignment(*req, n, gp);
           };
-          auto a = state.AssumeOnNode(*req, "uid-ns-" + name, node, pick, Clock::time_point{});
+          auto a = testing::PickAndAssume(state, *req, "uid-ns-" + name, node, pick, Clock::time_point{});
           if (a.ok()) world.assumed[req->key] = *a;
         } else if (!world.assumed.empty()) {
           auto it = world.assumed.begin();

@@ -22,6 +22,9 @@ constexpr int64_t kFgdRefreshEvery = 4096;
 // the cache starts over, and node lists whose resolution is kept.
 constexpr size_t kMaxShapes = 64;
 constexpr size_t kMaxResolutions = 4;
+// Bind chooses GPUs, then books them; a node that changed in between is
+// read and chosen on again, at most this many times in all.
+constexpr int kBindAttempts = 3;
 
 HttpReply BadRequest(const std::shared_ptr<spdlog::logger>& log, std::string_view verb, const Status& status) {
   log->warn("{}: bad request: {}", verb, status.message());
@@ -293,30 +296,9 @@ HttpReply Extender::Bind(std::string_view body) {
   Result<core::PodRequest> req = RequestForBind(key, args->pod_uid);
   if (!req.ok()) return fail(req.status().message(), Decision::kError);
 
-  Result<core::Assignment> assignment = InvalidArgument("not placed");
   const std::vector<Nomination> nominations =
       options_.preemptor != nullptr ? options_.preemptor->NominationsAgainst(key) : std::vector<Nomination>{};
-  {
-    MutexLock lock(policy_mu_);
-    auto pick = [&](const core::NodeState& node, const ClusterView& view) -> Result<core::Assignment> {
-      policy_mu_.AssertHeld();  // runs inside AssumeOnNodeInView, below
-      policy_->SeeCluster(view.ledger());
-      core::NodeState reserved;
-      std::string holders;
-      if (!nominations.empty()) {
-        reserved = node;
-        holders = ReserveAll(view, nominations, &reserved);
-      }
-      const core::NodeState& effective = holders.empty() ? node : reserved;
-      const core::FitFailure why = core::FitsNode(*req, effective);
-      if (why != core::FitFailure::kNone)
-        return ResourceExhausted("pod " + key + " no longer fits: " +
-                                 ExplainMisfit(*req, effective, why, /*detailed=*/true).reason +
-                                 (holders.empty() ? "" : " (share reserved for preempting pod " + holders + ")"));
-      return core::MakeAssignment(*req, node, placer_->Score(*req, effective).pick);
-    };
-    assignment = state_.AssumeOnNodeInView(*req, args->pod_uid, args->node, pick, now);
-  }
+  Result<core::Assignment> assignment = PickAndAssume(*req, args->pod_uid, args->node, nominations, now);
   if (!assignment.ok()) return fail(assignment.status().message(), Decision::kConflict);
   Result<std::string> text = core::EncodeAssignment(*assignment);
   if (!text.ok()) {
@@ -349,6 +331,51 @@ HttpReply Extender::Bind(std::string_view body) {
              options_.policy, api_ms);
   if (options_.preemptor != nullptr) options_.preemptor->Forget(key);
   return {200, WriteBindingResult(""), Decision::kBound};
+}
+
+Result<Extender::BindPick> Extender::PickForBind(const core::PodRequest& req, const std::string& node,
+                                                 const std::vector<Nomination>& nominations) {
+  MutexLock lock(policy_mu_);
+  // One read of the state: the node, the victims' shares nominations keep
+  // free, and what the policy weighs (the ledger, tessera-interference's
+  // load book) are all guarded by its mutex. Nothing here writes the state.
+  return state_.Read([&](const ClusterView& view) -> Result<BindPick> {
+    policy_mu_.AssertHeld();  // taken above, around the Read
+    TESSERA_ASSIGN_OR_RETURN(const core::NodeState* target, view.BindTarget(req.key, node));
+    const core::NodeState& current = *target;
+    policy_->SeeCluster(view.ledger());
+    core::NodeState reserved;
+    std::string holders;
+    if (!nominations.empty()) {
+      reserved = current;
+      holders = ReserveAll(view, nominations, &reserved);
+    }
+    const core::NodeState& effective = holders.empty() ? current : reserved;
+    const core::FitFailure why = core::FitsNode(req, effective);
+    if (why != core::FitFailure::kNone)
+      return ResourceExhausted("pod " + req.key + " no longer fits: " +
+                               ExplainMisfit(req, effective, why, /*detailed=*/true).reason +
+                               (holders.empty() ? "" : " (share reserved for preempting pod " + holders + ")"));
+    return BindPick{core::MakeAssignment(req, current, placer_->Score(req, effective).pick), current.version};
+  });
+}
+
+Result<core::Assignment> Extender::PickAndAssume(const core::PodRequest& req, const std::string& uid,
+                                                 const std::string& node, const std::vector<Nomination>& nominations,
+                                                 Clock::time_point now) {
+  MutexLock serial(bind_mu_);
+  for (int attempt = 1;; ++attempt) {
+    TESSERA_ASSIGN_OR_RETURN(BindPick pick, PickForBind(req, node, nominations));
+    if (options_.after_pick_for_test) options_.after_pick_for_test(req.key, pick.assignment);
+    Result<core::Assignment> booked = state_.Assume(req, uid, pick.assignment, pick.node_version, now);
+    if (booked.ok() || booked.status().code() != StatusCode::kAborted) return booked;
+    log_->debug("bind {} -> node {}: attempt {}: {}", req.key, node, attempt, booked.status().message());
+    if (attempt == kBindAttempts)
+      return Aborted("pod " + req.key + ": node " + node +
+                     " changed between the choice of its GPUs and their booking " + std::to_string(kBindAttempts) +
+                     " times in a row (pods placed or released there meanwhile); kube-scheduler will try the pod "
+                     "again");
+  }
 }
 
 // ---- preempt ----

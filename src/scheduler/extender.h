@@ -22,20 +22,29 @@
 //  - With a GpuPreemptor (preemptor.h), Filter hands a pod that fits nowhere
 //    and may preempt to it, and Filter, Prioritize and Bind keep the shares
 //    nominated for preempting pods free for them.
-//  - Bind picks the GPUs on the chosen node with the policy, books them in the
-//    ledger as assumed, and calls the Binder (without holding any lock) with
-//    the tessera.io/assignment and tessera.io/assigned-at annotations. On
-//    failure the share is released and the error returned in
-//    ExtenderBindingResult.Error (HTTP 200), so kube-scheduler retries.
+//  - Bind picks the GPUs on the chosen node with the policy from one read of
+//    the state (ClusterState::Read), then books that choice with one call,
+//    ClusterState::Assume, which refuses it when the node changed since the
+//    read (ABORTED: Bind reads and picks again, at most 3 times in all) and
+//    has the ledger check the fit again. Then it calls the Binder (without
+//    holding any lock) with the tessera.io/assignment and
+//    tessera.io/assigned-at annotations. On failure the share is released and
+//    the error returned in ExtenderBindingResult.Error (HTTP 200), so
+//    kube-scheduler retries.
 // Policies that need a view of the workload learn it from the pods that hold
 // shares (tessera: as arrivals; fgd: its target workload is rebuilt from the
 // live pods as their number doubles, and at least every 4096 new pods);
 // tessera-interference reads the predicted GPU loads the state keeps from
 // the node agents' usage reports (load_tracker.h).
 //
-// Thread-safety: all methods may be called from any thread at once; filter,
-// prioritize and the GPU choice of bind take turns on one mutex (the
-// policy's), the binder call runs outside it.
+// Thread-safety: all methods may be called from any thread at once. Filter,
+// prioritize and the GPU choice of bind take turns on the policy's mutex
+// (policy_mu_: the policy, the placer and the verdict cache), each holding
+// it around one ClusterState::Read; the booking (ClusterState::Assume), the
+// admission wait and the binder call run outside it. Binds take their pick
+// and booking in turns (bind_mu_), so the extender's own binds never make
+// each other's choice stale; only informer events can. Lock order:
+// bind_mu_, policy_mu_, the state's mutex, the preemptor's.
 //
 //   ClusterState state(ClusterStateOptions{});
 //   auto extender = Extender::Create(state, binder, ExtenderOptions{});
@@ -75,7 +84,7 @@ enum class Decision : uint8_t {
   kScored,         // prioritize: the feasible nodes were scored
   kBound,          // bind: the Binding was posted
   kRefused,        // bind: this replica may not bind now (standby, caches not synced)
-  kConflict,       // bind: the pod no longer fits the chosen node, or holds a share already
+  kConflict,       // bind: the pod no longer fits the chosen node, holds a share already, or the node kept changing
   kApiError,       // bind: the API server failed or refused the Binding
   kError,          // bind: the pod is unknown or its assignment cannot be written
   kVictims,        // preempt: at least one node can take the pod once its victims leave
@@ -130,6 +139,10 @@ struct ExtenderOptions {
   // tessera-interference's knobs; it scores with the state's predicted GPU
   // loads (ClusterState::load_book).
   core::InterferenceOptions interference;
+  // Tests only: called by Bind between its choice of GPUs and their booking,
+  // with the pod's key and the choice, holding no lock but the bind turn (so
+  // it must not call Bind), e.g. to change the node meanwhile. nullptr: none.
+  std::function<void(const std::string& pod_key, const core::Assignment& chosen)> after_pick_for_test;
 };
 
 class Extender {
@@ -184,13 +197,36 @@ class Extender {
   // The request Bind works on: from the pod watch, else from a filter call.
   Result<core::PodRequest> RequestForBind(const std::string& key, const std::string& uid);
 
+  // Bind's choice: the GPUs the policy gives `req` on `node` (shares
+  // nominated there for other pods kept free), and the version of the node
+  // it was made on. RESOURCE_EXHAUSTED when the pod no longer fits there;
+  // the errors of ClusterView::BindTarget.
+  struct BindPick {
+    core::Assignment assignment;
+    uint64_t node_version = 0;
+  };
+  Result<BindPick> PickForBind(const core::PodRequest& req, const std::string& node,
+                               const std::vector<Nomination>& nominations) TESSERA_EXCLUDES(policy_mu_);
+  // Picks and books (ClusterState::Assume) in the bind turn; picks again
+  // when the node changed in between, kBindAttempts times at most, then
+  // ABORTED. Returns what was booked, or why nothing was.
+  Result<core::Assignment> PickAndAssume(const core::PodRequest& req, const std::string& uid, const std::string& node,
+                                         const std::vector<Nomination>& nominations, Clock::time_point now)
+      TESSERA_EXCLUDES(bind_mu_, policy_mu_);
+
   ClusterState& state_;
   RejectedPods rejected_;
   Binder& binder_;
   const ExtenderOptions options_;
   std::shared_ptr<spdlog::logger> log_;
 
+  // The policy and its caches: the policy object, the placer (its score
+  // cache), the verdict cache, the workload learned so far.
   Mutex policy_mu_;
+  // Bind's turn: one pick and booking at a time, so that binds to one node
+  // do not invalidate each other's picks (ABORTED) and retry in a convoy.
+  // Guards no data; taken before policy_mu_.
+  Mutex bind_mu_ TESSERA_ACQUIRED_BEFORE(policy_mu_);
   std::unique_ptr<core::PlacementPolicy> policy_ TESSERA_GUARDED_BY(policy_mu_);
   std::unique_ptr<core::Placer> placer_ TESSERA_GUARDED_BY(policy_mu_);
   uint64_t holds_cursor_ TESSERA_GUARDED_BY(policy_mu_) = 0;

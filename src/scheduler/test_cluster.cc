@@ -19,6 +19,17 @@ ClusterStateOptions QuietStateOptions() {
   return o;
 }
 
+Result<core::Assignment> PickAndAssume(ClusterState& state, const core::PodRequest& pod, std::string_view uid,
+                                       std::string_view node, const PickFn& pick, Clock::time_point now) {
+  Result<core::NodeState> copy = state.Read([&](const ClusterView& view) -> Result<core::NodeState> {
+    TESSERA_ASSIGN_OR_RETURN(const core::NodeState* target, view.BindTarget(pod.key, node));
+    return *target;
+  });
+  if (!copy.ok()) return copy.status();
+  TESSERA_ASSIGN_OR_RETURN(core::Assignment chosen, pick(*copy));
+  return state.Assume(pod, uid, chosen, copy->version, now);
+}
+
 std::string GpuUuid(const std::string& node, int index) { return "GPU-" + node + "-" + std::to_string(index); }
 
 Json NodeJson(const std::string& name, int gpus, const std::string& model, int64_t gpu_mem_mib,

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -58,6 +59,15 @@ std::string NodesFilterBody(const nlohmann::json& pod, const std::vector<nlohman
 // ExtenderBindingArgs.
 std::string BindBody(const std::string& ns, const std::string& name, const std::string& uid,
                      const std::string& node);
+
+// Bind's two steps with a pick of the caller's, for tests and the benchmark
+// that book shares directly: reads `node` (ClusterView::BindTarget), calls
+// `pick` on a copy of it outside the state's lock, and books the result with
+// ClusterState::Assume against the version read. Returns what Assume
+// returns, BindTarget's error, or `pick`'s.
+using PickFn = std::function<Result<core::Assignment>(const core::NodeState& node)>;
+Result<core::Assignment> PickAndAssume(ClusterState& state, const core::PodRequest& pod, std::string_view uid,
+                                       std::string_view node, const PickFn& pick, Clock::time_point now);
 
 // Records binds; fails them while `fail_with` is non-OK. Thread-safe.
 class FakeBinder : public Binder {
