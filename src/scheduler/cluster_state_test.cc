@@ -372,6 +372,46 @@ TEST(ClusterStateTest, AssumeChecksTheNodeAndThePick) {
   EXPECT_EQ(state.ForgetAssumed("ns/p").code(), StatusCode::kNotFound);
 }
 
+// Bind's booking is one call with the node version its choice was made on:
+// a node that changed since is refused with ABORTED and nothing is booked;
+// the ledger refuses an assignment that does not fit even with a fresh
+// version; a heartbeat does not change the version.
+TEST(ClusterStateTest, AssumeRefusesAStaleVersionAndBooksNothing) {
+  ClusterState state(Options());
+  state.UpsertNode(NodeJson("n1", 2, "A100", 40960));
+  auto version = [&] {
+    return state.Read([](const ClusterView& v) { return v.BindTarget("ns/p", "n1").value()->version; });
+  };
+  const core::PodRequest p = core::PodRequestFromJson(PodJson("ns", "p", {{"main", 1, 20480, 50}}),
+                                                      core::ResourceNames{}).value();
+  const uint64_t seen = version();
+  state.UpsertPod(Bound("other", "n1", 0, 30720, 50));  // the pod watch books GPU 0 meanwhile
+  ASSERT_NE(version(), seen);
+  const Result<core::Assignment> stale = state.Assume(p, "uid-ns-p", Share("n1", 1, 20480, 500), seen, {});
+  ASSERT_EQ(stale.status().code(), StatusCode::kAborted) << stale.status().ToString();
+  EXPECT_NE(stale.status().message().find("pod ns/p: node n1 changed"), std::string::npos) << stale.status().message();
+  EXPECT_EQ(HeldCount(state), 1u);  // "other" only
+  EXPECT_EQ(state.Summary().pods_assumed, 0);
+  EXPECT_EQ(Gpu(state.Snapshot(), "n1", 1).mem_used_mib, 0);
+  EXPECT_EQ(state.ForgetAssumed("ns/p").code(), StatusCode::kNotFound);
+
+  // A fresh version does not make an assignment fit: the ledger refuses it.
+  const Result<core::Assignment> full = state.Assume(p, "uid-ns-p", Share("n1", 0, 20480, 500), version(), {});
+  EXPECT_EQ(full.status().code(), StatusCode::kResourceExhausted) << full.status().ToString();
+  EXPECT_EQ(HeldCount(state), 1u);
+  // A heartbeat leaves the version alone; the choice made before it is booked.
+  const uint64_t before_heartbeat = version();
+  state.UpsertNode(NodeJson("n1", 2, "A100", 40960));
+  const Result<core::Assignment> ok = state.Assume(p, "uid-ns-p", Share("n1", 1, 20480, 500), before_heartbeat, {});
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->node, "n1");
+  EXPECT_EQ(Gpu(state.Snapshot(), "n1", 1).mem_used_mib, 20480);
+  EXPECT_EQ(state.Summary().pods_assumed, 1);
+  // A second booking of the pod is refused before its version is looked at.
+  EXPECT_EQ(state.Assume(p, "uid-ns-p", Share("n1", 1, 20480, 500), 0, {}).status().code(),
+            StatusCode::kAlreadyExists);
+}
+
 TEST(ClusterStateTest, ReplacedPodReleasesTheOldShare) {
   ClusterState state(Options());
   state.UpsertNode(NodeJson("n1", 1, "T4", 15360));

@@ -50,6 +50,7 @@ class ExtenderTest : public ::testing::Test {
     o.may_bind = std::move(may_bind);
     o.now = [this] { return now_; };
     o.wall_now = [] { return std::chrono::system_clock::time_point(std::chrono::seconds(1714566896)); };
+    o.after_pick_for_test = after_pick_;
     auto e = Extender::Create(*state_, binder_, o);
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     extender_ = std::move(e).value();
@@ -77,6 +78,8 @@ class ExtenderTest : public ::testing::Test {
   FakeBinder binder_;
   std::unique_ptr<Extender> extender_;
   Clock::time_point now_{};
+  // Given to the extender by Make: runs between Bind's pick and its booking.
+  std::function<void(const std::string&, const core::Assignment&)> after_pick_;
 };
 
 TEST_F(ExtenderTest, FilterKeepsFittingNodesAndExplainsTheRest) {
@@ -402,6 +405,151 @@ TEST_F(ExtenderTest, ConcurrentBindsNeverOvercommit) {
   for (auto& th : threads) th.join();
   EXPECT_EQ(ok.load(), 10);
   for (const auto& g : state_->Snapshot().gpu_use) EXPECT_LE(g.core_used_milli, 1000);
+}
+
+// The GPU Bind chose is taken before Bind books it (the pod watch shows a
+// pod another scheduler placed there): the booking is refused as stale, and
+// Bind chooses again on the node as it is now: the other GPU.
+TEST_F(ExtenderTest, BindChoosesAgainWhenItsGpuIsTakenBeforeTheBooking) {
+  int picks = 0;
+  int taken = -1;
+  after_pick_ = [&](const std::string& key, const core::Assignment& chosen) {
+    ++picks;
+    if (key != "ns/p" || taken >= 0) return;
+    taken = chosen.containers[0].gpus[0].index;
+    state_->UpsertPod(BoundPodJson(PodJson("other", "rival", {{"main", 1, 30720, 50}}),
+                                   {"n1", {{"main", {{taken, GpuUuid("n1", taken), 30720, 500}}}}}));
+  };
+  Make("tessera");
+  state_->UpsertPod(PodJson("ns", "p", {{"main", 1, 20480, 50}}));
+  EXPECT_EQ(Bind(BindBody("ns", "p", "uid-ns-p", "n1"))["Error"], "");
+  EXPECT_EQ(picks, 2);
+  ASSERT_EQ(binder_.calls().size(), 1u);
+  auto a = core::DecodeAssignment(binder_.calls()[0].annotations.at("tessera.io/assignment"));
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_GE(taken, 0);
+  EXPECT_EQ(a->containers[0].gpus[0].index, 1 - taken);
+  const StateSummary s = state_->Snapshot();
+  for (const auto& g : s.gpu_use) {
+    if (g.node != "n1") continue;
+    EXPECT_EQ(g.mem_used_mib, g.index == taken ? 30720 : 20480) << g.index;
+  }
+  EXPECT_EQ(s.pods_assumed, 1);
+}
+
+// A node that changes under every pick, or fills up under it, fails the bind
+// with a message that says so; nothing is booked or posted.
+TEST_F(ExtenderTest, BindFailsClearlyWhenItsNodeKeepsChangingOrFillsUp) {
+  int picks = 0;
+  after_pick_ = [&](const std::string&, const core::Assignment&) {  // a small pod lands on n1 every time
+    const std::string name = "churn" + std::to_string(picks++);
+    state_->UpsertPod(BoundPodJson(PodJson("other", name, {{"main", 1, 1024, 1}}),
+                                   {"n1", {{"main", {{0, GpuUuid("n1", 0), 1024, 10}}}}}));
+  };
+  Make("tessera");
+  state_->UpsertPod(PodJson("ns", "p", {{"main", 1, 4096, 10}}));
+  HttpReply r = extender_->Bind(BindBody("ns", "p", "uid-ns-p", "n1"));
+  const std::string error = json::parse(r.body)["Error"];
+  EXPECT_EQ(r.decision, Decision::kConflict);
+  EXPECT_NE(error.find("pod ns/p: node n1 changed between the choice of its GPUs and their booking 3 times"),
+            std::string::npos)
+      << error;
+  EXPECT_EQ(picks, 3);
+  EXPECT_TRUE(binder_.calls().empty());
+  EXPECT_EQ(state_->Summary().pods_assumed, 0);
+
+  // Here the room on n3 is taken meanwhile: the second pick finds none.
+  state_->UpsertNode(NodeJson("n3", 1, "T4", 15360));
+  picks = 0;
+  after_pick_ = [&](const std::string&, const core::Assignment&) {
+    if (picks++ > 0) return;
+    state_->UpsertPod(BoundPodJson(PodJson("other", "filler", {{"main", 1, 12288, 95}}),
+                                   {"n3", {{"main", {{0, GpuUuid("n3", 0), 12288, 950}}}}}));
+  };
+  Make("tessera");
+  r = extender_->Bind(BindBody("ns", "p", "uid-ns-p", "n3"));
+  EXPECT_EQ(r.decision, Decision::kConflict);
+  EXPECT_NE(json::parse(r.body)["Error"].get<std::string>().find("pod ns/p no longer fits: node n3"),
+            std::string::npos)
+      << r.body;
+  EXPECT_EQ(picks, 1);
+  EXPECT_TRUE(binder_.calls().empty());
+  EXPECT_EQ(state_->Summary().pods_assumed, 0);
+}
+
+// 8 threads bind 50 pods each to one small node while the pod watch books
+// and releases other pods there: the ledger never holds more than the node
+// has, and holds exactly what the successful binds and the other pods hold.
+TEST_F(ExtenderTest, ConcurrentBindsFromEightThreadsNeverOvercommitTheLedger) {
+  // Memory bounds it: 2 x 15360 MiB hold 120 pods of 256 MiB (and 1 %).
+  state_->UpsertNode(NodeJson("small", 2, "T4", 15360, /*cpu=*/"1000"));
+  constexpr int kFit = 120;
+  Make("tessera");
+  constexpr int kThreads = 8;
+  constexpr int kPerThread = 50;
+  auto name_of = [](int t, int i) { return "b" + std::to_string(t) + "-" + std::to_string(i); };
+  for (int t = 0; t < kThreads; ++t)
+    for (int i = 0; i < kPerThread; ++i) state_->UpsertPod(PodJson("ns", name_of(t, i), {{"main", 1, 256, 1}}));
+  std::atomic<int> ok{0};
+  std::atomic<bool> stop{false};
+  std::vector<std::string> unexpected;
+  Mutex unexpected_mu;
+  std::thread watch([&] {  // another scheduler's pods come and go on the node
+    for (int round = 0; !stop.load(); ++round) {
+      const int gpu = round % 2;
+      const json pod = BoundPodJson(PodJson("other", "w" + std::to_string(round % 4), {{"main", 1, 512, 10}}),
+                                    {"small", {{"main", {{gpu, GpuUuid("small", gpu), 512, 100}}}}});
+      state_->UpsertPod(pod);
+      state_->Read([&](const ClusterView& v) {  // never over-committed, even mid-way
+        const core::NodeState* n = v.ledger().FindNode("small");
+        for (size_t g = 0; g < n->gpus.size(); ++g) {
+          EXPECT_LE(n->gpus[g].core_used_milli, 1000);
+          EXPECT_LE(n->gpus[g].mem_used_mib, n->info.gpus[g].memory_mib);
+        }
+      });
+      state_->DeletePod(pod);
+    }
+  });
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        const std::string name = name_of(t, i);
+        const HttpReply r = extender_->Bind(BindBody("ns", name, "uid-ns-" + name, "small"));
+        const std::string error = json::parse(r.body)["Error"];
+        if (error.empty()) {
+          ++ok;
+        } else if (error.find("no longer fits") == std::string::npos &&
+                   error.find("changed between the choice of its GPUs") == std::string::npos) {
+          MutexLock lock(unexpected_mu);
+          unexpected.push_back(error);
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  stop = true;
+  watch.join();
+  EXPECT_TRUE(unexpected.empty()) << unexpected.front();
+  EXPECT_GT(ok.load(), 0);
+  EXPECT_LE(ok.load(), kFit);
+  // The other scheduler's pods are gone: the node holds the binds only.
+  const StateSummary s = state_->Snapshot();
+  int64_t core = 0, mem = 0;
+  for (const auto& g : s.gpu_use) {
+    if (g.node != "small") continue;
+    EXPECT_LE(g.core_used_milli, 1000);
+    EXPECT_LE(g.mem_used_mib, g.mem_total_mib);
+    core += g.core_used_milli;
+    mem += g.mem_used_mib;
+  }
+  EXPECT_EQ(core, 10 * ok.load());
+  EXPECT_EQ(mem, 256 * ok.load());
+  EXPECT_EQ(static_cast<int>(binder_.calls().size()), ok.load());
+  state_->Read([&](const ClusterView& v) {
+    EXPECT_EQ(v.ledger().PodsOn("small").size(), static_cast<size_t>(ok.load()));
+    EXPECT_EQ(v.ledger().FindNode("small")->pods, ok.load());
+  });
 }
 
 TEST_F(ExtenderTest, InformerEventsRaceWithCallsSafely) {
