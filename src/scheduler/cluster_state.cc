@@ -486,7 +486,7 @@ Result<core::Assignment> ClusterState::Assume(const core::PodRequest& pod, std::
   MutexLock lock(mu_);
   TESSERA_ASSIGN_OR_RETURN(const core::NodeState* node, ClusterView(this).BindTarget(pod.key, assignment.node));
   if (node->version != seen_version)
-    return Aborted("pod " + pod.key + ": node " + assignment.node +
+    return Status(StatusCode::kUnavailable, "pod " + pod.key + ": node " + assignment.node +
                    " changed after its GPUs were chosen (another pod was placed or released there, or the node "
                    "was updated); choose again");
   TESSERA_RETURN_IF_ERROR(ledger_.Assume(pod, assignment));

@@ -24,7 +24,7 @@
 // the wrong pod.
 // Bind is two steps: the extender chooses GPUs from a read of the state (a
 // node's NodeState, whose version names that state), then Assume books that
-// choice as *assumed* in one call, refusing it (ABORTED) if the node changed
+// choice as *assumed* in one call, refusing it (UNAVAILABLE) if the node changed
 // since it was read, and the ledger refusing it if it does not fit. Nothing
 // here calls back into the caller while the state's mutex is held, except
 // the function given to Read.
@@ -237,8 +237,9 @@ class ClusterState {
   //  - ALREADY_EXISTS if the pod already holds or waits for a share;
   //  - NOT_FOUND / FAILED_PRECONDITION when assignment.node is unknown / not
   //    a GPU node;
-  //  - ABORTED naming the pod and the node when the node changed since
-  //    `seen_version` (read it again, choose again, retry);
+  //  - UNAVAILABLE naming the pod and the node when the node changed since
+  //    `seen_version` (transient: read it again, choose again, retry; no
+  //    other error here is UNAVAILABLE);
   //  - INVALID_ARGUMENT (the assignment does not match the request) or
   //    RESOURCE_EXHAUSTED (it does not fit) from the ledger.
   // Takes the state's mutex and calls nothing outside this object.

@@ -373,7 +373,7 @@ TEST(ClusterStateTest, AssumeChecksTheNodeAndThePick) {
 }
 
 // Bind's booking is one call with the node version its choice was made on:
-// a node that changed since is refused with ABORTED and nothing is booked;
+// a node that changed since is refused with UNAVAILABLE and nothing is booked;
 // the ledger refuses an assignment that does not fit even with a fresh
 // version; a heartbeat does not change the version.
 TEST(ClusterStateTest, AssumeRefusesAStaleVersionAndBooksNothing) {
@@ -388,7 +388,7 @@ TEST(ClusterStateTest, AssumeRefusesAStaleVersionAndBooksNothing) {
   state.UpsertPod(Bound("other", "n1", 0, 30720, 50));  // the pod watch books GPU 0 meanwhile
   ASSERT_NE(version(), seen);
   const Result<core::Assignment> stale = state.Assume(p, "uid-ns-p", Share("n1", 1, 20480, 500), seen, {});
-  ASSERT_EQ(stale.status().code(), StatusCode::kAborted) << stale.status().ToString();
+  ASSERT_EQ(stale.status().code(), StatusCode::kUnavailable) << stale.status().ToString();
   EXPECT_NE(stale.status().message().find("pod ns/p: node n1 changed"), std::string::npos) << stale.status().message();
   EXPECT_EQ(HeldCount(state), 1u);  // "other" only
   EXPECT_EQ(state.Summary().pods_assumed, 0);

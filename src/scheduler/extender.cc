@@ -368,10 +368,10 @@ Result<core::Assignment> Extender::PickAndAssume(const core::PodRequest& req, co
     TESSERA_ASSIGN_OR_RETURN(BindPick pick, PickForBind(req, node, nominations));
     if (options_.after_pick_for_test) options_.after_pick_for_test(req.key, pick.assignment);
     Result<core::Assignment> booked = state_.Assume(req, uid, pick.assignment, pick.node_version, now);
-    if (booked.ok() || booked.status().code() != StatusCode::kAborted) return booked;
+    if (booked.ok() || booked.status().code() != StatusCode::kUnavailable) return booked;
     log_->debug("bind {} -> node {}: attempt {}: {}", req.key, node, attempt, booked.status().message());
     if (attempt == kBindAttempts)
-      return Aborted("pod " + req.key + ": node " + node +
+      return Status(StatusCode::kUnavailable, "pod " + req.key + ": node " + node +
                      " changed between the choice of its GPUs and their booking " + std::to_string(kBindAttempts) +
                      " times in a row (pods placed or released there meanwhile); kube-scheduler will try the pod "
                      "again");

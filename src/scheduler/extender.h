@@ -25,7 +25,7 @@
 //  - Bind picks the GPUs on the chosen node with the policy from one read of
 //    the state (ClusterState::Read), then books that choice with one call,
 //    ClusterState::Assume, which refuses it when the node changed since the
-//    read (ABORTED: Bind reads and picks again, at most 3 times in all) and
+//    read (UNAVAILABLE: Bind reads and picks again, at most 3 times in all) and
 //    has the ledger check the fit again. Then it calls the Binder (without
 //    holding any lock) with the tessera.io/assignment and
 //    tessera.io/assigned-at annotations. On failure the share is released and
@@ -209,7 +209,7 @@ class Extender {
                                const std::vector<Nomination>& nominations) TESSERA_EXCLUDES(policy_mu_);
   // Picks and books (ClusterState::Assume) in the bind turn; picks again
   // when the node changed in between, kBindAttempts times at most, then
-  // ABORTED. Returns what was booked, or why nothing was.
+  // UNAVAILABLE. Returns what was booked, or why nothing was.
   Result<core::Assignment> PickAndAssume(const core::PodRequest& req, const std::string& uid, const std::string& node,
                                          const std::vector<Nomination>& nominations, Clock::time_point now)
       TESSERA_EXCLUDES(bind_mu_, policy_mu_);
@@ -224,7 +224,7 @@ class Extender {
   // cache), the verdict cache, the workload learned so far.
   Mutex policy_mu_;
   // Bind's turn: one pick and booking at a time, so that binds to one node
-  // do not invalidate each other's picks (ABORTED) and retry in a convoy.
+  // do not invalidate each other's picks (UNAVAILABLE) and retry in a convoy.
   // Guards no data; taken before policy_mu_.
   Mutex bind_mu_ TESSERA_ACQUIRED_BEFORE(policy_mu_);
   std::unique_ptr<core::PlacementPolicy> policy_ TESSERA_GUARDED_BY(policy_mu_);
