@@ -192,7 +192,9 @@ if grep -qF -- '--gpushare' "$work/hami-rendered.yaml"; then fail "HAMi values: 
 # The DRA driver (dra.enabled): off by default; on, the agent's flags, its
 # three host folders, the RBAC rules it needs and the DeviceClass.
 "$helm" template tessera "$chart" --namespace "$docs_ns" --set dra.enabled=true > "$work/dra-rendered.yaml"
-if grep -qE -- '--dra|--cdi-dir|kind: DeviceClass|resource.k8s.io' "$work/default.yaml"; then fail "default: renders DRA"; fi
+if grep -qE -- '--dra|--cdi-dir|kind: DeviceClass|resources: \[resourceslices\]$' "$work/default.yaml"; then
+  fail "default: renders the DRA driver"
+fi
 expect_rendered "$work/dra-rendered.yaml" '- --dra=true' '- --dra-registry-dir=/var/lib/kubelet/plugins_registry' \
   '- --dra-plugins-dir=/var/lib/kubelet/plugins' '- --cdi-dir=/var/run/cdi' \
   '- {name: dra-registry, mountPath: /var/lib/kubelet/plugins_registry}' \
@@ -356,12 +358,17 @@ can yes $ext update leases.coordination.k8s.io/tessera-scheduler "$ns"
 can no  $ext update leases.coordination.k8s.io/tessera-scheduler kube-system
 can no  $ext update leases.coordination.k8s.io/other "$ns"
 can no  $ext delete pods;  can no $ext patch nodes;  can no $ext get secrets;  can no $ext create pods
+# ... and the advice on claims no GPU can take (reads only).
+can yes $ext list resourceslices.resource.k8s.io;  can yes $ext list deviceclasses.resource.k8s.io
+can yes $ext get resourceclaims.resource.k8s.io default
+can no  $ext create resourceslices.resource.k8s.io;  can no $ext update resourceclaims.resource.k8s.io default
 # tessera-node: its Node's inventory, its pods' annotations, Events.
 can yes $node get nodes;  can yes $node patch nodes
 for v in get list watch patch; do can yes $node $v pods; done
 can yes $node create events default
 can no  $node create pods#binding;  can no $node delete nodes;  can no $node delete pods
 can no  $node get secrets;  can no $node update nodes#status
+can no  $node create resourceslices.resource.k8s.io   # only with dra.enabled (rendered in step 1)
 # The chart's kube-scheduler: the system:kube-scheduler role, its own Lease.
 can yes $ks create pods#binding;  can yes $ks watch nodes
 can yes $ks update leases.coordination.k8s.io/$ks "$ns"

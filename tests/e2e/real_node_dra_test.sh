@@ -23,7 +23,9 @@
 #  5. A third claim (4Gi, 50) does not fit beside them (compute 110 %): it
 #     waits Pending with kube-scheduler's reason.
 #  6. A claim for 48Gi (more than any GPU has) waits Pending with
-#     kube-scheduler's reason.
+#     kube-scheduler's reason, the same as the third's; tessera-scheduler
+#     tells it apart with a TesseraClaimUnsatisfiable Event naming the
+#     claim, the 48Gi and the largest GPU (and gives the third none).
 #  7. The second pod deleted: the kubelet unprepares its claim (its CDI spec
 #     and region go), the third claim is allocated and its container sees
 #     4096 MiB. The kubelet restarted: it deletes the node's slices as
@@ -204,9 +206,22 @@ step "5. a third claim that does not fit beside them waits"
 claim_pod third 4Gi 50
 waits_with third "cannot allocate all claims"
 
-step "6. a claim for more memory than any GPU has waits"
+step "6. a claim for more memory than any GPU has waits, and Tessera says why"
 claim_pod huge 48Gi 10
 waits_with huge "cannot allocate all claims"
+# kube-scheduler's reason is the same as the third's; tessera-scheduler's
+# claim advice tells the two apart.
+want="claim $ns/$(claim_of huge) request \"gpu\" asks 49152 MiB of GPU memory (48Gi); the largest GPU of driver gpu.tessera.io has $a100 MiB (gpu-0 on node $node)"
+advice=""
+for _ in $(seq 75); do
+  advice="$("$kubectl" -n "$ns" get events --field-selector involvedObject.name=huge,reason=TesseraClaimUnsatisfiable -o 'jsonpath={.items[*].message}')"
+  [[ -n "$advice" ]] && break
+  sleep 0.2
+done
+[[ "$advice" == "$want" ]] || fail "huge has no TesseraClaimUnsatisfiable Event saying '$want': '$advice'"
+[[ -z "$("$kubectl" -n "$ns" get events --field-selector involvedObject.name=third,reason=TesseraClaimUnsatisfiable -o name)" ]] \
+  || fail "third, which only waits for room, was called unsatisfiable"
+echo "huge: TesseraClaimUnsatisfiable: $advice"
 
 step "7. room freed, the third runs; the kubelet restarted wipes the slice, the agent publishes it again"
 uid2="$(claim_uid second)"
