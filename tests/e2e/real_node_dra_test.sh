@@ -18,8 +18,9 @@
 #     and refuses 9000 MiB (exit 7, CUDA_ERROR_OUT_OF_MEMORY) while 7000 MiB
 #     fit; the CDI spec and the claim's region are on the node; the pod
 #     shows the device Healthy (the agent's health stream).
-#  4. A second claim (2Gi, 30) shares gpu-0: both claims' allocations name
-#     the device with their own shareID; it sees 2048 MiB.
+#  4. A second claim (2Gi, 30, selecting model A100 as docs/user-guide.md
+#     shows) shares gpu-0: both claims' allocations name the device with
+#     their own shareID; it sees 2048 MiB.
 #  5. A third claim (4Gi, 50) does not fit beside them (compute 110 %): it
 #     waits Pending with kube-scheduler's reason.
 #  6. A claim for 48Gi (more than any GPU has) waits Pending with
@@ -54,18 +55,20 @@ gpu=GPU-fa4e0000-0000-4000-8000-0000000000f0
 slice="$node-gpu.tessera.io"
 
 # --- Claims and pods -----------------------------------------------------------
-# claim_pod NAME MEMORY COMPUTE [hold]: a ResourceClaimTemplate NAME asking one
-# GPU of class gpu.tessera.io with these capacities, and pod NAME using it in
-# container main (the workload image, asleep). With `hold`, an init container
-# first waits for /tmp/go in itself (release NAME).
+# claim_pod NAME MEMORY COMPUTE [hold] [MODEL]: a ResourceClaimTemplate NAME
+# asking one GPU of class gpu.tessera.io with these capacities (and, with
+# MODEL, a selector on the model attribute as docs/user-guide.md writes it),
+# and pod NAME using it in container main (the workload image, asleep). With
+# `hold`, an init container first waits for /tmp/go in itself.
 claim_pod() {
-  python3 - "$1" "$2" "$3" "${4:-}" "$workload_image" "$a100" <<'PY' | "$kubectl" -n "$ns" create -f - > /dev/null
+  python3 - "$1" "$2" "$3" "${4:-}" "${5:-}" "$workload_image" "$a100" <<'PY' | "$kubectl" -n "$ns" create -f - > /dev/null
 import json, sys
-name, memory, compute, hold, image, card = sys.argv[1:7]
+name, memory, compute, hold, model, image, card = sys.argv[1:8]
+request = {"deviceClassName": "gpu.tessera.io", "capacity": {"requests": {"memory": memory, "compute": compute}}}
+if model:
+    request["selectors"] = [{"cel": {"expression": f'device.attributes["gpu.tessera.io"].model == "{model}"'}}]
 template = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": name},
-            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
-                "deviceClassName": "gpu.tessera.io",
-                "capacity": {"requests": {"memory": memory, "compute": compute}}}}]}}}}
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": request}]}}}}
 container = {"name": "main", "image": image, "imagePullPolicy": "Never", "command": ["sleep", "3600"],
              "env": [{"name": "FAKE_CUDA_MEM_MIB", "value": card}], "resources": {"claims": [{"name": "gpu"}]}}
 spec = {"terminationGracePeriodSeconds": 0, "containers": [container],
@@ -192,8 +195,8 @@ done
 [[ "$health" == Healthy ]] || fail "the pod does not show its device Healthy: '$health'"
 echo "claim $(claim_of dra-inference): gpu-0, 8Gi, 30 %; inside: 8192 MiB total, 9000 refused, 7000 fit; device Healthy"
 
-step "4. a second claim shares gpu-0"
-claim_pod second 2Gi 30
+step "4. a second claim (selecting the model) shares gpu-0"
+claim_pod second 2Gi 30 "" A100
 ready second
 read -r device pool memory compute share2 <<< "$(allocation second)"
 [[ "$device $pool $memory $compute" == "gpu-0 $node 2Gi 30" && -n "$share2" && "$share2" != "$share1" ]] \
