@@ -80,7 +80,8 @@ DraGpus DraGpusFrom(const std::vector<json>& slices, const std::string& driver) 
       ++out.devices;
       ++per_node[node];
       const json& capacity = Obj(device, "capacity");
-      if (auto mib = core::ParseMemoryMiB(Str(Obj(capacity, "memory"), "value")); mib.ok() && *mib > out.largest_memory_mib) {
+      auto mib = core::ParseMemoryMiB(Str(Obj(capacity, "memory"), "value"));
+      if (mib.ok() && *mib > out.largest_memory_mib) {
         out.largest_memory_mib = *mib;
         out.largest = Str(device, "name") + " on node " + node;
       }
@@ -220,8 +221,8 @@ Result<int> ClaimAdvisor::RunOnce() {
       event.reason = kClaimUnsatisfiableReason;
       event.message = why;
       event.component = "tessera-scheduler";
-      TESSERA_RETURN_IF_ERROR(api_.Create(kube::EventsPath(ns), kube::BuildEvent(event, std::chrono::system_clock::now()))
-                                  .status());
+      const json body = kube::BuildEvent(event, std::chrono::system_clock::now());
+      TESSERA_RETURN_IF_ERROR(api_.Create(kube::EventsPath(ns), body).status());
       spdlog::info("pod {}/{}: {}", ns, name, why);
       ++posted;
     }

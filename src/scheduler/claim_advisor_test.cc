@@ -45,6 +45,12 @@ json Claim(const std::string& name, const json& requests) {
 }
 
 const std::set<std::string> kOurs = {"gpu.tessera.io"};
+const std::string kClaims = kApi + "/namespaces/ns/resourceclaims";
+
+json OurClass() { return DeviceClass("gpu.tessera.io", "device.driver == \"gpu.tessera.io\""); }
+json OneGpuClaim(const std::string& name, const std::string& memory, const std::string& compute) {
+  return Claim(name, {{{"name", "gpu"}, {"exactly", Request(memory, compute)}}});
+}
 
 DraGpus TwoNodes() {
   return DraGpusFrom({Slice("n1", {{"gpu-0", "40Gi"}, {"gpu-1", "40Gi"}}), Slice("n2", {{"gpu-0", "80Gi"}}),
@@ -71,9 +77,10 @@ TEST(ClaimAdvisorTest, TheClassesOfTheDriverAreThoseWhoseSelectorNamesIt) {
 
 TEST(ClaimAdvisorTest, SaysWhyAClaimCanNeverBeAllocated) {
   const DraGpus gpus = TwoNodes();
-  auto reason = [&](const json& requests) {
-    return UnsatisfiableReason(Claim("c", requests), kOurs, gpus, kDraDriver);
+  auto reason_with = [&](const json& requests, const DraGpus& with) {
+    return UnsatisfiableReason(Claim("c", requests), kOurs, with, kDraDriver);
   };
+  auto reason = [&](const json& requests) { return reason_with(requests, gpus); };
   EXPECT_EQ(reason({{{"name", "gpu"}, {"exactly", Request("96Gi", "10")}}}),
             "claim ns/c request \"gpu\" asks 98304 MiB of GPU memory (96Gi); the largest GPU of driver gpu.tessera.io "
             "has 81920 MiB (gpu-0 on node n2)");
@@ -100,10 +107,9 @@ TEST(ClaimAdvisorTest, SaysWhyAClaimCanNeverBeAllocated) {
             "(96Gi); the largest GPU of driver gpu.tessera.io has 81920 MiB (gpu-0 on node n2); \"huge\" asks 1048576 "
             "MiB of GPU memory (1Ti); the largest GPU of driver gpu.tessera.io has 81920 MiB (gpu-0 on node n2)");
   // No GPU of the driver anywhere.
-  EXPECT_EQ(UnsatisfiableReason(Claim("c", {{{"name", "gpu"}, {"exactly", Request("1Gi", "")}}}), kOurs, DraGpusFrom({}, kDraDriver),
-                                kDraDriver),
-            "claim ns/c request \"gpu\" asks a GPU of driver gpu.tessera.io, but no node publishes one now (tessera-node "
-            "runs the driver with --dra; chart value dra.enabled)");
+  EXPECT_EQ(reason_with({{{"name", "gpu"}, {"exactly", Request("1Gi", "")}}}, DraGpusFrom({}, kDraDriver)),
+            "claim ns/c request \"gpu\" asks a GPU of driver gpu.tessera.io, but no node publishes one now "
+            "(tessera-node runs the driver with --dra; chart value dra.enabled)");
 }
 
 json Pod(const std::string& name, const std::string& uid, bool unschedulable, const std::string& claim) {
@@ -120,9 +126,9 @@ json Pod(const std::string& name, const std::string& uid, bool unschedulable, co
 TEST(ClaimAdvisorTest, PostsOneEventPerUnschedulablePodWhoseClaimCanNeverBeAllocated) {
   kube::FakeApi api;
   ASSERT_TRUE(api.Upsert(kApi + "/resourceslices", Slice("n1", {{"gpu-0", "40Gi"}})).ok());
-  ASSERT_TRUE(api.Upsert(kApi + "/deviceclasses", DeviceClass("gpu.tessera.io", "device.driver == \"gpu.tessera.io\"")).ok());
-  ASSERT_TRUE(api.Upsert(kApi + "/namespaces/ns/resourceclaims", Claim("huge-gpu", {{{"name", "gpu"}, {"exactly", Request("48Gi", "10")}}})).ok());
-  ASSERT_TRUE(api.Upsert(kApi + "/namespaces/ns/resourceclaims", Claim("wait-gpu", {{{"name", "gpu"}, {"exactly", Request("4Gi", "50")}}})).ok());
+  ASSERT_TRUE(api.Upsert(kApi + "/deviceclasses", OurClass()).ok());
+  ASSERT_TRUE(api.Upsert(kClaims, OneGpuClaim("huge-gpu", "48Gi", "10")).ok());
+  ASSERT_TRUE(api.Upsert(kClaims, OneGpuClaim("wait-gpu", "4Gi", "50")).ok());
   ClaimAdvisor advisor(api, {});
 
   // Nothing unschedulable: nothing read.
@@ -130,9 +136,9 @@ TEST(ClaimAdvisorTest, PostsOneEventPerUnschedulablePodWhoseClaimCanNeverBeAlloc
   ASSERT_TRUE(advisor.RunOnce().ok());
   EXPECT_EQ(api.CountCalls("LIST"), 0);
 
-  for (const json& pod : {Pod("huge", "u1", true, "huge-gpu"), Pod("wait", "u2", true, "wait-gpu"), Pod("new", "u3", true, "")}) {
-    advisor.Observe(pod);
-  }
+  advisor.Observe(Pod("huge", "u1", true, "huge-gpu"));
+  advisor.Observe(Pod("wait", "u2", true, "wait-gpu"));
+  advisor.Observe(Pod("new", "u3", true, ""));  // its claim not made yet
   auto posted = advisor.RunOnce();
   ASSERT_TRUE(posted.ok()) << posted.status().message();
   EXPECT_EQ(*posted, 1);
@@ -147,7 +153,7 @@ TEST(ClaimAdvisorTest, PostsOneEventPerUnschedulablePodWhoseClaimCanNeverBeAlloc
             "gpu.tessera.io has 40960 MiB (gpu-0 on node n1)");
 
   // Again: huge and wait were looked at; new's claim appears now, and fits.
-  ASSERT_TRUE(api.Upsert(kApi + "/namespaces/ns/resourceclaims", Claim("new-gpu", {{{"name", "gpu"}, {"exactly", Request("1Gi", "")}}})).ok());
+  ASSERT_TRUE(api.Upsert(kClaims, OneGpuClaim("new-gpu", "1Gi", "")).ok());
   advisor.Observe(Pod("new", "u3", true, "new-gpu"));
   posted = advisor.RunOnce();
   ASSERT_TRUE(posted.ok());
@@ -174,8 +180,8 @@ TEST(ClaimAdvisorTest, PostsOneEventPerUnschedulablePodWhoseClaimCanNeverBeAlloc
 
 TEST(ClaimAdvisorTest, StartRunsPassesUntilStop) {
   kube::FakeApi api;
-  ASSERT_TRUE(api.Upsert(kApi + "/deviceclasses", DeviceClass("gpu.tessera.io", "device.driver == \"gpu.tessera.io\"")).ok());
-  ASSERT_TRUE(api.Upsert(kApi + "/namespaces/ns/resourceclaims", Claim("huge-gpu", {{{"name", "gpu"}, {"exactly", Request("48Gi", "")}}})).ok());
+  ASSERT_TRUE(api.Upsert(kApi + "/deviceclasses", OurClass()).ok());
+  ASSERT_TRUE(api.Upsert(kClaims, OneGpuClaim("huge-gpu", "48Gi", "")).ok());
   ClaimAdvisor advisor(api, {.period = std::chrono::milliseconds(10)});
   advisor.Observe(Pod("huge", "u1", true, "huge-gpu"));
   advisor.Start();
