@@ -192,6 +192,7 @@ grpc::Status RegistrationService::GetInfo(grpc::ServerContext*, const ::pluginre
   response->set_name(options_.driver);
   response->set_endpoint(DraSocket(options_));
   response->add_supported_versions(kDraServiceVersion);
+  response->add_supported_versions(kDraHealthService);
   return Ok();
 }
 
@@ -216,12 +217,19 @@ std::optional<bool> RegistrationService::Registered() const {
 // ---- KubeletPlugin
 
 KubeletPlugin::KubeletPlugin(kube::Api& api, KubeletPluginOptions options, std::shared_ptr<spdlog::logger> log)
-    : options_(options), log_(log), publisher_(api, options), dra_(api, options, log), registration_(options, log) {}
+    : api_(api),
+      options_(options),
+      log_(log),
+      publisher_(api, options),
+      dra_(api, options, log),
+      health_(options.node, log),
+      registration_(options, log) {}
 
 KubeletPlugin::~KubeletPlugin() { Stop(); }
 
 Status KubeletPlugin::SetGpus(const std::vector<core::GpuInfo>& gpus) {
   dra_.SetGpus(gpus);
+  health_.SetGpus(gpus);
   MutexLock lock(mu_);
   if (published_ && *published_ == gpus) return Status::Ok();
   auto wrote = publisher_.Publish(gpus);
@@ -234,15 +242,29 @@ Status KubeletPlugin::SetGpus(const std::vector<core::GpuInfo>& gpus) {
   return Status::Ok();
 }
 
+void KubeletPlugin::Republish(const char* what) {
+  MutexLock lock(mu_);
+  if (!published_) return;  // never published: SetGpus does it
+  const std::string name = SliceName(options_.node, options_.driver);
+  auto wrote = publisher_.Publish(*published_);
+  if (!wrote.ok()) {
+    published_.reset();  // the next SetGpus tries again
+    log_->warn("ResourceSlice {} was {}; publishing it again: {} (retried every resync)", name, what,
+               wrote.status().message());
+    return;
+  }
+  if (*wrote) log_->info("ResourceSlice {} was {}; published it again", name, what);
+}
+
 namespace {
-Result<std::unique_ptr<grpc::Server>> ServeOn(const std::string& socket, grpc::Service* service) {
+Result<std::unique_ptr<grpc::Server>> ServeOn(const std::string& socket, const std::vector<grpc::Service*>& services) {
   std::error_code ec;
   fs::create_directories(fs::path(socket).parent_path(), ec);
   if (ec) return Internal("creating the folder of " + socket + ": " + ec.message());
   fs::remove(socket, ec);  // a stale socket from a previous run
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix://" + socket, grpc::InsecureServerCredentials());
-  builder.RegisterService(service);
+  for (grpc::Service* service : services) builder.RegisterService(service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr) return Internal("cannot serve on " + socket);
   return server;
@@ -250,9 +272,22 @@ Result<std::unique_ptr<grpc::Server>> ServeOn(const std::string& socket, grpc::S
 }  // namespace
 
 Status KubeletPlugin::Start() {
-  if (dra_server_ != nullptr) return FailedPrecondition("DRA kubelet plugin already started");
-  TESSERA_ASSIGN_OR_RETURN(dra_server_, ServeOn(DraSocket(options_), &dra_));
-  auto reg = ServeOn(RegistrationSocket(options_), &registration_);
+  if (dra_server_ != nullptr || slice_watch_ != nullptr) return FailedPrecondition("DRA kubelet plugin already started");
+  kube::InformerOptions watch_options;
+  watch_options.field_selector = "metadata.name=" + SliceName(options_.node, options_.driver);
+  slice_watch_ = std::make_unique<kube::Informer>(api_, ResourceSlicesPath(), watch_options);
+  TESSERA_RETURN_IF_ERROR(slice_watch_->AddHandlers({
+      .on_update = [this](const nlohmann::json&, const nlohmann::json&) { Republish("changed"); },
+      .on_delete = [this](const nlohmann::json&) { Republish("deleted"); },
+  }));
+  TESSERA_RETURN_IF_ERROR(slice_watch_->Start());
+  auto dra = ServeOn(DraSocket(options_), {&dra_, &health_});
+  if (!dra.ok()) {
+    Stop();
+    return dra.status();
+  }
+  dra_server_ = std::move(dra).value();
+  auto reg = ServeOn(RegistrationSocket(options_), {&registration_});
   if (!reg.ok()) {
     Stop();
     return reg.status();
@@ -264,6 +299,8 @@ Status KubeletPlugin::Start() {
 }
 
 void KubeletPlugin::Stop() {
+  if (slice_watch_ != nullptr) slice_watch_->Stop();
+  health_.Shutdown();  // open streams end, so the server's shutdown does not wait for them
   std::error_code ec;
   if (registration_server_ != nullptr) {
     registration_server_->Shutdown();

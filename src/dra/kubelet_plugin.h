@@ -16,14 +16,23 @@
 //
 // SlicePublisher: creates the node's ResourceSlice, or updates it (a merge
 // patch guarded by resourceVersion, the pool's generation raised) when the
-// devices changed; unchanged GPUs write nothing.
+// devices changed; unchanged GPUs write nothing. KubeletPlugin watches the
+// slice from Start on and publishes it again at once when it is deleted or
+// changed by someone else: a kubelet deletes every ResourceSlice of its node
+// when it starts (and a driver's when its plugin has been gone 30 s), and
+// would otherwise leave the node with nothing to allocate until the GPUs
+// change (seen with kubelet 1.36: the slice never came back).
+//
+// Beside DRAPlugin the same endpoint serves the device-health stream
+// (DraHealthService, health_service.h), which kubelets 1.36 and later open.
 //
 // The kubelet's plugin watcher finds the registration socket (also the one
 // left from before a kubelet restart), so no folder watch is needed here.
 //
-// Thread-safety: SetGpus, the gRPC handlers and Prepare/Unprepare may run
-// at once; claims are prepared and unprepared one at a time. Start and
-// Stop from one thread. `api` must outlive the plugin.
+// Thread-safety: SetGpus, the gRPC handlers, the slice watch and
+// Prepare/Unprepare may run at once; claims are prepared and unprepared one
+// at a time. Start and Stop from one thread, Start once. `api` must outlive
+// the plugin.
 //
 //   dra::KubeletPlugin plugin(client, {.node = "node-1"}, log);
 //   TESSERA_RETURN_IF_ERROR(plugin.SetGpus(gpus));   // publishes the slice
@@ -44,9 +53,11 @@
 #include "core/status.h"
 #include "core/thread_annotations.h"
 #include "dra/claim.h"
+#include "dra/health_service.h"
 #include "dra/resource_slice.h"
 #include "dra/v1/api.grpc.pb.h"
 #include "kube/api.h"
+#include "kube/informer.h"
 #include "node/container_env.h"
 #include "pluginregistration/v1/api.grpc.pb.h"
 
@@ -139,27 +150,37 @@ class KubeletPlugin {
   KubeletPlugin(kube::Api& api, KubeletPluginOptions options, std::shared_ptr<spdlog::logger> log);
   ~KubeletPlugin();  // Stop()
 
-  // Hands the GPUs to the DRA service and publishes the slice when they
-  // changed since the last successful publish (a failed publish is tried
-  // again on the next call). Publish's errors.
+  // Hands the GPUs to the DRA and health services and publishes the slice
+  // when they changed since the last successful publish (a failed publish
+  // is tried again on the next call). Publish's errors.
   Status SetGpus(const std::vector<core::GpuInfo>& gpus) TESSERA_EXCLUDES(mu_);
-  // Serves DRAPlugin, then the registration socket (so the kubelet never
-  // reaches a plugin that is not serving yet); stale sockets are replaced.
-  // INTERNAL naming the socket when one cannot be served.
+  // Starts the watch of the node's slice, serves DRAPlugin and the health
+  // service, then the registration socket (so the kubelet never reaches a
+  // plugin that is not serving yet); stale sockets are replaced. INTERNAL
+  // naming the socket when one cannot be served; the informer's errors.
   Status Start();
-  // Stops both servers and removes their sockets (the kubelet then
-  // deregisters the driver). Idempotent.
+  // Stops the watch and both servers (open health streams end) and removes
+  // the sockets (the kubelet then deregisters the driver). The slice stays,
+  // for the agent that comes next. Idempotent.
   void Stop();
 
   DraService& dra() { return dra_; }
   RegistrationService& registration() { return registration_; }
+  DraHealthService& health() { return health_; }
 
  private:
+  // The watch saw the slice deleted or changed: publish what was published
+  // last again (Publish writes only when the slice differs).
+  void Republish(const char* what) TESSERA_EXCLUDES(mu_);
+
+  kube::Api& api_;
   const KubeletPluginOptions options_;
   std::shared_ptr<spdlog::logger> log_;
   SlicePublisher publisher_;
   DraService dra_;
+  DraHealthService health_;
   RegistrationService registration_;
+  std::unique_ptr<kube::Informer> slice_watch_;
   std::unique_ptr<grpc::Server> dra_server_, registration_server_;
   Mutex mu_;
   std::optional<std::vector<core::GpuInfo>> published_ TESSERA_GUARDED_BY(mu_);

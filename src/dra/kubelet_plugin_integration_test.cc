@@ -1,6 +1,7 @@
 // The DRA kubelet plugin as the kubelet meets it: a gRPC client over the
-// real Unix sockets (registration, then the endpoint it names), claims
-// stored in a fake API server, the CDI file on disk.
+// real Unix sockets (registration, then the endpoint it names: DRAPlugin and
+// the device-health stream), claims stored in a fake API server, the CDI
+// file on disk.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
@@ -100,7 +101,21 @@ TEST(KubeletPluginIntegrationTest, KubeletsCallsOverTheSockets) {
   }
   EXPECT_FALSE(fs::exists(file));
 
+  // The device-health stream on the same endpoint, as a 1.36 kubelet opens
+  // it: both GPUs, healthy; Stop ends it.
+  auto health = healthpb::DRAResourceHealth::NewStub(
+      grpc::CreateChannel("unix://" + info.endpoint(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext health_ctx;
+  auto stream = health->NodeWatchResources(&health_ctx, {});
+  healthpb::NodeWatchResourcesResponse report;
+  ASSERT_TRUE(stream->Read(&report));
+  ASSERT_EQ(report.devices_size(), 2);
+  EXPECT_EQ(report.devices(1).device().device_name(), "gpu-1");
+  EXPECT_EQ(report.devices(1).health(), healthpb::HEALTHY);
+
   plugin.Stop();
+  EXPECT_FALSE(stream->Read(&report));
+  EXPECT_TRUE(stream->Finish().ok());
   EXPECT_FALSE(fs::exists(options.registry_dir + "/gpu.tessera.io-reg.sock"));
   EXPECT_FALSE(fs::exists(info.endpoint()));
 }

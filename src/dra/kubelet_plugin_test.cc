@@ -7,6 +7,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <thread>
 
 #include "dra/cdi.h"
 #include "dra/test_gpus.h"
@@ -120,15 +122,18 @@ TEST_F(KubeletPluginTest, EachBadClaimGetsItsOwnErrorNamingIt) {
   EXPECT_FALSE(service.Unprepare({"ns", "x", "../etc"}).ok());
 }
 
-TEST_F(KubeletPluginTest, RegistrationAnswersTheDriverItsSocketAndV1) {
+TEST_F(KubeletPluginTest, RegistrationAnswersTheDriverItsSocketV1AndTheHealthService) {
   RegistrationService service(options_, Quiet());
   pluginregistration::PluginInfo info;
   ASSERT_TRUE(service.GetInfo(nullptr, nullptr, &info).ok());
   EXPECT_EQ(info.type(), "DRAPlugin");
   EXPECT_EQ(info.name(), "gpu.tessera.io");
   EXPECT_EQ(info.endpoint(), options_.plugins_dir + "/gpu.tessera.io/dra.sock");
-  ASSERT_EQ(info.supported_versions_size(), 1);
+  // The kubelet takes the first service it knows; the health service is
+  // listed after, as the plugin helper of Kubernetes lists it.
+  ASSERT_EQ(info.supported_versions_size(), 2);
   EXPECT_EQ(info.supported_versions(0), "v1.DRAPlugin");
+  EXPECT_EQ(info.supported_versions(1), "v1alpha1.DRAResourceHealth");
   EXPECT_FALSE(service.Registered().has_value());
   pluginregistration::RegistrationStatus status;
   status.set_plugin_registered(false);
@@ -163,6 +168,34 @@ TEST_F(KubeletPluginTest, PublisherCreatesThenUpdatesOnlyOnChange) {
   EXPECT_EQ(plugin.SetGpus(gpus).code(), StatusCode::kUnavailable);
   api_.SetHook(nullptr);
   EXPECT_TRUE(plugin.SetGpus(gpus).ok());
+}
+
+// A kubelet deletes its node's ResourceSlices when it starts (seen with
+// 1.36): the plugin's watch publishes the slice again at once, with the GPUs
+// published last, and puts back a slice someone else changed.
+TEST_F(KubeletPluginTest, ASliceDeletedOrChangedBySomeoneElseIsPublishedAgain) {
+  KubeletPlugin plugin(api_, options_, Quiet());
+  const std::string path = ResourceSlicePath("node-1-gpu.tessera.io");
+  ASSERT_TRUE(plugin.SetGpus(testing::TwoGpus()).ok());
+  ASSERT_TRUE(plugin.Start().ok());
+  const nlohmann::json published = *api_.Peek(path);
+  auto wait_for = [&](const std::function<bool(const std::optional<nlohmann::json>&)>& ok) {
+    for (int i = 0; i < 500; ++i) {
+      if (ok(api_.Peek(path))) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  };
+  // Let the informer list before the delete, so that it sees a delete.
+  for (int i = 0; i < 500 && api_.OpenWatches() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(api_.Remove(path).ok());
+  EXPECT_TRUE(wait_for([&](const auto& s) { return s && (*s)["spec"]["devices"] == published["spec"]["devices"]; }));
+
+  nlohmann::json edited = *api_.Peek(path);
+  edited["spec"]["devices"] = nlohmann::json::array();
+  ASSERT_TRUE(api_.Upsert(ResourceSlicesPath(), edited).ok());
+  EXPECT_TRUE(wait_for([&](const auto& s) { return s && (*s)["spec"]["devices"] == published["spec"]["devices"]; }));
+  plugin.Stop();
 }
 
 }  // namespace

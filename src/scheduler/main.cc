@@ -1,6 +1,7 @@
 // tessera-scheduler: the kube-scheduler extender. Watches nodes and pods to
 // keep the GPU ledger, answers filter/prioritize/bind over HTTP, and binds
-// only while it holds the leader Lease.
+// (and evicts, and advises on ResourceClaims no GPU can take) only while it
+// holds the leader Lease.
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include "kube/config.h"
 #include "kube/informer.h"
 #include "kube/leader_elector.h"
+#include "scheduler/claim_advisor.h"
 #include "scheduler/cluster_state.h"
 #include "scheduler/config.h"
 #include "scheduler/extender.h"
@@ -99,10 +101,20 @@ int Run(const SchedulerConfig& config) {
       }
     }
   };
+  // Pods asking the DRA driver for what no GPU has get a reason of their
+  // own (kube-scheduler's is "cannot allocate all claims" whatever the cause).
+  // may_act is set below, with the extender's options.
+  std::function<Status()> may_act;
+  ClaimAdvisor claim_advisor(client, {.may_act = [&] { return may_act(); }});
   (void)pods.AddHandlers({
-      .on_add = [&](const nlohmann::json& p) { state.UpsertPod(p); after_pod_event(); },
-      .on_update = [&](const nlohmann::json&, const nlohmann::json& p) { state.UpsertPod(p); after_pod_event(); },
-      .on_delete = [&](const nlohmann::json& p) { state.DeletePod(p); after_pod_event(); },
+      .on_add = [&](const nlohmann::json& p) { state.UpsertPod(p); claim_advisor.Observe(p); after_pod_event(); },
+      .on_update =
+          [&](const nlohmann::json&, const nlohmann::json& p) {
+            state.UpsertPod(p);
+            claim_advisor.Observe(p);
+            after_pod_event();
+          },
+      .on_delete = [&](const nlohmann::json& p) { state.DeletePod(p); claim_advisor.Forget(p); after_pod_event(); },
   });
 
   std::unique_ptr<kube::LeaderElector> elector;
@@ -138,6 +150,7 @@ int Run(const SchedulerConfig& config) {
     return Status::Ok();
   };
   preemptor_options.may_act = extender_options.may_bind;  // only the leader, with synced caches, evicts
+  may_act = extender_options.may_bind;                    // ... and advises on claims
   GpuPreemptor preemptor(state, preemption_api, preemptor_options);
   extender_options.preemptor = &preemptor;
   auto extender = Extender::Create(state, binder, extender_options);
@@ -190,6 +203,7 @@ int Run(const SchedulerConfig& config) {
   spdlog::info("serving the extender on {}://{}:{}", config.tls() ? "https" : "http", config.listen_address,
                port.value());
   preemptor.Start();
+  claim_advisor.Start();
   spdlog::info("GPU preemption {} (nomination TTL {} s, at most {} victims per node)",
                config.preemption.enabled ? "on" : "off", config.preemption.nomination_ttl.count(),
                config.preemption.max_victims);
@@ -221,6 +235,7 @@ int Run(const SchedulerConfig& config) {
   // timeout) before it returns.
   if (elector) elector->Stop();
   preemptor.Stop();
+  claim_advisor.Stop();
   spdlog::info("shutting down: the HTTP server closes its keep-alive connections (at most {} s idle)",
                server_options.keep_alive_seconds);
   server.Stop();

@@ -6,9 +6,10 @@ Reads every shell block (```sh, ```bash, ```console, and indented code
 blocks; `$ ` prompts and trailing comments dropped, `\\` continuations
 joined) of README.md and docs/*.md, and checks:
 
-  - kubectl apply|create|delete -f examples/...: the file exists and is one
-    e2e_examples_test applies (every *.yaml under examples/ but
-    examples/cluster/, tests/e2e/examples_test.cc);
+  - kubectl apply|create|delete -f examples/...: the file exists and a test
+    applies it: e2e_examples_test (every *.yaml under examples/ but
+    examples/cluster/ and examples/dra/, tests/e2e/examples_test.cc) or,
+    for examples/dra/, e2e_real_node_dra_test;
   - tessera-node, tessera-scheduler, kubectl tessera (kubectl-tessera),
     tessera-sim, tessera-nodesim, tessera-dev: every --flag given is in the
     binary's --help (or its subcommand's, for `kubectl tessera inspect ...`);
@@ -156,7 +157,8 @@ def main():
                             if not os.path.isfile(os.path.join(src, f)):
                                 errors.append(f"{where}: {f} does not exist")
                             elif f not in manifests:
-                                errors.append(f"{where}: {f} is not applied by e2e_examples_test")
+                                errors.append(f"{where}: {f} is not applied by e2e_examples_test "
+                                              "or e2e_real_node_dra_test")
                 # the project's binaries and their flags
                 # (the first word of the command, or a path to the binary)
                 name = os.path.basename(x)

@@ -1,6 +1,8 @@
 // End-to-end for the shipped examples: every Kubernetes manifest under
 // examples/ (every *.yaml but examples/cluster/, which is tessera-nodesim's
-// node list, not Kubernetes objects) is applied to the loopback cluster and
+// node list, not Kubernetes objects, and examples/dra/, whose claims need a
+// real kubelet's DRA manager: e2e_real_node_dra_test runs it) is applied to
+// the loopback cluster and
 // each of its pods must reach Running through the whole hand-over: the real
 // kube-scheduler, tessera-scheduler (with the gpushare and HAMi front ends
 // on, for examples/compat), and per node of examples/cluster/nodes.yaml a
@@ -73,14 +75,14 @@ const std::map<std::string, std::string> kExpectedPending = {
 };
 
 // The manifests under examples/, sorted; examples/cluster/ holds the node
-// list the farm below is built from.
+// list the farm below is built from; examples/dra/ runs on a real node only.
 std::vector<std::string> ExampleManifests() {
   std::vector<std::string> out;
   for (const auto& e : std::filesystem::recursive_directory_iterator("examples")) {
     const std::string path = e.path().generic_string();
     const std::string ext = e.path().extension().string();
     if (!e.is_regular_file() || (ext != ".yaml" && ext != ".yml")) continue;
-    if (path.rfind("examples/cluster/", 0) == 0) continue;
+    if (path.rfind("examples/cluster/", 0) == 0 || path.rfind("examples/dra/", 0) == 0) continue;
     out.push_back(path);
   }
   std::sort(out.begin(), out.end());

@@ -7,8 +7,10 @@
 #     scheduler.mode=configOnly, with the simulated-node values below, and
 #     with docs/install.md's frontEnds values (gpushare; HAMi with its count
 #     renamed), which must reach the extender's config, tessera-node's args
-#     and kube-scheduler's managedResources (and by default none of them);
-#     a bad scheduler.mode must fail to render.
+#     and kube-scheduler's managedResources (and by default none of them),
+#     and with dra.enabled (the agent's DRA flags, host folders and RBAC, and
+#     the DeviceClass; by default none); a bad scheduler.mode must fail to
+#     render.
 #  2. kubectl apply --dry-run=server of each rendering: the API server of the
 #     pinned release validates every object against its own schemas
 #     (strict field validation: an unknown or misspelt field fails).
@@ -187,6 +189,18 @@ hami_gpu="$(sed -n 's/^ *gpu: *//p' "$work/hami.yaml")"
 expect_rendered "$work/hami-rendered.yaml" '- --hami=true' "- --hami-gpu-resource=$hami_gpu" "gpu: $hami_gpu" \
   "- name: $hami_gpu" '- name: nvidia.com/gpumem' '- name: nvidia.com/gpumem-percentage' '- name: nvidia.com/gpucores'
 if grep -qF -- '--gpushare' "$work/hami-rendered.yaml"; then fail "HAMi values: renders --gpushare"; fi
+# The DRA driver (dra.enabled): off by default; on, the agent's flags, its
+# three host folders, the RBAC rules it needs and the DeviceClass.
+"$helm" template tessera "$chart" --namespace "$docs_ns" --set dra.enabled=true > "$work/dra-rendered.yaml"
+if grep -qE -- '--dra|--cdi-dir|kind: DeviceClass|resources: \[resourceslices\]$' "$work/default.yaml"; then
+  fail "default: renders the DRA driver"
+fi
+expect_rendered "$work/dra-rendered.yaml" '- --dra=true' '- --dra-registry-dir=/var/lib/kubelet/plugins_registry' \
+  '- --dra-plugins-dir=/var/lib/kubelet/plugins' '- --cdi-dir=/var/run/cdi' \
+  '- {name: dra-registry, mountPath: /var/lib/kubelet/plugins_registry}' \
+  '- {name: dra-plugin, mountPath: /var/lib/kubelet/plugins/gpu.tessera.io}' '- {name: cdi, mountPath: /var/run/cdi}' \
+  'resources: [resourceslices]' 'verbs: [get, list, watch, create, patch]' 'resources: [resourceclaims]' \
+  'kind: DeviceClass' 'name: gpu.tessera.io' 'expression: device.driver == "gpu.tessera.io"'
 if "$helm" template tessera "$chart" --set scheduler.mode=both > /dev/null 2> "$work/bad-mode.err"; then
   fail "scheduler.mode=both rendered"
 fi
@@ -225,7 +239,7 @@ drop_namespace "$ns"; drop_namespace "$docs_ns"   # left by an earlier run on th
 "$kubectl" version -o json | python3 -c 'import json,sys; print("server", json.load(sys.stdin)["serverVersion"]["gitVersion"])'
 "$kubectl" create namespace "$docs_ns" --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
 "$kubectl" create namespace "$ns" --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
-for f in default configonly configonly-np sim gpushare-rendered hami-rendered; do
+for f in default configonly configonly-np sim gpushare-rendered hami-rendered dra-rendered; do
   "$kubectl" apply --dry-run=server --validate=strict -f "$work/$f.yaml" > "$work/$f.dry-run"
   echo "$f: $(wc -l < "$work/$f.dry-run") objects accepted"
 done
@@ -344,12 +358,17 @@ can yes $ext update leases.coordination.k8s.io/tessera-scheduler "$ns"
 can no  $ext update leases.coordination.k8s.io/tessera-scheduler kube-system
 can no  $ext update leases.coordination.k8s.io/other "$ns"
 can no  $ext delete pods;  can no $ext patch nodes;  can no $ext get secrets;  can no $ext create pods
+# ... and the advice on claims no GPU can take (reads only).
+can yes $ext list resourceslices.resource.k8s.io;  can yes $ext list deviceclasses.resource.k8s.io
+can yes $ext get resourceclaims.resource.k8s.io default
+can no  $ext create resourceslices.resource.k8s.io;  can no $ext update resourceclaims.resource.k8s.io default
 # tessera-node: its Node's inventory, its pods' annotations, Events.
 can yes $node get nodes;  can yes $node patch nodes
 for v in get list watch patch; do can yes $node $v pods; done
 can yes $node create events default
 can no  $node create pods#binding;  can no $node delete nodes;  can no $node delete pods
 can no  $node get secrets;  can no $node update nodes#status
+can no  $node create resourceslices.resource.k8s.io   # only with dra.enabled (rendered in step 1)
 # The chart's kube-scheduler: the system:kube-scheduler role, its own Lease.
 can yes $ks create pods#binding;  can yes $ks watch nodes
 can yes $ks update leases.coordination.k8s.io/$ks "$ns"

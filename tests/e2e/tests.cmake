@@ -122,3 +122,12 @@ tessera_real_node_test(e2e_real_node_examples_test real_node_examples_test.sh 60
 # region folder removed after the grace. Needs the fake CUDA client (skipped
 # under the sanitizers).
 tessera_real_node_test(e2e_real_node_path_test real_node_path_test.sh 300)
+
+# tessera-node as the DRA driver on one real node with the chart's
+# dra.enabled: claims allocated by kube-scheduler's DRA allocator, prepared
+# by the real kubelet and handed to containers by containerd's CDI, their
+# limits enforced by the library inside; two claims on one GPU, two that
+# wait with kube-scheduler's reason, a kubelet and an agent restart, nothing
+# left after unprepare. Needs the fake CUDA client (skipped under the
+# sanitizers).
+tessera_real_node_test(e2e_real_node_dra_test real_node_dra_test.sh 300)
