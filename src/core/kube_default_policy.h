@@ -15,7 +15,9 @@
 // DynamicResources scores only claims with prioritized alternatives
 // (firstAvailable), none here; TaintToleration, NodeAffinity,
 // PodTopologySpread and InterPodAffinity give every node the same score to a
-// pod without taints, affinities or spread constraints; ImageLocality is not
+// pod without tolerations, affinities or spread constraints (the system
+// default spread constraints apply only to pods of a Service, ReplicaSet or
+// StatefulSet; the trace's pods have no owners); ImageLocality is not
 // modelled. Equal totals are broken at random, as kube-scheduler's
 // selectHost does. GPUs play no part in the score; the GPU pick Evaluate
 // fills is best fit (the DRA variants replace it with the allocator's pick).
