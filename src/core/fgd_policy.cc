@@ -25,6 +25,10 @@ double FgdPolicy::FragNow(const NodeState& node) {
   return slot.second;
 }
 
+int64_t FgdPolicy::ScorePick(const PodRequest& pod, const NodeState& node, const GpuPick& pick, Rng& /*rng*/) {
+  return FgdScore(FragAfter(workload_, pod, node, pick) - FragNow(node));
+}
+
 Candidate FgdPolicy::Evaluate(const PodRequest& pod, const NodeState& node, Rng& /*rng*/) {
   Candidate best;
   const double before = FragNow(node);

@@ -15,6 +15,7 @@ class FgdPolicy final : public PlacementPolicy {
   explicit FgdPolicy(TargetWorkload workload) : workload_(std::move(workload)) {}
   std::string_view name() const override { return "fgd"; }
   Candidate Evaluate(const PodRequest& pod, const NodeState& node, Rng& rng) override;
+  int64_t ScorePick(const PodRequest& pod, const NodeState& node, const GpuPick& pick, Rng& rng) override;
 
  private:
   // Fragmentation of the node as it is, cached by the node's version.

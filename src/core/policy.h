@@ -100,6 +100,15 @@ class PlacementPolicy {
   // GPUs it would take. Scores are in [0, kMaxNodeScore].
   virtual Candidate Evaluate(const PodRequest& pod, const NodeState& node, Rng& rng) = 0;
 
+  // The score Evaluate would give `node` if the pod took the GPUs in `pick`
+  // there instead of the policy's own choice: under DRA kube-scheduler's
+  // allocator picks the device (dra_policy.h), and a steering extender must
+  // score each node by that pick. `pick` must fit the node. The default, for
+  // policies whose node score does not depend on the GPU choice: Evaluate's.
+  virtual int64_t ScorePick(const PodRequest& pod, const NodeState& node, const GpuPick& /*pick*/, Rng& rng) {
+    return Evaluate(pod, node, rng).score;
+  }
+
   // True when Evaluate depends only on the pod's shape, the node's state and
   // epoch(), so the placer may cache it.
   virtual bool Cacheable() const { return true; }

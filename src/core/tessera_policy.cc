@@ -217,19 +217,27 @@ double TesseraPolicy::FragNow(const NodeState& node, int* model_id) {
   return value;
 }
 
+int64_t TesseraPolicy::PickScore(const PodRequest& pod, const NodeState& node, const GpuPick& pick, int model_id,
+                                 double before, const GpuLeft& left) {
+  GpuLeft after = left;
+  int k = 0;
+  for (const auto& c : pod.containers)
+    for (int g = 0; g < c.gpu_count; ++g) after.left[pick.index[k++]] -= c.core_milli_per_gpu;
+  return FgdScore(ValueOf(model_id, node.CpuFree() - pod.cpu_milli, after.span()) - before);
+}
+
+int64_t TesseraPolicy::ScorePick(const PodRequest& pod, const NodeState& node, const GpuPick& pick, Rng& /*rng*/) {
+  int model_id = 0;
+  const double before = FragNow(node, &model_id);
+  return PickScore(pod, node, pick, model_id, before, FreeCore(node));
+}
+
 template <typename Fn>
 void TesseraPolicy::Picks(const PodRequest& pod, const NodeState& node, bool distinct_only, Fn&& fn) {
   int model_id = 0;
   const double before = FragNow(node, &model_id);
   const GpuLeft left = FreeCore(node);
-  const int64_t cpu_after = node.CpuFree() - pod.cpu_milli;
-  auto consider = [&](const GpuPick& pick) {
-    GpuLeft after = left;
-    int k = 0;
-    for (const auto& c : pod.containers)
-      for (int g = 0; g < c.gpu_count; ++g) after.left[pick.index[k++]] -= c.core_milli_per_gpu;
-    fn(pick, FgdScore(ValueOf(model_id, cpu_after, after.span()) - before));
-  };
+  auto consider = [&](const GpuPick& pick) { fn(pick, PickScore(pod, node, pick, model_id, before, left)); };
   if (!IsSingleShare(pod)) {
     GpuPick pick;
     PickGpus(pod, node, GpuSelect::kBestFit, nullptr, &pick);

@@ -112,6 +112,7 @@ class TesseraPolicy final : public PlacementPolicy {
   std::string_view name() const override { return name_; }
   void OnArrival(const PodRequest& pod) override;
   Candidate Evaluate(const PodRequest& pod, const NodeState& node, Rng& rng) override;
+  int64_t ScorePick(const PodRequest& pod, const NodeState& node, const GpuPick& pick, Rng& rng) override;
   uint64_t epoch() const override { return epoch_; }
   TieBreak tie_break() const override { return TieBreak::kNodeOrder; }
 
@@ -158,6 +159,10 @@ class TesseraPolicy final : public PlacementPolicy {
   // Fills waste_ (ExpectedWaste for 0..1000) from workload_.
   void BuildWasteTable();
   double ValueOf(int model_id, int64_t cpu_left, std::span<const int64_t> gpu_left);
+  // The score of placing `pod` on `node` with `pick`, given the node's value
+  // `before` and its model id and free shares as they are.
+  int64_t PickScore(const PodRequest& pod, const NodeState& node, const GpuPick& pick, int model_id, double before,
+                    const GpuLeft& left);
   template <typename Fn>
   void Picks(const PodRequest& pod, const NodeState& node, bool distinct_only, Fn&& fn);
   NodeTerms ComputeTerms(int model_id, int64_t cpu_left, std::span<const int64_t> gpu_left) const;

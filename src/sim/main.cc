@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <mutex>
 
+#include "core/dra_policy.h"
 #include "core/fragmentation.h"
 #include "core/policy.h"
 #include "sim/replay.h"
@@ -55,9 +56,13 @@ Result<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
   return out;
 }
 
+// Policy names, comma-separated; "all" stands for core::PolicyNames() (the
+// policies the extender runs), "dra" for the DRA placement variants.
 Result<std::vector<std::string>> ParsePolicies(const std::string& text) {
   std::vector<std::string> out;
-  const auto known = core::PolicyNames();
+  const auto known = ReplayPolicyNames();
+  const auto core_names = core::PolicyNames();
+  const auto dra_names = core::DraPolicyNames();
   std::string all;
   for (const auto& n : known) all += (all.empty() ? "" : ", ") + n;
   size_t pos = 0;
@@ -66,9 +71,11 @@ Result<std::vector<std::string>> ParsePolicies(const std::string& text) {
     if (comma == std::string::npos) comma = text.size();
     std::string name = text.substr(pos, comma - pos);
     if (name == "all") {
-      out.insert(out.end(), known.begin(), known.end());
+      out.insert(out.end(), core_names.begin(), core_names.end());
+    } else if (name == "dra") {
+      out.insert(out.end(), dra_names.begin(), dra_names.end());
     } else if (std::find(known.begin(), known.end(), name) == known.end()) {
-      return InvalidArgument("unknown policy \"" + name + "\" (known: " + all + ", or all)");
+      return InvalidArgument("unknown policy \"" + name + "\" (known: " + all + ", all or dra)");
     } else {
       out.push_back(name);
     }
@@ -96,7 +103,7 @@ std::string WorkloadName(const std::string& pods_path) {
 // One line per policy: means over seeds at 100 % and 130 % arrived (or the
 // last load point a run reached, when it stopped just short of 130 %).
 void PrintSummary(const std::vector<RunResult>& runs, const std::vector<std::string>& policies) {
-  std::printf("%-12s %6s %10s %10s %12s\n", "policy", "seeds", "alloc@100", "alloc@130", "unalloc@130");
+  std::printf("%-18s %6s %10s %10s %12s\n", "policy", "seeds", "alloc@100", "alloc@130", "unalloc@130");
   for (const auto& p : policies) {
     double a100 = 0, a130 = 0;
     int n = 0;
@@ -112,10 +119,10 @@ void PrintSummary(const std::vector<RunResult>& runs, const std::vector<std::str
       ++n;
     }
     if (n == 0) {
-      std::printf("%-12s %6d %10s %10s %12s\n", p.c_str(), 0, "-", "-", "-");
+      std::printf("%-18s %6d %10s %10s %12s\n", p.c_str(), 0, "-", "-", "-");
       continue;
     }
-    std::printf("%-12s %6d %10.2f %10.2f %12.2f\n", p.c_str(), n, a100 / n, a130 / n, 100 - a130 / n);
+    std::printf("%-18s %6d %10.2f %10.2f %12.2f\n", p.c_str(), n, a100 / n, a130 / n, 100 - a130 / n);
   }
 }
 
@@ -131,7 +138,7 @@ void PrintBreakdown(const std::vector<RunResult>& runs, const std::vector<std::s
     if (m >= 800 && m < core::kCoreMilliPerGpu) ++large;
     if (m > 0 && m <= 200) ++small;
   }
-  std::printf("end state, %% of GPUs: %-12s %10s %12s %12s   (trace: %lld shares >= 800 milli, %lld <= 200)\n",
+  std::printf("end state, %% of GPUs: %-18s %10s %12s %12s   (trace: %lld shares >= 800 milli, %lld <= 200)\n",
               "policy", "idle GPUs", "beside>=800", "other", static_cast<long long>(large),
               static_cast<long long>(small));
   for (const auto& p : policies) {
@@ -145,7 +152,7 @@ void PrintBreakdown(const std::vector<RunResult>& runs, const std::vector<std::s
       o += static_cast<double>(r.end.other_sliver_milli) / t;
       ++n;
     }
-    if (n > 0) std::printf("end state, %% of GPUs: %-12s %10.2f %12.2f %12.2f\n", p.c_str(), w / n, l / n, o / n);
+    if (n > 0) std::printf("end state, %% of GPUs: %-18s %10.2f %12.2f %12.2f\n", p.c_str(), w / n, l / n, o / n);
   }
 }
 
@@ -355,7 +362,7 @@ int main(int argc, char** argv) {
   auto* fgd_cmd = app.add_subcommand("fgd", "FGD protocol: arrival-only replay, inflated to --tune x capacity");
   fgd_cmd->add_option("--nodes", fgd.nodes, "node list CSV (sn,cpu_milli,memory_mib,gpu,model)")->required();
   fgd_cmd->add_option("--pods", fgd.pods, "pod list CSV (openb format, 11 or 5 columns)")->required();
-  fgd_cmd->add_option("--policy", fgd.policy, "policy name, comma list, or all")->capture_default_str();
+  fgd_cmd->add_option("--policy", fgd.policy, "policy name, comma list, all, or dra (the DRA placement variants)")->capture_default_str();
   fgd_cmd->add_option("--seeds", fgd.seeds, "seeds: 42, 42-51 or 1,5,9")->capture_default_str();
   fgd_cmd->add_option("--tune", fgd.tune, "inflate GPU demand to this x capacity (0: off)")->capture_default_str();
   fgd_cmd->add_option("--out", fgd.out, "output directory for alloc.csv, frag.csv, frag_ratio.csv")->required();
@@ -386,7 +393,7 @@ int main(int argc, char** argv) {
               "and interference (docs/simulator.md)");
   time_cmd->add_option("--nodes", tm.nodes, "node list CSV (sn,cpu_milli,memory_mib,gpu,model)")->required();
   time_cmd->add_option("--pods", tm.pods, "pod list CSV with creation_time and deletion_time")->required();
-  time_cmd->add_option("--policy", tm.policy, "policy name, comma list, or all")->capture_default_str();
+  time_cmd->add_option("--policy", tm.policy, "policy name, comma list, all, or dra (the DRA placement variants)")->capture_default_str();
   time_cmd->add_option("--seeds", tm.seeds, "seeds: 42, 42-51 or 1,5,9")->capture_default_str();
   time_cmd->add_option("--out", tm.out, "output directory for time.csv and series.csv")->required();
   time_cmd->add_option("--speedup", tm.speedup, "divide the gaps between arrivals by this (lifetimes kept)")

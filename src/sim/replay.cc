@@ -1,7 +1,9 @@
 #include "sim/replay.h"
 
+#include <algorithm>
 #include <chrono>
 
+#include "core/dra_policy.h"
 #include "core/ledger.h"
 #include "core/placer.h"
 #include "core/policy.h"
@@ -9,9 +11,23 @@
 #include "sim/workload.h"
 
 namespace tessera::sim {
-namespace {
 
-}  // namespace
+std::vector<std::string> ReplayPolicyNames() {
+  std::vector<std::string> names = core::PolicyNames();
+  for (auto& n : core::DraPolicyNames()) names.push_back(std::move(n));
+  return names;
+}
+
+Result<std::unique_ptr<core::PlacementPolicy>> MakeReplayPolicy(std::string_view name,
+                                                                const core::PolicyConfig& config) {
+  const auto dra = core::DraPolicyNames();
+  if (std::find(dra.begin(), dra.end(), name) != dra.end()) return core::MakeDraPolicy(name, config);
+  auto policy = core::MakePolicy(name, config);
+  if (policy.ok()) return policy;
+  std::string known;
+  for (const auto& n : ReplayPolicyNames()) known += (known.empty() ? "" : ", ") + n;
+  return InvalidArgument("unknown policy \"" + std::string(name) + "\" (known: " + known + ")");
+}
 
 core::Placer SeededPlacer(core::PlacementPolicy& policy, size_t node_count, uint64_t seed) {
   core::Placer placer(policy, seed ^ 0x7e55e7a5eedULL);
@@ -29,7 +45,7 @@ Result<RunResult> Replay(const std::vector<core::NodeInfo>& nodes,
   const auto start = std::chrono::steady_clock::now();
   core::PolicyConfig config{options.typical, options.interference, nullptr};
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<core::PlacementPolicy> policy,
-                           core::MakePolicy(options.policy, config));
+                           MakeReplayPolicy(options.policy, config));
   core::Ledger ledger;
   for (const auto& n : nodes) TESSERA_RETURN_IF_ERROR(ledger.AddNode(n));
   core::Placer placer = SeededPlacer(*policy, ledger.nodes().size(), options.seed);

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/fragmentation.h"
@@ -33,6 +35,13 @@ struct ReplayStats {
   int64_t failed = 0;
   double seconds = 0;
 };
+
+// Every policy the simulator replays: core::PolicyNames() (what the extender
+// runs too), then the DRA placement variants (core/dra_policy.h).
+std::vector<std::string> ReplayPolicyNames();
+// Makes one of ReplayPolicyNames(); INVALID_ARGUMENT naming them otherwise.
+Result<std::unique_ptr<core::PlacementPolicy>> MakeReplayPolicy(std::string_view name,
+                                                                const core::PolicyConfig& config);
 
 // A placer for one run with `seed`: ties go to the node first in a random
 // order fixed for the run (as the FGD artifact's randomly prefixed node

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/policy.h"
+
 namespace tessera::sim {
 namespace {
 
@@ -25,6 +27,28 @@ TEST(Replay, EndStateSaysWhereTheFreeGpuMilliSits) {
   EXPECT_EQ(run->end.large_share_milli, 150);
   EXPECT_EQ(run->end.other_sliver_milli, 700);
   EXPECT_EQ(run->end.whole_idle_milli, 1000);
+}
+
+TEST(Replay, RunsTheDraVariantsWithTheAllocatorsFirstFit) {
+  // dra-kube: the 100 share goes beside the 850 on GPU 0, the first with
+  // room, where bestfit would too; a 200 then takes GPU 1 under first fit.
+  ReplayStats st;
+  auto run = Replay({Node("n", 3)}, {Pod("a", 850), Pod("b", 100), Pod("c", 200)}, {"dra-kube", 42, {}}, &st);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(st.placed, 3);
+  EXPECT_EQ(run->end.other_sliver_milli, 50 + 800);
+  EXPECT_EQ(run->end.whole_idle_milli, 1000);
+}
+
+TEST(ReplayPolicyNames, CorePoliciesThenDraVariants) {
+  const auto names = ReplayPolicyNames();
+  EXPECT_EQ(names.front(), core::PolicyNames().front());
+  EXPECT_EQ(names.back(), "dra-tessera-sorted");
+  for (const auto& n : names) EXPECT_TRUE(MakeReplayPolicy(n, {}).ok()) << n;
+  auto bad = MakeReplayPolicy("dra-nope", {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("fgd"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("dra-kube"), std::string::npos);
 }
 
 }  // namespace

@@ -118,7 +118,7 @@ Result<TimeResult> ReplayTimed(const std::vector<core::NodeInfo>& nodes, const s
   config.workload = options.typical;
   config.interference = options.interference;
   config.load = &book;
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<core::PlacementPolicy> policy, core::MakePolicy(options.policy, config));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<core::PlacementPolicy> policy, MakeReplayPolicy(options.policy, config));
   core::Ledger ledger;
   for (const auto& n : nodes) TESSERA_RETURN_IF_ERROR(ledger.AddNode(n));
   core::Placer placer = SeededPlacer(*policy, ledger.nodes().size(), options.seed);
