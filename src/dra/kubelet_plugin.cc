@@ -6,6 +6,7 @@
 
 #include "dra/cdi.h"
 #include "kube/api_error.h"
+#include "node/node_pods.h"
 
 namespace tessera::dra {
 
@@ -41,6 +42,35 @@ Status WriteAtomically(const std::string& path, const std::string& content) {
     return Internal("renaming " + temp.string() + " to " + path + ": " + ec.message());
   }
   return Status::Ok();
+}
+
+// <region root>/dra/<uid>/holder.json: the prepared claim's shares, beside
+// (not in) the region folder the containers mount.
+std::string RecordPath(const node::MountPaths& paths, const std::string& uid) {
+  return ClaimRegionRoot(paths) + "/" + uid + "/holder.json";
+}
+
+nlohmann::json RecordOf(const node::GpuHolder& holder) {
+  nlohmann::json shares = nlohmann::json::array();
+  for (const core::GpuShare& s : holder.shares) {
+    shares.push_back({{"index", s.index}, {"uuid", s.uuid}, {"memMiB", s.mem_mib}, {"coreMilli", s.core_milli}});
+  }
+  return {{"claim", holder.key}, {"uid", holder.uid}, {"shares", shares}};
+}
+
+Result<node::GpuHolder> HolderFromRecord(const nlohmann::json& record) {
+  try {
+    node::GpuHolder holder{node::GpuHolder::Kind::kClaim, record.at("uid").get<std::string>(),
+                           record.at("claim").get<std::string>(), {}};
+    for (const nlohmann::json& s : record.at("shares")) {
+      holder.shares.push_back({s.at("index").get<int>(), s.at("uuid").get<std::string>(),
+                               s.at("memMiB").get<int64_t>(), s.at("coreMilli").get<int64_t>()});
+    }
+    if (holder.uid.empty()) return InvalidArgument("no uid");
+    return holder;
+  } catch (const nlohmann::json::exception& e) {
+    return InvalidArgument(e.what());
+  }
 }
 
 }  // namespace
@@ -81,8 +111,50 @@ Result<bool> SlicePublisher::Publish(const std::vector<core::GpuInfo>& gpus) {
 
 // ---- DraService
 
-DraService::DraService(kube::Api& api, KubeletPluginOptions options, std::shared_ptr<spdlog::logger> log)
-    : api_(api), options_(std::move(options)), log_(std::move(log)) {}
+DraService::DraService(kube::Api& api, KubeletPluginOptions options, std::shared_ptr<spdlog::logger> log,
+                       node::GpuBook* book)
+    : api_(api),
+      options_(std::move(options)),
+      log_(std::move(log)),
+      own_book_(book == nullptr ? std::make_unique<node::GpuBook>() : nullptr),
+      book_(book != nullptr ? *book : *own_book_) {}
+
+Status DraService::RestorePrepared() {
+  MutexLock lock(files_mu_);
+  const std::string root = ClaimRegionRoot(options_.paths);
+  std::error_code ec;
+  if (!fs::exists(root, ec)) return Status::Ok();
+  fs::directory_iterator it(root, ec);
+  if (ec) return Internal("listing prepared claims in " + root + ": " + ec.message());
+  int restored = 0;
+  for (const fs::directory_entry& entry : it) {
+    const std::string path = RecordPath(options_.paths, entry.path().filename().string());
+    std::ifstream in(path);
+    if (!in) continue;  // a folder without a record: nothing booked
+    nlohmann::json record = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    auto holder = HolderFromRecord(record);
+    if (!holder.ok()) {
+      log_->warn("prepared claim record {} cannot be read ({}); its shares are not booked", path,
+                 holder.status().message());
+      continue;
+    }
+    book_.Restore(*holder);
+    ++restored;
+  }
+  if (restored > 0) log_->info("booked {} claim(s) prepared before this start", restored);
+  return Status::Ok();
+}
+
+Status DraService::BookClaim(const node::GpuHolder& holder, const std::vector<core::GpuInfo>& gpus) {
+  const uint64_t before = book_.Generation();
+  auto pods = node::ListNodePods(api_, options_.node, options_.paths.resources);
+  if (!pods.ok()) {
+    return Status(pods.status().code(), "listing the node's pods (to count the GPUs' device-plugin shares): " +
+                                            std::string(pods.status().message()));
+  }
+  book_.SyncPods(*pods, options_.node, before);
+  return book_.Book(holder, gpus);
+}
 
 void DraService::SetGpus(std::vector<core::GpuInfo> gpus) {
   MutexLock lock(gpus_mu_);
@@ -111,15 +183,18 @@ Result<std::vector<drapb::Device>> DraService::Prepare(const ClaimRef& claim) {
   auto spec = CdiSpecFor(claim, *shares, gpus, options_.paths);
   if (!spec.ok()) return spec.status();
 
+  node::GpuHolder holder{node::GpuHolder::Kind::kClaim, claim.uid, claim.Key(), {}};
+  for (const ClaimShare& share : *shares) holder.shares.push_back(share.gpu);
+  if (Status booked = BookClaim(holder, gpus); !booked.ok()) {
+    return Status(booked.code(), who + ": " + std::string(booked.message()));
+  }
   {
     MutexLock lock(files_mu_);
-    std::error_code ec;
-    fs::create_directories(spec->region_host_dir, ec);
-    if (ec) return Internal(who + ": creating region folder " + spec->region_host_dir + ": " + ec.message());
-    fs::create_directories(options_.cdi_dir, ec);
-    if (ec) return Internal(who + ": creating CDI folder " + options_.cdi_dir + ": " + ec.message());
-    Status written = WriteAtomically(options_.cdi_dir + "/" + CdiSpecFileName(claim.uid), spec->json.dump(2) + "\n");
-    if (!written.ok()) return Internal(who + ": " + std::string(written.message()));
+    Status written = WriteFiles(claim, holder, *spec);
+    if (!written.ok()) {
+      book_.Release(claim.uid);
+      return Status(written.code(), who + ": " + std::string(written.message()));
+    }
   }
 
   std::vector<drapb::Device> devices;
@@ -136,6 +211,16 @@ Result<std::vector<drapb::Device>> DraService::Prepare(const ClaimRef& claim) {
   return devices;
 }
 
+Status DraService::WriteFiles(const ClaimRef& claim, const node::GpuHolder& holder, const CdiSpec& spec) {
+  std::error_code ec;
+  fs::create_directories(spec.region_host_dir, ec);
+  if (ec) return Internal("creating region folder " + spec.region_host_dir + ": " + ec.message());
+  TESSERA_RETURN_IF_ERROR(WriteAtomically(RecordPath(options_.paths, claim.uid), RecordOf(holder).dump() + "\n"));
+  fs::create_directories(options_.cdi_dir, ec);
+  if (ec) return Internal("creating CDI folder " + options_.cdi_dir + ": " + ec.message());
+  return WriteAtomically(options_.cdi_dir + "/" + CdiSpecFileName(claim.uid), spec.json.dump(2) + "\n");
+}
+
 Status DraService::Unprepare(const ClaimRef& claim) {
   const std::string who = "claim " + claim.Key() + " (uid " + claim.uid + ")";
   // The uid names files and folders: refuse what could leave the folders.
@@ -149,6 +234,7 @@ Status DraService::Unprepare(const ClaimRef& claim) {
   const std::string region = ClaimRegionRoot(options_.paths) + "/" + claim.uid;
   fs::remove_all(region, ec);
   if (ec) return Internal(who + ": removing region folder " + region + ": " + ec.message());
+  book_.Release(claim.uid);
   log_->info("unprepared {}", who);
   return Status::Ok();
 }
@@ -216,12 +302,13 @@ std::optional<bool> RegistrationService::Registered() const {
 
 // ---- KubeletPlugin
 
-KubeletPlugin::KubeletPlugin(kube::Api& api, KubeletPluginOptions options, std::shared_ptr<spdlog::logger> log)
+KubeletPlugin::KubeletPlugin(kube::Api& api, KubeletPluginOptions options, std::shared_ptr<spdlog::logger> log,
+                             node::GpuBook* book)
     : api_(api),
       options_(options),
       log_(log),
       publisher_(api, options),
-      dra_(api, options, log),
+      dra_(api, options, log, book),
       health_(options.node, log),
       registration_(options, log) {}
 
@@ -273,6 +360,7 @@ Result<std::unique_ptr<grpc::Server>> ServeOn(const std::string& socket, const s
 
 Status KubeletPlugin::Start() {
   if (dra_server_ != nullptr || slice_watch_ != nullptr) return FailedPrecondition("DRA kubelet plugin already started");
+  TESSERA_RETURN_IF_ERROR(dra_.RestorePrepared());
   kube::InformerOptions watch_options;
   watch_options.field_selector = "metadata.name=" + SliceName(options_.node, options_.driver);
   slice_watch_ = std::make_unique<kube::Informer>(api_, ResourceSlicesPath(), watch_options);

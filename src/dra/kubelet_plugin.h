@@ -10,8 +10,18 @@
 // cdi_dir atomically (a temporary file renamed over the old one), and
 // answer one Device per GPU, each naming the claim's one CDI device. A
 // repeat recomputes and rewrites the same file, so it is idempotent.
+// Before any file is written the claim is booked in the node's GpuBook
+// (node/gpu_book.h), the one the device plugin's Allocate books its pods
+// in: the node's pods are LISTed first (pods handed out before this agent
+// started are booked, finished and gone ones dropped), then the claim is
+// checked against them and every other prepared claim in one step. A claim
+// that would over-commit a GPU gets RESOURCE_EXHAUSTED naming both holders,
+// and nothing is written. The claim's shares are kept in a record beside
+// its region folder (<region root>/dra/<uid>/holder.json), from which Start
+// books the prepared claims again after a restart.
 // NodeUnprepareResources removes the spec file and the claim's region
-// folder; a claim never prepared is OK. A failure of one claim is that
+// folder (the record with it) and releases the claim in the book; a claim
+// never prepared is OK. A failure of one claim is that
 // claim's `error` (it names the claim and the reason); the others go on.
 //
 // SlicePublisher: creates the node's ResourceSlice, or updates it (a merge
@@ -52,6 +62,7 @@
 #include "core/model.h"
 #include "core/status.h"
 #include "core/thread_annotations.h"
+#include "dra/cdi.h"
 #include "dra/claim.h"
 #include "dra/health_service.h"
 #include "dra/resource_slice.h"
@@ -59,6 +70,7 @@
 #include "kube/api.h"
 #include "kube/informer.h"
 #include "node/container_env.h"
+#include "node/gpu_book.h"
 #include "pluginregistration/v1/api.grpc.pb.h"
 
 namespace tessera::dra {
@@ -99,7 +111,18 @@ class SlicePublisher {
 // The DRAPlugin v1 service.
 class DraService final : public drapb::DRAPlugin::Service {
  public:
-  DraService(kube::Api& api, KubeletPluginOptions options, std::shared_ptr<spdlog::logger> log);
+  // `book`: the node's book of GPU shares, shared with the device plugin's
+  // Allocator (Allocator::book()); it must outlive the service. nullptr: a
+  // book of the service's own (claims checked against claims and the pods
+  // of each LIST only; for a node without the device plugin, and tests).
+  DraService(kube::Api& api, KubeletPluginOptions options, std::shared_ptr<spdlog::logger> log,
+             node::GpuBook* book = nullptr);
+
+  // Books every claim whose record a previous agent left (prepared, not yet
+  // unprepared), without a check: what the node already handed out. A
+  // record that cannot be read is logged and skipped. INTERNAL when the
+  // claims' folder exists but cannot be listed.
+  Status RestorePrepared() TESSERA_EXCLUDES(files_mu_);
 
   void SetGpus(std::vector<core::GpuInfo> gpus) TESSERA_EXCLUDES(gpus_mu_);
   // One claim, as the handlers do it: the devices to answer, or the error
@@ -115,10 +138,19 @@ class DraService final : public drapb::DRAPlugin::Service {
 
  private:
   std::vector<core::GpuInfo> Gpus() const TESSERA_EXCLUDES(gpus_mu_);
+  // The claim's region folder, its record and its CDI spec, in that order
+  // (a record without a spec is booked after a restart until the kubelet
+  // prepares or unprepares the claim again).
+  Status WriteFiles(const ClaimRef& claim, const node::GpuHolder& holder, const CdiSpec& spec)
+      TESSERA_REQUIRES(files_mu_);
+  // Lists the node's pods and books `holder` (the claim) against them and every other claim.
+  Status BookClaim(const node::GpuHolder& holder, const std::vector<core::GpuInfo>& gpus);
 
   kube::Api& api_;
   const KubeletPluginOptions options_;
   std::shared_ptr<spdlog::logger> log_;
+  std::unique_ptr<node::GpuBook> own_book_;  // when none was given
+  node::GpuBook& book_;
   mutable Mutex gpus_mu_;
   std::vector<core::GpuInfo> gpus_ TESSERA_GUARDED_BY(gpus_mu_);
   // Orders the file-system steps of prepare and unprepare (guards no field:
@@ -147,14 +179,17 @@ class RegistrationService final : public ::pluginregistration::Registration::Ser
 
 class KubeletPlugin {
  public:
-  KubeletPlugin(kube::Api& api, KubeletPluginOptions options, std::shared_ptr<spdlog::logger> log);
+  // `book`: as DraService's.
+  KubeletPlugin(kube::Api& api, KubeletPluginOptions options, std::shared_ptr<spdlog::logger> log,
+                node::GpuBook* book = nullptr);
   ~KubeletPlugin();  // Stop()
 
   // Hands the GPUs to the DRA and health services and publishes the slice
   // when they changed since the last successful publish (a failed publish
   // is tried again on the next call). Publish's errors.
   Status SetGpus(const std::vector<core::GpuInfo>& gpus) TESSERA_EXCLUDES(mu_);
-  // Starts the watch of the node's slice, serves DRAPlugin and the health
+  // Books the claims prepared before a restart (DraService::RestorePrepared),
+  // starts the watch of the node's slice, serves DRAPlugin and the health
   // service, then the registration socket (so the kubelet never reaches a
   // plugin that is not serving yet); stale sockets are replaced. INTERNAL
   // naming the socket when one cannot be served; the informer's errors.

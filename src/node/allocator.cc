@@ -73,6 +73,7 @@ Result<ContainerEnv> Allocator::AllocateLocked(const std::string& resource, cons
   if (auto steer = steered_.find(resource); steer != steered_.end() && steer->second.ids == sorted_ids) {
     steered = steer->second.container;
   }
+  uint64_t before = book_.Generation();
   TESSERA_ASSIGN_OR_RETURN(NodePods::Snapshot read, ReadFor(resource, false));
   std::vector<size_t> candidates;
   Result<Identified> identified = IdentifyContainer(slot_gpus, read.pending, steered, &candidates);
@@ -80,9 +81,13 @@ Result<ContainerEnv> Allocator::AllocateLocked(const std::string& resource, cons
     // The cache may lag behind a pod bound a moment ago: decide on a LIST.
     log_->debug("Allocate of {} [{}]: no single match in the pod cache; listing: {}", resource,
                 JoinUuids(device_ids), identified.status().message());
+    before = book_.Generation();
     TESSERA_ASSIGN_OR_RETURN(read, ReadFor(resource, true));
     identified = IdentifyContainer(slot_gpus, read.pending, steered, &candidates);
   }
+  // The pods' side of the book as this read shows it (pods handed out by an
+  // agent before this one; finished ones dropped, gone ones on a LIST).
+  book_.SyncPods(read.pods, node_, read.listed ? std::optional<uint64_t>(before) : std::nullopt);
   const std::vector<PendingPod>& pending = read.pending;
   if (!identified.ok()) {
     for (size_t i : candidates) concerned.push_back({pending[i].ns, pending[i].name, pending[i].uid});
@@ -91,6 +96,16 @@ Result<ContainerEnv> Allocator::AllocateLocked(const std::string& resource, cons
   const PendingPod& pod = pending[identified->pod];
   const PendingContainer& container = pod.containers[identified->container];
   concerned.push_back({pod.ns, pod.name, pod.uid});  // kept only if a step below fails
+  // The pod booked by this call: released again unless the pod is marked allocated.
+  std::string booked_now;
+  struct ReleaseOnFailure {
+    GpuBook& book;
+    const std::string& uid;
+    bool kept = false;
+    ~ReleaseOnFailure() {
+      if (!kept && !uid.empty()) book.Release(uid);
+    }
+  } release{book_, booked_now};
   if (pod.allocated.empty()) {
     // The pod's first container: its whole assignment must be what it asks
     // for and fit what this node has not handed out (handout.h).
@@ -101,6 +116,16 @@ Result<ContainerEnv> Allocator::AllocateLocked(const std::string& resource, cons
       refused_uids_.insert(pod.uid);
       return st;
     }
+    // The last line against DRA claims on the same GPUs: booked in one step
+    // with its check, so a NodePrepareResources running now sees this pod.
+    Result<GpuHolder> holder = HolderOfPod(**self, node_);
+    if (!holder.ok()) return Internal("pod " + pod.Key() + ": " + holder.status().message());
+    if (Status st = book_.Book(*holder, gpus); !st.ok()) {
+      log_->warn("Allocate of {} [{}]: {}", resource, JoinUuids(device_ids), st.message());
+      refused_uids_.insert(pod.uid);
+      return st;
+    }
+    booked_now = pod.uid;
   }
   std::vector<core::GpuInfo> now = gpus;
   if (pod.isolation == core::Isolation::kMps && mps_probe_) {
@@ -116,6 +141,7 @@ Result<ContainerEnv> Allocator::AllocateLocked(const std::string& resource, cons
   // limits its compute, the launch gate does not.
   if (pod.isolation != core::Isolation::kMps) WriteArbiterFor(pod, container, env.region_host_dir);
   TESSERA_RETURN_IF_ERROR(MarkAllocated(pod, container.name));
+  release.kept = true;
   concerned.clear();
   steered_.erase(resource);
   log_->info("Allocate of {} [{}]: {} container {} (the one match among {} pending pod(s) asking for it, {}); "

@@ -29,6 +29,7 @@
 #include "core/thread_annotations.h"
 #include "kube/api.h"
 #include "node/container_env.h"
+#include "node/gpu_book.h"
 #include "node/identify.h"
 #include "node/node_pods.h"
 
@@ -71,9 +72,14 @@ class Allocator {
   // `resource` considers every pod. Before a pod's first container, its
   // assignment is checked against the pod's own request and what the node
   // has handed out (CheckHandOut, handout.h): PERMISSION_DENIED when it is
-  // not handed out. Errors say why nothing was allocated (IdentifyContainer's
-  // messages, a refused assignment, an unknown GPU, an MPS pod whose GPU runs
-  // no MPS daemon, an API failure); nothing is marked then. On an error,
+  // not handed out. The pod is then booked in the node's GpuBook (book())
+  // beside every other pod and every prepared DRA claim: RESOURCE_EXHAUSTED
+  // naming the pod, the GPU and the holders already on it when it does not
+  // fit (a claim took the room; the pod is refused like one CheckHandOut
+  // refuses); it is released again when a later step fails. Errors say
+  // why nothing was allocated (IdentifyContainer's messages, a refused
+  // assignment, an unknown GPU, an MPS pod whose GPU runs no MPS daemon, an
+  // API failure); nothing is marked then. On an error,
   // `named` (when given) receives the pods it concerns: the candidates
   // IdentifyContainer names, or the identified pod when a later step failed;
   // empty when it concerns none (bad device IDs, the pod list unreadable).
@@ -95,6 +101,10 @@ class Allocator {
   Result<std::vector<std::string>> Prefer(const std::string& resource, const std::vector<std::string>& available,
                                           const std::vector<std::string>& must_include, size_t size)
       TESSERA_EXCLUDES(mu_);
+
+  // The node's one book of GPU shares (gpu_book.h), which the DRA driver
+  // books its claims in too. Lives as long as the Allocator.
+  GpuBook& book() { return book_; }
 
   // The node's pods as the watch cache holds them, decoded (NodePods::Cached).
   std::optional<PodViews> CachedPods() const { return pods_.Cached(); }
@@ -128,6 +138,7 @@ class Allocator {
   MpsProbe mps_probe_;  // set before Start; may be empty
   AllocateObserver observer_;  // set before Start; may be empty
   NodePods pods_;
+  GpuBook book_;
   Mutex mu_;  // one handshake at a time
   std::map<std::string, Steer> steered_ TESSERA_GUARDED_BY(mu_);      // by resource
   std::set<std::string> refused_uids_ TESSERA_GUARDED_BY(mu_);        // pods CheckHandOut refused

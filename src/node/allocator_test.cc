@@ -180,6 +180,40 @@ TEST_F(AllocatorTest, APodThatSetsAReservedVariableIsRefusedAndThenLeftOut) {
 
 // One Allocator serves every resource: each Allocate considers only the
 // containers asking for its resource, even on the same GPU and slot count.
+TEST_F(AllocatorTest, ADraClaimOnTheGpuRefusesThePodAndAnAllocatedPodIsBooked) {
+  json refused_pod = Put(AssignedPod("a", "2024-01-01T00:00:01Z", {{"main", 0, 8192, 30}}));
+  Put(AssignedPod("b", "2024-01-01T00:00:02Z", {{"main", 1, 8192, 30}}));
+  Allocator& allocator = Make();
+  // A prepared claim (the DRA driver's) holds 80 % of GPU-0.
+  ASSERT_TRUE(allocator.book().Book({GpuHolder::Kind::kClaim, "uid-c", "ns/c", {{0, "GPU-0", 1024, 800}}}, TwoGpus()).ok());
+  std::vector<PodRef> named;
+  auto env = allocator.Allocate("tessera.io/gpu", {SlotId("GPU-0", 0)}, TwoGpus(), &named);
+  EXPECT_EQ(env.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(env.status().message(),
+            "pod ns/a cannot have 8192 MiB and 30 percent of GPU 0 (GPU-0): 80 percent of its compute is held by "
+            "claim ns/c (1024 MiB and 80 percent); together over 100 percent");
+  const std::string uid = refused_pod["metadata"]["uid"];
+  EXPECT_EQ(named, (std::vector<PodRef>{{"ns", "a", uid}}));
+  EXPECT_EQ(api_.CountCalls("PATCH"), 0);
+  EXPECT_FALSE(std::filesystem::exists(regions_.path() + "/" + uid)) << "no region for a refused pod";
+
+  // GPU-1 is free: the pod is allocated and stays booked against claims.
+  ASSERT_TRUE(allocator.Allocate("tessera.io/gpu", {SlotId("GPU-1", 0)}, TwoGpus()).ok());
+  EXPECT_EQ(allocator.book().Holders().size(), 2u);
+  EXPECT_EQ(allocator.book().Book({GpuHolder::Kind::kClaim, "uid-d", "ns/d", {{1, "GPU-1", 12288, 0}}}, TwoGpus()).code(),
+            StatusCode::kResourceExhausted);
+}
+
+TEST_F(AllocatorTest, APodBookedButNotMarkedIsReleased) {
+  Put(AssignedPod("a", "2024-01-01T00:00:01Z", {{"main", 0, 8192, 30}}));
+  api_.SetHook([](const kube::FakeApi::Call& call) {
+    return call.verb == "PATCH" ? Internal("apiserver down") : Status::Ok();
+  });
+  Allocator& allocator = Make();
+  EXPECT_FALSE(allocator.Allocate("tessera.io/gpu", {SlotId("GPU-0", 0)}, TwoGpus()).ok());
+  EXPECT_TRUE(allocator.book().Holders().empty());
+}
+
 TEST_F(AllocatorTest, TwoResourcesEachFindTheirOwnContainer) {
   paths_.resources.gpushare.enabled = true;
   Put(AssignedPod("tessera", "2024-01-01T00:00:01Z", {{"main", 0, 4096, 30}}));  // older

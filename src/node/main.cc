@@ -219,7 +219,10 @@ int main(int argc, char** argv) {
       log->warn("DRA driver: reading Node {} for its uid: {} (the slice gets no owner)", config.node_name,
                 node.status().message());
     }
-    dra_plugin = std::make_unique<tessera::dra::KubeletPlugin>(client, dra_options, log);
+    // Claims are booked in the Allocator's book, beside the device-plugin
+    // pods, so neither path hands out a share the other holds.
+    dra_plugin = std::make_unique<tessera::dra::KubeletPlugin>(client, dra_options, log,
+                                                               &agent.host().allocator().book());
     if (auto gpus = (*dra_source)->Read(); gpus.ok()) {
       if (auto st = dra_plugin->SetGpus(*gpus); !st.ok()) log->warn("DRA driver: {} (retried every resync)", st.message());
     }

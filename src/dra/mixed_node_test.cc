@@ -1,0 +1,164 @@
+// One node serving both ways of asking for a share: DRA claims prepared by
+// the kubelet plugin and device-plugin pods booked by the Allocator count
+// against each other in the node's one GpuBook, so neither over-commits a
+// GPU the other holds; the book survives an agent restart.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/codec.h"
+#include "dra/kubelet_plugin.h"
+#include "dra/test_gpus.h"
+#include "kube/fake_api.h"
+#include "kube/paths.h"
+#include "node/gpu_book.h"
+#include "node/test_fixtures.h"
+
+namespace tessera::dra {
+namespace {
+
+namespace fs = std::filesystem;
+using node::testing::Quiet;
+using node::testing::TempDir;
+
+const std::string kClaims = "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims";
+
+// A device-plugin pod on node-1 holding `mem_mib` MiB and `core_percent` %
+// of GPU `gpu` (dra::testing::TwoGpus' uuids), its container allocated when
+// `allocated`.
+nlohmann::json DevicePluginPod(const std::string& name, int gpu, int64_t mem_mib, int core_percent, bool allocated,
+                               const std::string& phase = "Running") {
+  const std::string uuid = testing::TwoGpus()[static_cast<size_t>(gpu)].uuid;
+  core::Assignment assignment{"node-1", {{"main", {{gpu, uuid, mem_mib, core_percent * 10}}}}};
+  nlohmann::json annotations = {{"tessera.io/assignment", core::EncodeAssignment(assignment).value()}};
+  if (allocated) annotations["tessera.io/allocated"] = "main";
+  nlohmann::json limits = {{"tessera.io/gpu", "1"},
+                           {"tessera.io/gpu-mem", std::to_string(mem_mib)},
+                           {"tessera.io/gpu-core", std::to_string(core_percent)}};
+  return {{"metadata", {{"name", name}, {"namespace", "ns"}, {"annotations", annotations}}},
+          {"spec", {{"nodeName", "node-1"}, {"containers", {{{"name", "main"}, {"resources", {{"limits", limits}}}}}}}},
+          {"status", {{"phase", phase}}}};
+}
+
+class MixedNodeTest : public ::testing::Test {
+ protected:
+  MixedNodeTest() {
+    options_.node = "node-1";
+    options_.cdi_dir = dir_.path() + "/cdi";
+    options_.paths.region_root_host = dir_.path() + "/regions";
+  }
+  void AddClaim(const std::string& name, const std::string& uid, const std::string& device, const std::string& memory,
+                const std::string& compute) {
+    ASSERT_TRUE(api_.Upsert(kClaims, testing::Claim("ns", name, uid, {testing::Result(device, memory, compute)})).ok());
+  }
+  std::string AddPod(const nlohmann::json& pod) {
+    return api_.Upsert(kube::PodsPath("ns"), pod).value()["metadata"]["uid"].get<std::string>();
+  }
+  bool SpecWritten(const std::string& uid) { return fs::exists(options_.cdi_dir + "/" + CdiSpecFileName(uid)); }
+
+  TempDir dir_;
+  kube::FakeApi api_;
+  KubeletPluginOptions options_;
+  node::GpuBook book_;  // the Allocator's, in tessera-node
+};
+
+TEST_F(MixedNodeTest, AClaimIsNotPreparedOnMemoryAnAllocatedDevicePluginPodHolds) {
+  AddPod(DevicePluginPod("dp", 0, 36864, 30, /*allocated=*/true));
+  AddPod(DevicePluginPod("unallocated", 1, 40960, 100, /*allocated=*/false));  // holds nothing yet
+  AddPod(DevicePluginPod("finished", 1, 40960, 100, true, "Succeeded"));      // holds nothing any more
+  AddClaim("c", "uid-c", "gpu-0", "8Gi", "30");
+  AddClaim("d", "uid-d", "gpu-1", "8Gi", "30");
+  DraService service(api_, options_, Quiet(), &book_);
+  service.SetGpus(testing::TwoGpus());
+
+  auto refused = service.Prepare({"ns", "c", "uid-c"});
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(refused.status().message(),
+            "claim ns/c (uid uid-c): claim ns/c cannot have 8192 MiB and 30 percent of GPU 0 (GPU-aaaa): 36864 MiB "
+            "of its 40960 MiB are held by pod ns/dp (36864 MiB and 30 percent); together over its memory");
+  EXPECT_FALSE(SpecWritten("uid-c"));  // nothing written
+  EXPECT_FALSE(fs::exists(options_.paths.region_root_host + "/dra/uid-c"));
+
+  EXPECT_TRUE(service.Prepare({"ns", "d", "uid-d"}).ok());  // GPU 1: the pods there hold nothing
+  EXPECT_TRUE(SpecWritten("uid-d"));
+}
+
+TEST_F(MixedNodeTest, APreparedClaimKeepsTheAllocatorFromHandingOutItsShareUntilUnprepared) {
+  AddClaim("c", "uid-c", "gpu-1", "", "80");  // memory: the whole card (the slice's default)
+  DraService service(api_, options_, Quiet(), &book_);
+  service.SetGpus(testing::TwoGpus());
+  ASSERT_TRUE(service.Prepare({"ns", "c", "uid-c"}).ok());
+
+  // What the Allocator books for a pod at its first Allocate.
+  const std::string uid = AddPod(DevicePluginPod("dp", 1, 1024, 30, false));
+  auto pod = node::testing::Decoded(*api_.Peek(kube::PodPath("ns", "dp")));
+  auto holder = node::HolderOfPod(*pod, "node-1");
+  ASSERT_TRUE(holder.ok()) << holder.status().ToString();
+  Status st = book_.Book(*holder, testing::TwoGpus());
+  EXPECT_EQ(st.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(st.message(),
+            "pod ns/dp cannot have 1024 MiB and 30 percent of GPU 1 (GPU-bbbb): 40960 MiB of its 40960 MiB are "
+            "held by claim ns/c (40960 MiB and 80 percent); together over its memory");
+
+  ASSERT_TRUE(service.Unprepare({"ns", "c", "uid-c"}).ok());
+  EXPECT_TRUE(book_.Book(*holder, testing::TwoGpus()).ok());
+  // And now the pod, booked but not yet marked allocated, holds its share against a new claim.
+  AddClaim("e", "uid-e", "gpu-1", "40Gi", "");
+  EXPECT_EQ(service.Prepare({"ns", "e", "uid-e"}).status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(uid, holder->uid);
+}
+
+TEST_F(MixedNodeTest, ARepeatedPrepareIsNotCheckedAgainstItself) {
+  AddClaim("c", "uid-c", "gpu-0", "40Gi", "100");
+  DraService service(api_, options_, Quiet(), &book_);
+  service.SetGpus(testing::TwoGpus());
+  ASSERT_TRUE(service.Prepare({"ns", "c", "uid-c"}).ok());
+  EXPECT_TRUE(service.Prepare({"ns", "c", "uid-c"}).ok());
+  EXPECT_EQ(book_.Holders().size(), 1u);
+}
+
+TEST_F(MixedNodeTest, AgentRestartBooksThePreparedClaimsAgainFromTheirRecords) {
+  AddClaim("c", "uid-c", "gpu-0", "30Gi", "50");
+  {
+    DraService before(api_, options_, Quiet());  // the agent before the restart, with its own book
+    before.SetGpus(testing::TwoGpus());
+    ASSERT_TRUE(before.Prepare({"ns", "c", "uid-c"}).ok());
+  }
+  // A record left that is not one: skipped, not fatal.
+  fs::create_directories(options_.paths.region_root_host + "/dra/junk");
+  { std::ofstream(options_.paths.region_root_host + "/dra/junk/holder.json") << "{not json"; }
+
+  DraService after(api_, options_, Quiet(), &book_);
+  after.SetGpus(testing::TwoGpus());
+  ASSERT_TRUE(after.RestorePrepared().ok());
+  const std::vector<node::GpuHolder> holders = book_.Holders();
+  ASSERT_EQ(holders.size(), 1u);
+  EXPECT_EQ(holders[0].Describe(), "claim ns/c");
+  EXPECT_EQ(holders[0].shares, (std::vector<core::GpuShare>{{0, "GPU-aaaa", 30720, 500}}));
+  EXPECT_FALSE(book_.Book({node::GpuHolder::Kind::kPod, "p", "ns/p", {{0, "GPU-aaaa", 16384, 0}}},
+                          testing::TwoGpus())
+                   .ok());
+  ASSERT_TRUE(after.Unprepare({"ns", "c", "uid-c"}).ok());
+  EXPECT_TRUE(book_.Holders().empty());
+  EXPECT_FALSE(fs::exists(options_.paths.region_root_host + "/dra/uid-c"));  // the record went with the folder
+}
+
+TEST_F(MixedNodeTest, ThePodListUnreadableRefusesThePrepareWithTheReason) {
+  AddClaim("c", "uid-c", "gpu-0", "1Gi", "");
+  api_.SetHook([](const kube::FakeApi::Call& call) -> Status {
+    if (call.verb == "LIST" && call.path.find("/pods") != std::string::npos) return Internal("apiserver down");
+    return Status::Ok();
+  });
+  DraService service(api_, options_, Quiet(), &book_);
+  service.SetGpus(testing::TwoGpus());
+  auto refused = service.Prepare({"ns", "c", "uid-c"});
+  EXPECT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("listing the node's pods"), std::string::npos)
+      << refused.status().message();
+  EXPECT_FALSE(SpecWritten("uid-c"));
+  EXPECT_TRUE(book_.Holders().empty());
+}
+
+}  // namespace
+}  // namespace tessera::dra

@@ -1,0 +1,143 @@
+#include "node/gpu_book.h"
+
+#include <set>
+
+#include "core/codec.h"
+#include "node/identify.h"
+
+namespace tessera::node {
+namespace {
+
+std::string Percent(int64_t core_milli) {
+  const int64_t whole = core_milli / 10, tenth = core_milli % 10;
+  return std::to_string(whole) + (tenth != 0 ? "." + std::to_string(tenth) : "") + " percent";
+}
+
+std::string ShareText(int64_t mem_mib, int64_t core_milli) {
+  return std::to_string(mem_mib) + " MiB and " + Percent(core_milli);
+}
+
+// A holder's shares summed per GPU index.
+std::map<int, core::GpuShare> PerGpu(const GpuHolder& holder) {
+  std::map<int, core::GpuShare> out;
+  for (const core::GpuShare& s : holder.shares) {
+    core::GpuShare& sum = out[s.index];
+    sum.index = s.index;
+    sum.mem_mib += s.mem_mib;
+    sum.core_milli += s.core_milli;
+  }
+  return out;
+}
+
+// The memory `s` holds of `gpu`: a whole GPU asked for without a size (100 %
+// compute, no MiB in the assignment) holds all of it, as core::ShareMemMiB says.
+int64_t HeldMiB(const core::GpuShare& s, const core::GpuInfo& gpu) {
+  return s.mem_mib == 0 && s.core_milli >= core::kCoreMilliPerGpu ? gpu.memory_mib : s.mem_mib;
+}
+
+}  // namespace
+
+std::string GpuHolder::Describe() const { return (kind == Kind::kPod ? "pod " : "claim ") + key; }
+
+Result<GpuHolder> HolderOfPod(const core::PodView& pod, const std::string& node) {
+  if (!pod.assignment.has_value()) return NotFound("pod " + pod.key + " has no tessera.io/assignment");
+  Result<core::Assignment> a = core::DecodeAssignment(*pod.assignment);
+  if (!a.ok()) return NotFound("pod " + pod.key + ": its assignment cannot be read: " + a.status().message());
+  if (a->node != node) return NotFound("pod " + pod.key + " is assigned to node " + a->node + ", not " + node);
+  GpuHolder holder{GpuHolder::Kind::kPod, pod.uid, pod.key, {}};
+  for (const core::ContainerAssignment& c : a->containers) {
+    holder.shares.insert(holder.shares.end(), c.gpus.begin(), c.gpus.end());
+  }
+  return holder;
+}
+
+Status GpuBook::Book(const GpuHolder& holder, const std::vector<core::GpuInfo>& gpus) {
+  const std::map<int, core::GpuShare> adding = PerGpu(holder);
+  MutexLock lock(mu_);
+  for (const auto& [index, add] : adding) {
+    const core::GpuInfo* info = nullptr;
+    for (const core::GpuInfo& g : gpus) {
+      if (g.index == index) info = &g;
+    }
+    if (info == nullptr) {
+      return NotFound(holder.Describe() + ": GPU " + std::to_string(index) + " is not one of this node's " +
+                      std::to_string(gpus.size()) + " GPU(s)");
+    }
+    int64_t mem = 0, core = 0;
+    std::string others;
+    for (const auto& [uid, entry] : entries_) {
+      if (uid == holder.uid) continue;
+      for (const core::GpuShare& s : entry.holder.shares) {
+        if (s.index != index) continue;
+        mem += HeldMiB(s, *info);
+        core += s.core_milli;
+        others += (others.empty() ? "" : ", ") + entry.holder.Describe() + " (" +
+                  ShareText(HeldMiB(s, *info), s.core_milli) + ")";
+      }
+    }
+    if (others.empty()) others = "no other holder";
+    const std::string gpu = "GPU " + std::to_string(index) + " (" + info->uuid + ")";
+    const int64_t add_mib = HeldMiB(add, *info);
+    const std::string refused = holder.Describe() + " cannot have " + ShareText(add_mib, add.core_milli) + " of " +
+                                gpu + ": ";
+    if (info->memory_mib > 0 && mem + add_mib > info->memory_mib) {
+      return ResourceExhausted(refused + std::to_string(mem) + " MiB of its " + std::to_string(info->memory_mib) +
+                               " MiB are held by " + others + "; together over its memory");
+    }
+    if (core + add.core_milli > core::kCoreMilliPerGpu) {
+      return ResourceExhausted(refused + Percent(core) + " of its compute is held by " + others +
+                               "; together over 100 percent");
+    }
+  }
+  Put(holder);
+  return Status::Ok();
+}
+
+void GpuBook::Put(const GpuHolder& holder) {
+  entries_[holder.uid] = Entry{holder, ++generation_};
+}
+
+void GpuBook::Restore(const GpuHolder& holder) {
+  MutexLock lock(mu_);
+  Put(holder);
+}
+
+void GpuBook::Release(const std::string& uid) {
+  MutexLock lock(mu_);
+  entries_.erase(uid);
+}
+
+uint64_t GpuBook::Generation() const {
+  MutexLock lock(mu_);
+  return generation_;
+}
+
+void GpuBook::SyncPods(const PodViews& pods, const std::string& node, std::optional<uint64_t> listed_after) {
+  MutexLock lock(mu_);
+  std::set<std::string> listed;
+  for (const auto& p : pods) {
+    listed.insert(p->uid);
+    auto it = entries_.find(p->uid);
+    if (p->terminal()) {
+      if (it != entries_.end() && it->second.holder.kind == GpuHolder::Kind::kPod) entries_.erase(it);
+      continue;
+    }
+    if (it != entries_.end() || p->node != node || AllocatedContainers(*p).empty()) continue;
+    Result<GpuHolder> holder = HolderOfPod(*p, node);
+    if (holder.ok() && !holder->shares.empty()) Put(*holder);
+  }
+  if (!listed_after) return;
+  std::erase_if(entries_, [&](const auto& kv) {
+    const Entry& e = kv.second;
+    return e.holder.kind == GpuHolder::Kind::kPod && e.booked_at <= *listed_after && listed.count(kv.first) == 0;
+  });
+}
+
+std::vector<GpuHolder> GpuBook::Holders() const {
+  MutexLock lock(mu_);
+  std::vector<GpuHolder> out;
+  for (const auto& [uid, entry] : entries_) out.push_back(entry.holder);
+  return out;
+}
+
+}  // namespace tessera::node

@@ -1,0 +1,111 @@
+// tessera-node's one book of what each GPU of its node has handed out,
+// through both ways of asking for a share: device-plugin pods (their
+// tessera.io/assignment) and prepared DRA claims (their allocation's
+// consumedCapacity). kube-scheduler's DRA allocator counts only claims
+// against a GPU's published capacity and Tessera's extender only
+// device-plugin pods, so on a node serving both each may hand out a share the
+// other holds; this book is the last line: the device plugin's Allocate
+// (Allocator) and the DRA driver's NodePrepareResources (dra::DraService)
+// both book a holder here, in one step that checks it against every other
+// holder, and refuse what would over-commit a GPU's memory or compute.
+//
+// What it holds, and from where:
+//   - pods: booked by Book at a pod's first Allocate (before the pod is
+//     marked allocated), and by SyncPods from any list of the node's pods
+//     (every pod with an allocated container and this node's assignment,
+//     not finished: the ones an agent before this one handed out); dropped
+//     by Release (an Allocate that failed after booking), and by SyncPods
+//     when the pod finished (Succeeded or Failed) or, in a LIST begun after
+//     it was booked, is gone;
+//   - claims: booked by Book at NodePrepareResources, restored by Restore
+//     from the prepared claims' records after a restart, dropped by Release
+//     at NodeUnprepareResources.
+// Pure (no I/O). Thread-safe: every method takes one lock, so two Books
+// never both see room only one of them fits in.
+//
+//   node::GpuBook book;
+//   TESSERA_RETURN_IF_ERROR(book.Book({GpuHolder::Kind::kClaim, uid, "ns/c", shares}, gpus));
+//   ...
+//   book.Release(uid);
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/model.h"
+#include "core/status.h"
+#include "core/thread_annotations.h"
+#include "node/pod_views.h"
+
+namespace tessera::node {
+
+// One holder of GPU shares: a pod or a claim.
+struct GpuHolder {
+  enum class Kind { kPod, kClaim };
+  Kind kind = Kind::kPod;
+  std::string uid;                     // the pod's or the claim's uid: the book's key
+  std::string key;                     // namespace/name
+  std::vector<core::GpuShare> shares;  // by GPU index; several on one GPU are summed
+  // "pod ns/a" or "claim ns/c".
+  std::string Describe() const;
+  bool operator==(const GpuHolder&) const = default;
+};
+
+// The holder a device-plugin pod is for this node: its assignment's shares,
+// every container's. NOT_FOUND when it has no assignment for `node` (or one
+// that cannot be read): it holds nothing here.
+Result<GpuHolder> HolderOfPod(const core::PodView& pod, const std::string& node);
+
+class GpuBook {
+ public:
+  // Books `holder` when, with every other holder, no GPU of its shares goes
+  // over its memory (`gpus`' memory_mib; 0: unchecked) or 100 % of its
+  // compute. A holder booked already (the same uid) is checked without its
+  // old entry, which the new one replaces (a repeated prepare). OK and
+  // booked; otherwise nothing changes and:
+  //   RESOURCE_EXHAUSTED: it does not fit; the message names the holder, the
+  //     GPU, the numbers and every holder already on that GPU;
+  //   NOT_FOUND: a share on a GPU index `gpus` does not have.
+  Status Book(const GpuHolder& holder, const std::vector<core::GpuInfo>& gpus) TESSERA_EXCLUDES(mu_);
+
+  // Books `holder` without a check (what the node already handed out before
+  // a restart), replacing an entry of the same uid.
+  void Restore(const GpuHolder& holder) TESSERA_EXCLUDES(mu_);
+
+  // Drops the holder `uid`; nothing when it holds nothing.
+  void Release(const std::string& uid) TESSERA_EXCLUDES(mu_);
+
+  // A number that grows with every booking. Take it before a LIST and pass
+  // it to SyncPods as `listed_after`: a pod booked after it may be missing
+  // from that LIST without being gone.
+  uint64_t Generation() const TESSERA_EXCLUDES(mu_);
+
+  // Brings the pods' side of the book up to `pods` (the node's pods, a LIST
+  // or the watch cache): books every pod HolderOfPod reads, with at least
+  // one container allocated and not finished, that the book lacks (Restore);
+  // drops pod entries whose pod finished. When `listed_after` is given
+  // (`pods` is a LIST begun after Generation() returned it), also drops pod
+  // entries booked at or before it whose pod the list lacks. A pod booked
+  // but not yet marked allocated stays while the list shows it unfinished.
+  void SyncPods(const PodViews& pods, const std::string& node, std::optional<uint64_t> listed_after)
+      TESSERA_EXCLUDES(mu_);
+
+  // Every holder, by uid.
+  std::vector<GpuHolder> Holders() const TESSERA_EXCLUDES(mu_);
+
+ private:
+  struct Entry {
+    GpuHolder holder;
+    uint64_t booked_at = 0;  // generation_ when booked
+  };
+  void Put(const GpuHolder& holder) TESSERA_REQUIRES(mu_);
+
+  mutable Mutex mu_;
+  std::map<std::string, Entry> entries_ TESSERA_GUARDED_BY(mu_);  // by uid
+  uint64_t generation_ TESSERA_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace tessera::node

@@ -1,0 +1,125 @@
+// The node's one book of GPU shares: device-plugin pods and DRA claims
+// checked against each other, repeats, releases, and the pods' side kept
+// current from pod lists without losing a pod booked a moment ago.
+#include "node/gpu_book.h"
+
+#include <gtest/gtest.h>
+
+#include "node/test_fixtures.h"
+
+namespace tessera::node {
+namespace {
+
+using testing::AssignedPod;
+using testing::TwoGpus;  // GPU-0 and GPU-1, 16384 MiB each
+
+GpuHolder Claim(const std::string& uid, int gpu, int64_t mem_mib, int64_t core_milli) {
+  return {GpuHolder::Kind::kClaim, uid, "ns/" + uid, {{gpu, "GPU-" + std::to_string(gpu), mem_mib, core_milli}}};
+}
+GpuHolder Pod(const std::string& uid, int gpu, int64_t mem_mib, int64_t core_milli) {
+  return {GpuHolder::Kind::kPod, uid, "ns/" + uid, {{gpu, "GPU-" + std::to_string(gpu), mem_mib, core_milli}}};
+}
+
+// AssignedPod `name` with uid `uid`, namespace ns, its containers allocated when `allocated`.
+std::shared_ptr<const core::PodView> View(const std::string& name, const std::string& uid, int gpu, int64_t mem_mib,
+                                          int core_percent, bool allocated, const std::string& phase = "Running") {
+  nlohmann::json pod = AssignedPod(name, "2024-01-01T00:00:01Z", {{"main", gpu, mem_mib, core_percent}});
+  pod["metadata"]["namespace"] = "ns";
+  pod["metadata"]["uid"] = uid;
+  if (allocated) pod["metadata"]["annotations"]["tessera.io/allocated"] = "main";
+  pod["status"]["phase"] = phase;
+  return testing::Decoded(pod);
+}
+
+TEST(GpuBookTest, AClaimDoesNotGetTheMemoryADevicePluginPodHolds) {
+  GpuBook book;
+  ASSERT_TRUE(book.Book(Pod("a", 0, 12288, 300), TwoGpus()).ok());
+  Status st = book.Book(Claim("c", 0, 8192, 200), TwoGpus());
+  EXPECT_EQ(st.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(st.message(),
+            "claim ns/c cannot have 8192 MiB and 20 percent of GPU 0 (GPU-0): 12288 MiB of its 16384 MiB are held "
+            "by pod ns/a (12288 MiB and 30 percent); together over its memory");
+  EXPECT_EQ(book.Holders().size(), 1u);  // nothing booked
+  EXPECT_TRUE(book.Book(Claim("c", 0, 4096, 200), TwoGpus()).ok());   // what is left fits
+  EXPECT_TRUE(book.Book(Claim("d", 1, 16384, 1000), TwoGpus()).ok());  // another GPU is apart
+}
+
+TEST(GpuBookTest, APodDoesNotGetTheComputeClaimsHoldAndTheReasonNamesThemAll) {
+  GpuBook book;
+  ASSERT_TRUE(book.Book(Claim("c1", 1, 1024, 500), TwoGpus()).ok());
+  ASSERT_TRUE(book.Book(Claim("c2", 1, 1024, 400), TwoGpus()).ok());
+  Status st = book.Book(Pod("p", 1, 1024, 200), TwoGpus());
+  EXPECT_EQ(st.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(st.message(),
+            "pod ns/p cannot have 1024 MiB and 20 percent of GPU 1 (GPU-1): 90 percent of its compute is held by "
+            "claim ns/c1 (1024 MiB and 50 percent), claim ns/c2 (1024 MiB and 40 percent); together over 100 "
+            "percent");
+  EXPECT_TRUE(book.Book(Pod("p", 1, 1024, 100), TwoGpus()).ok());
+}
+
+TEST(GpuBookTest, AWholeGpuAskedWithoutASizeHoldsAllItsMemory) {
+  GpuBook book;
+  ASSERT_TRUE(book.Book(Pod("whole", 0, 0, 1000), TwoGpus()).ok());
+  Status st = book.Book(Claim("c", 0, 1, 0), TwoGpus());  // a memory-only claim, no compute
+  EXPECT_EQ(st.code(), StatusCode::kResourceExhausted) << st.ToString();
+}
+
+TEST(GpuBookTest, ARepeatReplacesItsOwnEntryAndReleaseFreesIt) {
+  GpuBook book;
+  ASSERT_TRUE(book.Book(Claim("c", 0, 16384, 1000), TwoGpus()).ok());
+  EXPECT_TRUE(book.Book(Claim("c", 0, 16384, 1000), TwoGpus()).ok());  // a repeated prepare: not against itself
+  EXPECT_EQ(book.Holders().size(), 1u);
+  EXPECT_FALSE(book.Book(Pod("p", 0, 1, 0), TwoGpus()).ok());
+  book.Release("c");
+  book.Release("never-booked");
+  EXPECT_TRUE(book.Book(Pod("p", 0, 1, 0), TwoGpus()).ok());
+}
+
+TEST(GpuBookTest, AShareOnAGpuTheNodeLacksIsNotFound) {
+  GpuBook book;
+  EXPECT_EQ(book.Book(Claim("c", 5, 1, 0), TwoGpus()).code(), StatusCode::kNotFound);
+}
+
+TEST(GpuBookTest, SyncBooksAllocatedPodsAndDropsFinishedOnes) {
+  GpuBook book;
+  PodViews pods = {View("a", "uid-a", 0, 8192, 30, /*allocated=*/true),
+                   View("pending", "uid-p", 0, 8192, 30, /*allocated=*/false),
+                   View("done", "uid-d", 0, 8192, 30, /*allocated=*/true, "Succeeded")};
+  book.SyncPods(pods, "n1", std::nullopt);
+  std::vector<GpuHolder> holders = book.Holders();
+  ASSERT_EQ(holders.size(), 1u);  // only the allocated, unfinished pod
+  EXPECT_EQ(holders[0].Describe(), "pod ns/a");
+  EXPECT_EQ(holders[0].shares, (std::vector<core::GpuShare>{{0, "GPU-0", 8192, 300}}));
+  // Another node's pods are not this node's.
+  GpuBook other;
+  other.SyncPods(pods, "n2", std::nullopt);
+  EXPECT_TRUE(other.Holders().empty());
+
+  // The pod finishes: its share is free for a claim.
+  EXPECT_FALSE(book.Book(Claim("c", 0, 12288, 0), TwoGpus()).ok());
+  book.SyncPods({View("a", "uid-a", 0, 8192, 30, true, "Failed")}, "n1", std::nullopt);
+  EXPECT_TRUE(book.Book(Claim("c", 0, 12288, 0), TwoGpus()).ok());
+  // Claims are never dropped by a pod list.
+  book.SyncPods({}, "n1", book.Generation());
+  ASSERT_EQ(book.Holders().size(), 1u);
+  EXPECT_EQ(book.Holders()[0].Describe(), "claim ns/c");
+}
+
+TEST(GpuBookTest, APodMissingFromAListIsDroppedOnlyWhenTheListBeganAfterItsBooking) {
+  GpuBook book;
+  const uint64_t before = book.Generation();
+  ASSERT_TRUE(book.Book(Pod("uid-a", 0, 8192, 300), TwoGpus()).ok());  // Allocate booked it; not yet marked
+  // A watch cache that lags, and a LIST begun before the booking: it stays.
+  book.SyncPods({}, "n1", std::nullopt);
+  book.SyncPods({}, "n1", before);
+  EXPECT_EQ(book.Holders().size(), 1u);
+  // A list that shows it pending (not yet marked allocated) keeps it too.
+  book.SyncPods({View("a", "uid-a", 0, 8192, 30, false)}, "n1", book.Generation());
+  EXPECT_EQ(book.Holders().size(), 1u);
+  // A LIST begun after the booking without the pod: it is gone.
+  book.SyncPods({}, "n1", book.Generation());
+  EXPECT_TRUE(book.Holders().empty());
+}
+
+}  // namespace
+}  // namespace tessera::node
