@@ -120,7 +120,16 @@ Result<ContainerEnv> Allocator::AllocateLocked(const std::string& resource, cons
     // with its check, so a NodePrepareResources running now sees this pod.
     Result<GpuHolder> holder = HolderOfPod(**self, node_);
     if (!holder.ok()) return Internal("pod " + pod.Key() + ": " + holder.status().message());
-    if (Status st = book_.Book(*holder, gpus); !st.ok()) {
+    Status st = book_.Book(*holder, gpus);
+    if (!st.ok() && !read.listed) {
+      // The book may hold pods deleted since its last LIST (a watch cache
+      // cannot tell gone from not yet seen): a refusal rests on a LIST.
+      const uint64_t at = book_.Generation();
+      TESSERA_ASSIGN_OR_RETURN(NodePods::Snapshot fresh, pods_.Read(true));
+      book_.SyncPods(fresh.pods, node_, at);
+      st = book_.Book(*holder, gpus);
+    }
+    if (!st.ok()) {
       log_->warn("Allocate of {} [{}]: {}", resource, JoinUuids(device_ids), st.message());
       refused_uids_.insert(pod.uid);
       return st;

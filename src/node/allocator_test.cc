@@ -214,6 +214,38 @@ TEST_F(AllocatorTest, APodBookedButNotMarkedIsReleased) {
   EXPECT_TRUE(allocator.book().Holders().empty());
 }
 
+// A pod deleted while the book held it: the watch cache cannot drop it from
+// the book (gone and not yet seen look alike there), so the book's refusal
+// is decided again on a LIST, which does.
+TEST_F(AllocatorTest, ABookRefusalFromTheCacheRestsOnAFreshList) {
+  Allocator& allocator = Make();
+  json old_pod = AssignedPod("old", "2024-01-01T00:00:01Z", {{"main", 0, 12288, 30}});
+  old_pod["metadata"]["annotations"]["tessera.io/allocated"] = "main";
+  old_pod["status"]["phase"] = "Running";
+  Put(old_pod);
+  ASSERT_TRUE(allocator.Start().ok());
+  ASSERT_TRUE(testing::WaitUntil([&] { return allocator.CachedPods().has_value(); }));
+  Put(AssignedPod("first", "2024-01-01T00:00:02Z", {{"main", 1, 1024, 10}}));
+  ASSERT_TRUE(testing::WaitUntil([&] { return allocator.CachedPods()->size() == 2; }));
+  ASSERT_TRUE(allocator.Allocate("tessera.io/gpu", {SlotId("GPU-1", 0)}, TwoGpus()).ok());
+  ASSERT_EQ(allocator.book().Holders().size(), 2u);  // "old" (from the pod list) and "first"
+
+  ASSERT_TRUE(api_.Remove(kube::PodPath("ns", "old")).ok());
+  Put(AssignedPod("next", "2024-01-01T00:00:03Z", {{"main", 0, 8192, 30}}));
+  ASSERT_TRUE(testing::WaitUntil([&] {
+    auto cached = allocator.CachedPods();
+    return cached->size() == 2 && std::none_of(cached->begin(), cached->end(), [](const auto& p) {
+             return p->name == "old";
+           });
+  }));
+  const int lists = api_.CountCalls("LIST");
+  auto env = allocator.Allocate("tessera.io/gpu", {SlotId("GPU-0", 1)}, TwoGpus());
+  ASSERT_TRUE(env.ok()) << env.status().ToString();
+  EXPECT_EQ(env->envs.at("TESSERA_POD"), "ns/next");
+  EXPECT_EQ(api_.CountCalls("LIST"), lists + 1) << "one LIST, for the book's refusal";
+  EXPECT_EQ(allocator.book().Holders().size(), 2u);  // "first" and "next"
+}
+
 TEST_F(AllocatorTest, TwoResourcesEachFindTheirOwnContainer) {
   paths_.resources.gpushare.enabled = true;
   Put(AssignedPod("tessera", "2024-01-01T00:00:01Z", {{"main", 0, 4096, 30}}));  // older
