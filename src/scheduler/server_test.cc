@@ -218,6 +218,26 @@ TEST_F(ServerTest, StartStopAndFixedPorts) {
   EXPECT_EQ(r->status, 200);
 }
 
+TEST_F(ServerTest, VerbRepliesAreNotCompressed) {
+  // Go's HTTP client (kube-scheduler's) always accepts gzip; replies of a
+  // few hundred bytes go as they are.
+  auto server = Serve();
+  httplib::Client client("127.0.0.1", port_);
+  client.set_decompress(false);
+  const httplib::Headers gzip = {{"Accept-Encoding", "gzip"}};
+  auto filter = client.Post("/filter", gzip, FilterBody(PodJson("ns", "p", {{"main", 1, 8192, 30}}), {"n1"}),
+                            "application/json");
+  ASSERT_TRUE(filter);
+  EXPECT_EQ(filter->status, 200);
+  EXPECT_FALSE(filter->has_header("Content-Encoding"));
+  EXPECT_EQ(filter->get_header_value("Content-Type"), "application/json");
+  EXPECT_EQ(json::parse(filter->body)["NodeNames"], json({"n1"}));
+  auto bind = client.Post("/bind", gzip, BindBody("ns", "p", "uid-ns-p", "n1"), "application/json");
+  ASSERT_TRUE(bind);
+  EXPECT_FALSE(bind->has_header("Content-Encoding"));
+  EXPECT_EQ(json::parse(bind->body)["Error"], "");
+}
+
 TEST_F(ServerTest, FilterIsAnsweredWhileBindsWaitOnTheApiServer) {
   // Binds that hang on the API server hold a connection and a thread each,
   // more of them than the threads kept ready: a filter call is still
