@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
+#include <optional>
 #include <spdlog/spdlog.h>
 
 #include "core/codec.h"
@@ -22,6 +23,11 @@ constexpr int64_t kFgdRefreshEvery = 4096;
 // the cache starts over, and node lists whose resolution is kept.
 constexpr size_t kMaxShapes = 64;
 constexpr size_t kMaxResolutions = 4;
+// How long Filter's choice for a pod (filter_returns_best) waits for its
+// Bind: kube-scheduler binds right after its scheduling cycle, so an older
+// choice was dropped (the pod failed a later step or was deleted); it then
+// no longer holds its GPUs for other pods' filters.
+constexpr auto kChoiceTtl = std::chrono::seconds(10);
 
 HttpReply BadRequest(const std::shared_ptr<spdlog::logger>& log, std::string_view verb, const Status& status) {
   log->warn("{}: bad request: {}", verb, status.message());
@@ -48,6 +54,44 @@ std::string ReserveAll(const ClusterView& view, const std::vector<Nomination>& n
     holders += (holders.empty() ? "" : ", ") + nom.key;
   }
   return holders;
+}
+
+// Adds to `node` (a copy of a ledger node) the share of a pod that Filter
+// chose it for and that is not booked yet, as the ledger would book it.
+void ReserveChoice(const core::PodRequest& request, const core::Assignment& assignment, core::NodeState* node) {
+  node->cpu_used_milli += request.cpu_milli;
+  node->mem_used_mib += request.memory_mib;
+  node->pods += 1;
+  for (const auto& ca : assignment.containers) {
+    for (const auto& s : ca.gpus) {
+      if (s.index < 0 || static_cast<size_t>(s.index) >= node->gpus.size()) continue;
+      core::GpuUsage& g = node->gpus[static_cast<size_t>(s.index)];
+      g.core_used_milli += s.core_milli;
+      g.mem_used_mib += s.mem_mib;
+      g.sharers += 1;
+    }
+  }
+  if (const int kind = core::GpuPodKind(request); kind >= 0) node->gpu_pod_kinds[kind] += 1;
+}
+
+// Whether a one-GPU share Filter chose (`assignment`, for `request`) is
+// still free on `node` as it is now: the GPU is the same card, healthy, of a
+// model the pod allows, runs MPS if the pod needs it, and has the share's
+// compute, memory and a sharer slot free; the node has the pod's CPU and
+// memory. False for other pods (more GPUs or containers).
+bool ShareStillFits(const core::PodRequest& request, const core::Assignment& assignment, const core::NodeState& node) {
+  if (!core::IsSingleShare(request) || assignment.containers.size() != 1 ||
+      assignment.containers[0].gpus.size() != 1)
+    return false;
+  const core::GpuShare& share = assignment.containers[0].gpus[0];
+  if (share.index < 0 || static_cast<size_t>(share.index) >= node.info.gpus.size()) return false;
+  const int i = share.index;
+  const core::GpuInfo& gpu = node.info.gpus[static_cast<size_t>(i)];
+  const core::ContainerRequest& c = request.containers[0];
+  return share.uuid == gpu.uuid && gpu.healthy && c.models.Allows(gpu.model) &&
+         (request.isolation != core::Isolation::kMps || gpu.mps) && request.cpu_milli <= node.CpuFree() &&
+         request.memory_mib <= node.MemFree() && node.GpuCoreFree(i) >= share.core_milli &&
+         node.GpuMemFree(i) >= share.mem_mib && node.SharerSlotsFree(i) >= 1;
 }
 
 }  // namespace
@@ -114,12 +158,31 @@ HttpReply Extender::Filter(std::string_view body) {
   // Shares held for preempting pods (other than this one) while their victims leave.
   const std::vector<Nomination> nominations =
       options_.preemptor != nullptr ? options_.preemptor->NominationsAgainst(key) : std::vector<Nomination>{};
+  const Clock::time_point choice_now = options_.now ? options_.now() : Clock::now();
+  // With filter_returns_best: the fitting nodes' scores, to answer the best.
+  struct Scored {
+    size_t i;
+    core::Candidate candidate;
+  };
+  std::vector<Scored> scored;
+  std::string chosen_text;
   // Held until the reply is written: `out` points into the verdict cache.
   MutexLock lock(policy_mu_);
+  const bool choose = options_.filter_returns_best && !policy_->ScoresAllEqual();
+  if (choose) {
+    // A pod filtered again chooses again; other pods' choices not bound yet
+    // hold their GPUs, as kube-scheduler's cache holds their nodes.
+    choices_.erase(key);
+    std::erase_if(choices_, [&](const auto& kv) { return choice_now - kv.second.at > kChoiceTtl; });
+  }
   state_.Read([&](const ClusterView& view) {
     policy_mu_.AssertHeld();  // taken above, around the Read
     problem = ClusterWideProblem(*req, view.Models());
     if (!problem.empty()) return;
+    if (choose) {
+      LearnWorkloadLocked(view);
+      policy_->SeeCluster(view.ledger());
+    }
     const std::vector<int>& index = ResolveLocked(view, args->node_names);
     const int shape = ShapeIdLocked(*req);
     const auto& nodes = view.ledger().nodes();
@@ -134,23 +197,41 @@ HttpReply Extender::Filter(std::string_view body) {
           out.failed.emplace_back(i, owned.emplace_back(std::move(stall)));
           continue;
         }
+        // Shares others hold here beyond the ledger: nominations, and (when
+        // choosing) other pods' choices not bound yet. The node is judged on a
+        // copy with them taken, without the verdict cache.
+        std::string holders;
+        core::NodeState reserved;
         if (!nominations.empty()) {
-          core::NodeState reserved = node;
-          if (const std::string holders = ReserveAll(view, nominations, &reserved); !holders.empty()) {
-            const core::FitFailure why = core::FitsNode(*req, reserved);
-            if (why == core::FitFailure::kNone) {
-              out.passed.push_back(i);
-            } else {
-              Rejection r = ExplainMisfit(*req, reserved, why, detailed);
-              (r.unresolvable ? out.unresolvable : out.failed)
-                  .emplace_back(i, owned.emplace_back(r.reason + " (share reserved for preempting pod " + holders + ")"));
-            }
-            continue;
+          reserved = node;
+          holders = ReserveAll(view, nominations, &reserved);
+        }
+        std::string chosen_for;
+        if (choose) {
+          for (const auto& [other, c] : choices_) {
+            if (c.assignment.node != node.info.name) continue;
+            if (holders.empty() && chosen_for.empty()) reserved = node;
+            ReserveChoice(c.request, c.assignment, &reserved);
+            chosen_for += (chosen_for.empty() ? "" : ", ") + other;
           }
         }
-        Verdict& v = VerdictLocked(shape, index[i], *req, node, /*need_score=*/false);
+        if (!holders.empty() || !chosen_for.empty()) {
+          const core::FitFailure why = core::FitsNode(*req, reserved);
+          if (why == core::FitFailure::kNone) {
+            out.passed.push_back(i);
+            if (choose) scored.push_back({i, placer_->Score(*req, reserved)});
+          } else {
+            Rejection r = ExplainMisfit(*req, reserved, why, detailed);
+            if (!holders.empty()) r.reason += " (share reserved for preempting pod " + holders + ")";
+            if (!chosen_for.empty()) r.reason += " (shares chosen for pods being bound: " + chosen_for + ")";
+            (r.unresolvable ? out.unresolvable : out.failed).emplace_back(i, owned.emplace_back(std::move(r.reason)));
+          }
+          continue;
+        }
+        Verdict& v = VerdictLocked(shape, index[i], *req, node, /*need_score=*/choose);
         if (v.why == core::FitFailure::kNone) {
           out.passed.push_back(i);
+          if (choose) scored.push_back({i, v.candidate});
           continue;
         }
         if (v.reason_detail != static_cast<int>(detailed)) {
@@ -171,13 +252,32 @@ HttpReply Extender::Filter(std::string_view body) {
         out.failed.emplace_back(i, owned.emplace_back(prefix + "not seen by tessera-scheduler's node watch yet"));
       }
     }
+    if (scored.empty()) return;
+    // The placer's choice, as Prioritize ranks: highest (score, fine), ties
+    // to the first node by name. Only it is answered; it and its GPUs are
+    // remembered for Bind, and other pods' filters count them as taken.
+    const Scored* best = &scored[0];
+    for (const Scored& c : scored) {
+      const core::Candidate& a = c.candidate;
+      const core::Candidate& b = best->candidate;
+      if (a.score > b.score || (a.score == b.score && a.fine > b.fine) ||
+          (a.score == b.score && a.fine == b.fine && args->node_names[c.i] < args->node_names[best->i]))
+        best = &c;
+    }
+    const core::NodeState& node = nodes[static_cast<size_t>(index[best->i])];
+    Choice choice{pod.uid, *req, core::MakeAssignment(*req, node, best->candidate.pick), node.version, choice_now};
+    chosen_text = " (answered " + node.info.name + ", GPUs " + DescribeAssignment(choice.assignment) + ")";
+    if (choices_.size() >= options_.remembered_requests) choices_.clear();  // many pods never bound: start over
+    choices_.insert_or_assign(key, std::move(choice));
+    out.passed.assign(1, best->i);
   });
   if (!problem.empty()) {
     log_->info("filter {}: cannot be scheduled: {}", key, problem);
     for (size_t i = 0; i < n; ++i) out.unresolvable.emplace_back(i, problem);
     return {200, WriteFilterResult(*args, out), Decision::kUnschedulable};
   }
-  log_->info("filter {}: {}/{} nodes fit", key, out.passed.size(), n);
+  const size_t fit = scored.empty() ? out.passed.size() : scored.size();
+  log_->info("filter {}: {}/{} nodes fit{}", key, fit, n, chosen_text);
   if (out.passed.empty() && n > 0) {
     rejected_.Note(key, pod.uid, options_.now ? options_.now() : Clock::now());
     if (options_.preemptor != nullptr && options_.preemptor->enabled() && !out.failed.empty() &&
@@ -296,8 +396,12 @@ HttpReply Extender::Bind(std::string_view body) {
   Result<core::Assignment> assignment = InvalidArgument("not placed");
   const std::vector<Nomination> nominations =
       options_.preemptor != nullptr ? options_.preemptor->NominationsAgainst(key) : std::vector<Nomination>{};
+  std::string source = "chosen in bind";  // for the log: whose GPU choice was booked
   {
     MutexLock lock(policy_mu_);
+    // Filter's choice for this pod (filter_returns_best), taken: booked if
+    // it is still good, else the GPUs are chosen again below.
+    std::optional<Choice> chosen = TakeChoiceLocked(key, args->pod_uid, args->node, *req);
     auto pick = [&](const core::NodeState& node, const ClusterView& view) -> Result<core::Assignment> {
       policy_mu_.AssertHeld();  // runs inside AssumeOnNodeInView, below
       policy_->SeeCluster(view.ledger());
@@ -308,6 +412,16 @@ HttpReply Extender::Bind(std::string_view body) {
         holders = ReserveAll(view, nominations, &reserved);
       }
       const core::NodeState& effective = holders.empty() ? node : reserved;
+      if (chosen) {
+        // Unchanged node: what Filter saw. Changed (pods booked or gone since,
+        // a nomination made): a one-GPU share still free on its GPU is kept.
+        if ((chosen->node_version == node.version && holders.empty()) ||
+            ShareStillFits(*req, chosen->assignment, effective)) {
+          source = "chosen in filter";
+          return chosen->assignment;
+        }
+        source = "filter's choice was stale, chosen again";
+      }
       const core::FitFailure why = core::FitsNode(*req, effective);
       if (why != core::FitFailure::kNone)
         return ResourceExhausted("pod " + key + " no longer fits: " +
@@ -345,8 +459,8 @@ HttpReply Extender::Bind(std::string_view body) {
   }
   const auto api_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - api_start).count();
-  log_->info("bind {} -> node {} GPUs {} policy={} api={:.1f}ms", key, args->node, DescribeAssignment(*assignment),
-             options_.policy, api_ms);
+  log_->info("bind {} -> node {} GPUs {} policy={} api={:.1f}ms ({})", key, args->node,
+             DescribeAssignment(*assignment), options_.policy, api_ms, source);
   if (options_.preemptor != nullptr) options_.preemptor->Forget(key);
   return {200, WriteBindingResult(""), Decision::kBound};
 }
@@ -471,6 +585,22 @@ const std::vector<int>& Extender::ResolveLocked(const ClusterView& view, const s
   for (const auto& name : names) r.index.push_back(view.ledger().NodeIndex(name));
   resolutions_.push_back(std::move(r));
   return resolutions_.back().index;
+}
+
+// ---- filter's choices ----
+
+std::optional<Extender::Choice> Extender::TakeChoiceLocked(const std::string& key, const std::string& uid,
+                                                           const std::string& node, const core::PodRequest& req) {
+  auto it = choices_.find(key);
+  if (it == choices_.end()) return std::nullopt;
+  Choice choice = std::move(it->second);
+  choices_.erase(it);
+  // Another pod of the same name, another node than Filter answered, or a
+  // request that changed since: not this bind's choice.
+  if ((!uid.empty() && !choice.uid.empty() && uid != choice.uid) || choice.assignment.node != node ||
+      !(choice.request == req))
+    return std::nullopt;
+  return choice;
 }
 
 // ---- pod requests ----

@@ -8,6 +8,11 @@
 //    every node unresolvable under that message, so the pod's
 //    FailedScheduling event shows it; only a body that is not an
 //    ExtenderArgs is answered 400.
+//  - With filter_returns_best, Filter answers only the fitting node the
+//    policy would choose (as Prioritize ranks them) and remembers the GPUs it
+//    would take there, so kube-scheduler, given one feasible node, neither
+//    scores nodes nor calls prioritize. Until its Bind (or kChoiceTtl, 10 s),
+//    other pods' filters count that choice as taken.
 //  - Prioritize scores the feasible nodes 0..10 with the placement policy:
 //    the node the policy's placer would choose (best score, ties to the first
 //    name, so equal nodes fill in a fixed order) gets 10, the others are
@@ -22,8 +27,10 @@
 //  - With a GpuPreemptor (preemptor.h), Filter hands a pod that fits nowhere
 //    and may preempt to it, and Filter, Prioritize and Bind keep the shares
 //    nominated for preempting pods free for them.
-//  - Bind picks the GPUs on the chosen node with the policy, books them in the
-//    ledger as assumed, and calls the Binder (without holding any lock) with
+//  - Bind books Filter's choice when the node is unchanged since, or (a
+//    one-GPU share) its GPU still has the share free; otherwise, or without a
+//    choice, it picks the GPUs on the chosen node with the policy. It books
+//    them in the ledger as assumed, and calls the Binder (without holding any lock) with
 //    the tessera.io/assignment and tessera.io/assigned-at annotations. On
 //    failure the share is released and the error returned in
 //    ExtenderBindingResult.Error (HTTP 200), so kube-scheduler retries.
@@ -48,6 +55,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -130,6 +138,13 @@ struct ExtenderOptions {
   // tessera-interference's knobs; it scores with the state's predicted GPU
   // loads (ClusterState::load_book).
   core::InterferenceOptions interference;
+  // Filter answers only the node the policy chooses among those that fit
+  // (the best-scored, ties to the first name) instead of all of them; nodes
+  // that do not fit keep their reasons. kube-scheduler then takes that node
+  // without scoring and without a prioritize call. Policies that score every
+  // node alike (random) still answer every fitting node. Default false here;
+  // tessera-scheduler's configuration turns it on (filterReturnsBest).
+  bool filter_returns_best = false;
 };
 
 class Extender {
@@ -184,6 +199,19 @@ class Extender {
   // The request Bind works on: from the pod watch, else from a filter call.
   Result<core::PodRequest> RequestForBind(const std::string& key, const std::string& uid);
 
+  // What Filter answered for a pod (filter_returns_best), kept for its Bind.
+  struct Choice {
+    std::string uid;
+    core::PodRequest request;
+    core::Assignment assignment;  // the node and the GPUs
+    uint64_t node_version = 0;    // the node's ledger version Filter chose on
+    Clock::time_point at{};       // when (ExtenderOptions::now's clock)
+  };
+  // Removes pod `key`'s choice and returns it when it is for this bind: the
+  // same uid, node `node` and request `req`. nullopt when there is none.
+  std::optional<Choice> TakeChoiceLocked(const std::string& key, const std::string& uid, const std::string& node,
+                                         const core::PodRequest& req) TESSERA_REQUIRES(policy_mu_);
+
   ClusterState& state_;
   RejectedPods rejected_;
   Binder& binder_;
@@ -205,6 +233,8 @@ class Extender {
   };
   // The last few node lists seen, newest last.
   std::vector<Resolution> resolutions_ TESSERA_GUARDED_BY(policy_mu_);
+  // Filter's choices not bound yet, by pod key (at most remembered_requests).
+  std::unordered_map<std::string, Choice> choices_ TESSERA_GUARDED_BY(policy_mu_);
 
   // The pods of the calls, decoded once per uid and resourceVersion (its own lock).
   PodViewCache pods_;
