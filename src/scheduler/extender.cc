@@ -216,6 +216,9 @@ HttpReply Extender::Filter(std::string_view body) {
           }
         }
         if (!holders.empty() || !chosen_for.empty()) {
+          // Not a ledger state: version 0 keeps policies from caching by it
+          // (fgd keys its fragmentation memo on node address and version).
+          reserved.version = 0;
           const core::FitFailure why = core::FitsNode(*req, reserved);
           if (why == core::FitFailure::kNone) {
             out.passed.push_back(i);
