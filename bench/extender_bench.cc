@@ -7,6 +7,8 @@
 //   in_process  the handlers called directly (the baseline)
 //   in_process+bind  a new pod each cycle, bound to the best node, so nodes
 //               change and the policy keeps learning as in production
+//   in_process_best+bind  the same with filter_returns_best (tessera-scheduler's
+//               default): filter answers the best node, no prioritize call
 //   http        the same bodies POSTed over loopback to the real server
 //   http_2conn  two client connections at once, as kube-scheduler's
 //               concurrent prioritize calls and binds do (throughput)
@@ -77,6 +79,7 @@ struct Cluster {
   std::unique_ptr<ClusterState> state;
   testing::FakeBinder binder;
   std::unique_ptr<Extender> extender;
+  std::unique_ptr<Extender> best_extender;  // the same with filter_returns_best
   std::vector<std::string> bodies;
   double core_used = 0;  // share of all GPU compute taken
 };
@@ -126,6 +129,10 @@ Cluster& TheCluster() {
     auto e = Extender::Create(*out->state, out->binder, eo);
     if (!e.ok()) std::abort();
     out->extender = std::move(e).value();
+    eo.filter_returns_best = true;
+    auto best = Extender::Create(*out->state, out->binder, eo);
+    if (!best.ok()) std::abort();
+    out->best_extender = std::move(best).value();
     const testing::Container shapes[] = {
         {"main", 1, 8192, 30}, {"main", 1, 4096, 20}, {"main", 1, 16384, 50}, {"main", 1, 0, 0}};
     for (int i = 0; i < kBodies; ++i) out->bodies.push_back(testing::FilterBody(TypicalPod(i, shapes[i % 4]), names));
@@ -180,9 +187,12 @@ void BM_InProcess(benchmark::State& state) {
 
 // The full scheduling cycle of a new pod each time: filter, prioritize, then
 // bind to the best node, so the cluster changes as it would in production
-// (one node per cycle; the policy keeps learning from the bound pods).
+// (one node per cycle; the policy keeps learning from the bound pods). With
+// range(0) = 1, filter_returns_best: filter, then bind to the node it answered.
 void BM_InProcessWithBind(benchmark::State& state) {
   Cluster& c = TheCluster();
+  const bool best_mode = state.range(0) == 1;
+  Extender& extender = best_mode ? *c.best_extender : *c.extender;
   // Per-cycle bodies from one template with a fixed-width pod name.
   const std::string marker = "job-000000";
   const std::string tmpl = c.bodies[0];
@@ -191,23 +201,29 @@ void BM_InProcessWithBind(benchmark::State& state) {
   const auto start = std::chrono::steady_clock::now();
   for (auto _ : state) {
     char name[32];
-    std::snprintf(name, sizeof name, "cyc-%06d", static_cast<int>(ms.size() % 1000000));
+    // Names of their own per mode: pods bound by the other mode still hold shares.
+    std::snprintf(name, sizeof name, best_mode ? "cyb-%06d" : "cyc-%06d", static_cast<int>(ms.size() % 1000000));
     std::string body = tmpl;
     for (size_t at = body.find(marker); at != std::string::npos; at = body.find(marker, at + 1))
       body.replace(at, marker.size(), name);
     const json pod = json::parse(body)["Pod"];
     const std::string ns = pod["metadata"]["namespace"], uid = pod["metadata"]["uid"];
     const auto t0 = std::chrono::steady_clock::now();
-    HttpReply f = c.extender->Filter(body);
-    HttpReply p = c.extender->Prioritize(body);
+    HttpReply f = extender.Filter(body);
+    HttpReply p = best_mode ? HttpReply{} : extender.Prioritize(body);
     const auto t_mid = std::chrono::steady_clock::now();
     state.PauseTiming();  // the client's own parsing is not the extender's time
     std::string best;
-    for (const auto& hp : json::parse(p.body))
-      if (hp["Score"] == 10) best = hp["Host"];
+    if (best_mode) {
+      const json answered = json::parse(f.body)["NodeNames"];
+      if (answered.size() == 1) best = answered[0];
+    } else {
+      for (const auto& hp : json::parse(p.body))
+        if (hp["Score"] == 10) best = hp["Host"];
+    }
     state.ResumeTiming();
     const auto t1 = std::chrono::steady_clock::now();
-    HttpReply b = c.extender->Bind(testing::BindBody(ns, name, uid, best));
+    HttpReply b = extender.Bind(testing::BindBody(ns, name, uid, best));
     const auto t2 = std::chrono::steady_clock::now();
     ms.push_back(std::chrono::duration<double, std::milli>((t2 - t1) + (t_mid - t0)).count());
     bound += json::parse(b.body)["Error"] == "";
@@ -216,7 +232,7 @@ void BM_InProcessWithBind(benchmark::State& state) {
   const double wall = Seconds(std::chrono::steady_clock::now() - start).count();
   double busy = 0;
   for (double m : ms) busy += m / 1000;
-  Report(state, "in_process+bind", ms, busy > 0 ? busy : wall);
+  Report(state, best_mode ? "in_process_best+bind" : "in_process+bind", ms, busy > 0 ? busy : wall);
   state.counters["bound"] = static_cast<double>(bound);
 }
 
@@ -295,7 +311,8 @@ void BM_Http(benchmark::State& state) {
 int main(int argc, char** argv) {
   using namespace tessera::scheduler;
   benchmark::RegisterBenchmark("extender/in_process", BM_InProcess)->Iterations(2000)->UseRealTime()->Unit(benchmark::kMicrosecond);
-  benchmark::RegisterBenchmark("extender/in_process+bind", BM_InProcessWithBind)->Iterations(2000)->UseRealTime()->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("extender/in_process+bind", BM_InProcessWithBind)->Arg(0)->Iterations(2000)->UseRealTime()->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("extender/in_process_best+bind", BM_InProcessWithBind)->Arg(1)->Iterations(2000)->UseRealTime()->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("extender/http", BM_Http)->Arg(1)->Iterations(2000)->UseRealTime()->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("extender/http_2conn", BM_Http)->Arg(2)->Iterations(1000)->UseRealTime()->Unit(benchmark::kMicrosecond);
   benchmark::Initialize(&argc, argv);
@@ -304,7 +321,9 @@ int main(int argc, char** argv) {
   const auto& r = Results();
   if (r.contains("in_process")) {
     const Result& base = r.at("in_process");
-    std::printf("\nfilter+prioritize cycle, %d nodes / %d GPUs, %.0f %% of GPU compute in use:\n", kNodes,
+    std::printf("\nfilter+prioritize cycle (with filter_returns_best: filter only), %d nodes / %d GPUs, %.0f %% of GPU "
+                "compute in use:\n",
+                kNodes,
                 kNodes * kGpusPerNode, 100 * TheCluster().core_used);
     for (const auto& [name, res] : r) {
       std::printf("  %-12s p50 %7.3f ms  p99 %7.3f ms  %8.0f cycles/s", name.c_str(), res.p50_ms, res.p99_ms,

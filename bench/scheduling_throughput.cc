@@ -2,23 +2,39 @@
 // same pods over the same simulated nodes, measured in one run (issue 3 (b);
 // target: with >= 0.8x of without).
 //
-//   build/bench/scheduling_throughput [--nodes 200] [--pods 1000] [--dir out/bench-scheduling]
+//   build/bench/scheduling_throughput [--nodes 200] [--pods 1000] [--qps 200] [--pairs 1]
+//                                     [--extender-flag=--filter-returns-best=false ...]
+//                                     [--dir out/bench-scheduling]
 //
 // For each mode it starts a fresh loopback cluster without kube-scheduler,
 // creates the nodes and all pods, then starts kube-scheduler (and, in the
 // "with" mode, tessera-scheduler as its extender) and times the binds: from
 // the first bound pod to the last, so API-server load from creating pods and
-// the scheduler's start-up are outside the window.
+// the scheduler's start-up are outside the window. --pairs N runs the two
+// modes back to back N times and prints a row per pair.
+//
+// Per mode it also prints the 1-minute load average when the window opened
+// (other work on the machine skews both modes) and the CPU seconds each
+// control-plane process used inside the window, and it saves kube-scheduler's,
+// tessera-scheduler's and the API server's /metrics at the window's end under
+// DIR/{without,with}/metrics/ (per-verb latency and call counts).
 #include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
 #include <thread>
+
+#include <unistd.h>
 
 #include "core/random.h"
 #include "tests/support/cluster_env.h"
+#include "tests/support/node_leases.h"
 #include "tests/support/sim_nodes.h"
 
 namespace tessera::testing {
@@ -29,8 +45,54 @@ using Clock = std::chrono::steady_clock;
 struct RunResult {
   int bound = 0;
   double seconds = 0;
+  double load_average = 0;                // 1-minute load average when the window opened
+  std::map<std::string, double> cpu;      // process -> CPU seconds inside the window
   double pods_per_second() const { return seconds > 0 ? (bound - 1) / seconds : 0; }
 };
+
+double LoadAverage() {
+  double one = 0;
+  std::ifstream in("/proc/loadavg");
+  in >> one;
+  return one;
+}
+
+// User + system CPU seconds of process `pid` so far (0 when it cannot be read).
+double CpuSeconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto close = text.rfind(')');  // the command name may hold spaces
+  if (close == std::string::npos) return 0;
+  std::istringstream fields(text.substr(close + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; fields >> field; ++i) {  // field 3 is the state
+    if (i == 14 || i == 15) ticks += std::stod(field);  // utime, stime
+    if (i == 15) break;
+  }
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// The cluster's processes by name, from DIR/pids ("kube-scheduler", ...;
+// a tessera-scheduler-PORT.pid file counts as "tessera-scheduler").
+std::map<std::string, pid_t> ClusterPids(const std::string& dir) {
+  std::map<std::string, pid_t> pids;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir + "/pids", ec)) {
+    std::string name = entry.path().stem().string();
+    if (name.starts_with("tessera-scheduler")) name = "tessera-scheduler";
+    std::ifstream in(entry.path());
+    pid_t pid = 0;
+    if (in >> pid) pids[name] = pid;
+  }
+  return pids;
+}
+
+std::map<std::string, double> CpuOf(const std::map<std::string, pid_t>& pids) {
+  std::map<std::string, double> cpu;
+  for (const auto& [name, pid] : pids) cpu[name] = CpuSeconds(pid);
+  return cpu;
+}
 
 int Sh(const std::string& command) {
   const int rc = std::system(command.c_str());
@@ -56,7 +118,8 @@ std::string KubeSchedulerVersion(const std::string& repo) {
 }
 
 Result<RunResult> RunMode(bool with_extender, int node_count, int pod_count, int qps, const std::string& root,
-                          const std::string& repo, const std::string& bin_dir) {
+                          const std::string& repo, const std::string& bin_dir,
+                          const std::vector<std::string>& extender_flags) {
   const std::string dir = root + (with_extender ? "/with" : "/without");
   const std::string cp = repo + "/tools/controlplane";
   Sh(cp + "/cluster-down.sh " + dir + " >/dev/null 2>&1");
@@ -67,10 +130,18 @@ Result<RunResult> RunMode(bool with_extender, int node_count, int pod_count, int
          " >/dev/null") != 0) {
     return Internal("cluster-up.sh failed for " + dir);
   }
+  // The nodes' Leases stop being renewed before the cluster goes: renewing
+  // them against a stopped API server would retry in the background for
+  // minutes, during the next mode and at exit.
+  auto nodes = UniformSimNodes("bench", node_count, 8, "A100", 81920);
   struct Down {
     std::string cmd;
-    ~Down() { Sh(cmd); }
-  } down{cp + "/cluster-down.sh " + dir + " >/dev/null 2>&1"};
+    const std::vector<SimNode>* nodes;
+    ~Down() {
+      for (const SimNode& node : *nodes) ForgetNode(node.info.name);
+      Sh(cmd);
+    }
+  } down{cp + "/cluster-down.sh " + dir + " >/dev/null 2>&1", &nodes};
 
   ::setenv("TESSERA_TEST_KUBECONFIG", (dir + "/kubeconfig").c_str(), 1);
   ::setenv("TESSERA_TEST_CLUSTER_DIR", dir.c_str(), 1);
@@ -81,7 +152,6 @@ Result<RunResult> RunMode(bool with_extender, int node_count, int pod_count, int
   config.burst = 2000;
   kube::Client client(config);
 
-  auto nodes = UniformSimNodes("bench", node_count, 8, "A100", 81920);
   TESSERA_RETURN_IF_ERROR(CreateSimNodes(client, nodes));
 
   // The same pods in both modes: shares of one GPU, seeded.
@@ -106,26 +176,84 @@ Result<RunResult> RunMode(bool with_extender, int node_count, int pod_count, int
 
   std::optional<ChildProcess> extender;
   if (with_extender) {
-    TESSERA_ASSIGN_OR_RETURN(ChildProcess child, env.StartExtender({"--log-level", "info", "--kube-api-qps", std::to_string(qps),
-                                                                   "--kube-api-burst", std::to_string(2 * qps)}));
+    std::vector<std::string> flags = {"--log-level", "info", "--kube-api-qps", std::to_string(qps),
+                                      "--kube-api-burst", std::to_string(2 * qps)};
+    flags.insert(flags.end(), extender_flags.begin(), extender_flags.end());
+    TESSERA_ASSIGN_OR_RETURN(ChildProcess child, env.StartExtender(flags));
     extender.emplace(std::move(child));
   }
   if (Sh(cp + "/scheduler-up.sh " + dir + " >/dev/null") != 0) return Internal("scheduler-up.sh failed");
 
   RunResult result;
+  const std::map<std::string, pid_t> pids = ClusterPids(dir);
+  std::map<std::string, double> cpu_at_first;
   std::optional<Clock::time_point> first;
-  const auto deadline = Clock::now() + std::chrono::seconds(300);
-  while (Clock::now() < deadline) {
-    TESSERA_ASSIGN_OR_RETURN(auto list, client.List("/api/v1/namespaces/default/pods", "", "spec.nodeName!="));
-    const int bound = static_cast<int>(list["items"].size());
-    const auto now = Clock::now();
-    if (bound > 0 && !first) first = now;
-    if (bound >= pod_count) {
-      result.bound = bound;
-      result.seconds = std::chrono::duration<double>(now - *first).count();
-      return result;
+  // Binds are counted from one pod watch (an event per bind), not by
+  // listing the pods over and over: a LIST of 1,000 pods costs the API
+  // server tens of ms of CPU, which on a small machine would tax the slower
+  // mode more, for longer.
+  std::set<std::string> bound;
+  std::string resource_version;
+  auto relist = [&]() -> Status {
+    TESSERA_ASSIGN_OR_RETURN(auto list, client.List("/api/v1/namespaces/default/pods"));
+    resource_version = list.value("resourceVersion", "");
+    for (const auto& pod : list["items"]) {
+      if (!pod["spec"].value("nodeName", "").empty()) bound.insert(pod["metadata"].value("name", ""));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return Status();
+  };
+  TESSERA_RETURN_IF_ERROR(relist());
+  if (static_cast<int>(bound.size()) >= pod_count) return Internal("pods were bound before the schedulers started");
+  auto on_event = [&](const kube::WatchEvent& event) {
+    const auto& meta = event.object["metadata"];
+    if (meta.contains("resourceVersion")) resource_version = meta.value("resourceVersion", "");
+    if (event.type != "ADDED" && event.type != "MODIFIED") return true;
+    if (event.object["spec"].value("nodeName", "").empty()) return true;
+    if (!bound.insert(meta.value("name", "")).second) return true;
+    const auto now = Clock::now();
+    if (!first) {
+      first = now;
+      result.load_average = LoadAverage();
+      cpu_at_first = CpuOf(pids);
+    }
+    if (static_cast<int>(bound.size()) < pod_count) return true;
+    result.bound = static_cast<int>(bound.size());
+    result.seconds = std::chrono::duration<double>(now - *first).count();
+    return false;
+  };
+  const auto deadline = Clock::now() + std::chrono::seconds(300);
+  Status last_error;
+  while (result.bound == 0 && Clock::now() < deadline) {
+    const int left = static_cast<int>(std::chrono::duration_cast<std::chrono::seconds>(deadline - Clock::now()).count());
+    Status st = client.Watch("/api/v1/namespaces/default/pods", resource_version, on_event, nullptr, std::max(1, left));
+    if (st.ok()) continue;
+    // A busy API server may time a watch out; go on from where it ended
+    // (after a relist when the version is too old).
+    last_error = st;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (st.code() == StatusCode::kOutOfRange && relist().ok() && first &&
+        static_cast<int>(bound.size()) >= pod_count) {
+      result.bound = static_cast<int>(bound.size());
+      result.seconds = std::chrono::duration<double>(Clock::now() - *first).count();
+    }
+  }
+  if (result.bound == 0 && !last_error.ok()) return Internal("watching the pods: " + last_error.message());
+  if (result.bound > 0) {
+    for (const auto& [name, seconds] : CpuOf(pids)) result.cpu[name] = seconds - cpu_at_first[name];
+    // Both schedulers' /metrics as the window closed, for the breakdown.
+    std::filesystem::create_directories(dir + "/metrics");
+    std::string ks_port;
+    if (std::ifstream in(dir + "/kube-scheduler.port"); in >> ks_port) {
+      Sh("curl -sfk https://127.0.0.1:" + ks_port + "/metrics -o " + dir + "/metrics/kube-scheduler.txt");
+    }
+    // The API server's (request counts by verb and resource), with the admin token.
+    Sh("set -a; . " + dir + "/cluster.env; curl -sf --cacert " + dir + "/pki/ca.crt -H \"Authorization: Bearer $(cut -d, -f1 " +
+       dir + "/pki/tokens.csv | head -n1)\" \"$TESSERA_APISERVER/metrics\" -o " + dir + "/metrics/kube-apiserver.txt");
+    if (with_extender) {
+      Sh("curl -sf http://127.0.0.1:" + std::to_string(env.extender_port) + "/metrics -o " + dir +
+         "/metrics/tessera-scheduler.txt");
+    }
+    return result;
   }
   return FailedPrecondition("not every pod was bound within 300 s (mode " +
                             std::string(with_extender ? "with" : "without") + " extender)");
@@ -146,8 +274,13 @@ int main(int argc, char** argv) {
   int qps = 200;
   app.add_option("--qps", qps, "API client rate limit of kube-scheduler and tessera-scheduler alike (burst 2x)")
       ->check(CLI::PositiveNumber);
+  int pairs = 1;
+  app.add_option("--pairs", pairs, "run both modes back to back this many times")->check(CLI::PositiveNumber);
   app.add_option("--dir", dir, "where the two clusters live (logs stay there)");
   app.add_option("--repo", repo, "repository root (for tools/controlplane)");
+  std::vector<std::string> extender_flags;
+  app.add_option("--extender-flag", extender_flags,
+                 "a flag for tessera-scheduler (repeat; e.g. --extender-flag=--filter-returns-best=false)");
   app.add_option("--bin-dir", bin_dir, "folder with tessera-scheduler (default: beside this binary's build tree)");
   CLI11_PARSE(app, argc, argv);
   if (bin_dir.empty()) bin_dir = (std::filesystem::canonical("/proc/self/exe").parent_path().parent_path() / "bin").string();
@@ -155,22 +288,37 @@ int main(int argc, char** argv) {
   dir = std::filesystem::canonical(dir).string();
   repo = std::filesystem::canonical(repo).string();
 
-  auto without = testing::RunMode(false, nodes, pods, qps, dir, repo, bin_dir);
-  if (!without.ok()) {
-    std::fprintf(stderr, "without extender: %s\n", without.status().message().c_str());
-    return 1;
-  }
-  auto with = testing::RunMode(true, nodes, pods, qps, dir, repo, bin_dir);
-  if (!with.ok()) {
-    std::fprintf(stderr, "with extender: %s\n", with.status().message().c_str());
-    return 1;
-  }
   std::printf("kube-scheduler %s, %d pods over %d simulated nodes (8 GPUs each), client limits %d qps / %d burst\n",
               testing::KubeSchedulerVersion(repo).c_str(), pods, nodes, qps, 2 * qps);
-  std::printf("%-28s %8s %10s %8s\n", "mode", "seconds", "pods/s", "ratio");
-  std::printf("%-28s %8.2f %10.1f %8.2f\n", "without extender (baseline)", without->seconds,
-              without->pods_per_second(), 1.0);
-  std::printf("%-28s %8.2f %10.1f %8.2f\n", "with tessera-scheduler", with->seconds, with->pods_per_second(),
-              with->pods_per_second() / without->pods_per_second());
+  std::printf("%-4s %-28s %8s %10s %8s %6s  %s\n", "pair", "mode", "seconds", "pods/s", "ratio", "load",
+              "CPU seconds in the window");
+  std::fflush(stdout);
+  auto cpu_text = [](const testing::RunResult& r) {
+    std::string text;
+    for (const auto& [name, seconds] : r.cpu) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "%s%s %.1f", text.empty() ? "" : ", ", name.c_str(), seconds);
+      text += buf;
+    }
+    return text;
+  };
+  for (int pair = 1; pair <= pairs; ++pair) {
+    auto without = testing::RunMode(false, nodes, pods, qps, dir, repo, bin_dir, {});
+    if (!without.ok()) {
+      std::fprintf(stderr, "without extender: %s\n", without.status().message().c_str());
+      return 1;
+    }
+    auto with = testing::RunMode(true, nodes, pods, qps, dir, repo, bin_dir, extender_flags);
+    if (!with.ok()) {
+      std::fprintf(stderr, "with extender: %s\n", with.status().message().c_str());
+      return 1;
+    }
+    std::printf("%-4d %-28s %8.2f %10.1f %8.2f %6.2f  %s\n", pair, "without extender (baseline)", without->seconds,
+                without->pods_per_second(), 1.0, without->load_average, cpu_text(*without).c_str());
+    std::printf("%-4d %-28s %8.2f %10.1f %8.2f %6.2f  %s\n", pair, "with tessera-scheduler", with->seconds,
+                with->pods_per_second(), with->pods_per_second() / without->pods_per_second(), with->load_average,
+                cpu_text(*with).c_str());
+    std::fflush(stdout);
+  }
   return 0;
 }

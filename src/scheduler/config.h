@@ -43,6 +43,10 @@ struct SchedulerConfig {
   double api_qps = 200;
   int api_burst = 400;
   std::string policy = "tessera";
+  // Filter answers only the node Tessera chooses among those that fit, so
+  // kube-scheduler binds the pod there without scoring or a prioritize call
+  // (ExtenderOptions::filter_returns_best; docs/scheduler-extender.md).
+  bool filter_returns_best = true;
   // Tessera's resource names, and the compatibility front ends (gpushare,
   // HAMi; both off by default) under `frontEnds` in the file.
   core::ResourceNames resources;

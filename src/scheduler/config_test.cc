@@ -121,6 +121,7 @@ TEST(ConfigTest, ShippedExampleParsesToTheDefaults) {
   const SchedulerConfig defaults;
   EXPECT_EQ(config->port, defaults.port);
   EXPECT_EQ(config->policy, defaults.policy);
+  EXPECT_EQ(config->filter_returns_best, defaults.filter_returns_best);
   EXPECT_EQ(config->assume_ttl, defaults.assume_ttl);
   EXPECT_EQ(config->leader_election.name, defaults.leader_election.name);
   EXPECT_EQ(config->preemption.enabled, defaults.preemption.enabled);
@@ -174,6 +175,16 @@ TEST(ConfigTest, InterferenceSettings) {
     ASSERT_FALSE(bad.ok()) << text;
     EXPECT_NE(bad.status().message().find(field), std::string::npos) << text << ": " << bad.status().message();
   }
+}
+
+TEST(ConfigTest, FilterReturnsBest) {
+  EXPECT_TRUE(SchedulerConfig{}.filter_returns_best);
+  auto config = ParseConfig("filterReturnsBest: false\n", "c.yaml");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_FALSE(config->filter_returns_best);
+  config = ParseConfig("filterReturnsBest: sometimes\n", "c.yaml");
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("filterReturnsBest"), std::string::npos) << config.status().message();
 }
 
 TEST(ConfigTest, PreemptionSettings) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
+#include <optional>
 #include <spdlog/spdlog.h>
 
 #include "core/codec.h"
@@ -25,6 +26,11 @@ constexpr size_t kMaxResolutions = 4;
 // Bind chooses GPUs, then books them; a node that changed in between is
 // read and chosen on again, at most this many times in all.
 constexpr int kBindAttempts = 3;
+// How long Filter's choice for a pod (filter_returns_best) waits for its
+// Bind: kube-scheduler binds right after its scheduling cycle, so an older
+// choice was dropped (the pod failed a later step or was deleted); it then
+// no longer holds its GPUs for other pods' filters.
+constexpr auto kChoiceTtl = std::chrono::seconds(10);
 
 HttpReply BadRequest(const std::shared_ptr<spdlog::logger>& log, std::string_view verb, const Status& status) {
   log->warn("{}: bad request: {}", verb, status.message());
@@ -51,6 +57,44 @@ std::string ReserveAll(const ClusterView& view, const std::vector<Nomination>& n
     holders += (holders.empty() ? "" : ", ") + nom.key;
   }
   return holders;
+}
+
+// Adds to `node` (a copy of a ledger node) the share of a pod that Filter
+// chose it for and that is not booked yet, as the ledger would book it.
+void ReserveChoice(const core::PodRequest& request, const core::Assignment& assignment, core::NodeState* node) {
+  node->cpu_used_milli += request.cpu_milli;
+  node->mem_used_mib += request.memory_mib;
+  node->pods += 1;
+  for (const auto& ca : assignment.containers) {
+    for (const auto& s : ca.gpus) {
+      if (s.index < 0 || static_cast<size_t>(s.index) >= node->gpus.size()) continue;
+      core::GpuUsage& g = node->gpus[static_cast<size_t>(s.index)];
+      g.core_used_milli += s.core_milli;
+      g.mem_used_mib += s.mem_mib;
+      g.sharers += 1;
+    }
+  }
+  if (const int kind = core::GpuPodKind(request); kind >= 0) node->gpu_pod_kinds[kind] += 1;
+}
+
+// Whether a one-GPU share Filter chose (`assignment`, for `request`) is
+// still free on `node` as it is now: the GPU is the same card, healthy, of a
+// model the pod allows, runs MPS if the pod needs it, and has the share's
+// compute, memory and a sharer slot free; the node has the pod's CPU and
+// memory. False for other pods (more GPUs or containers).
+bool ShareStillFits(const core::PodRequest& request, const core::Assignment& assignment, const core::NodeState& node) {
+  if (!core::IsSingleShare(request) || assignment.containers.size() != 1 ||
+      assignment.containers[0].gpus.size() != 1)
+    return false;
+  const core::GpuShare& share = assignment.containers[0].gpus[0];
+  if (share.index < 0 || static_cast<size_t>(share.index) >= node.info.gpus.size()) return false;
+  const int i = share.index;
+  const core::GpuInfo& gpu = node.info.gpus[static_cast<size_t>(i)];
+  const core::ContainerRequest& c = request.containers[0];
+  return share.uuid == gpu.uuid && gpu.healthy && c.models.Allows(gpu.model) &&
+         (request.isolation != core::Isolation::kMps || gpu.mps) && request.cpu_milli <= node.CpuFree() &&
+         request.memory_mib <= node.MemFree() && node.GpuCoreFree(i) >= share.core_milli &&
+         node.GpuMemFree(i) >= share.mem_mib && node.SharerSlotsFree(i) >= 1;
 }
 
 }  // namespace
@@ -117,12 +161,31 @@ HttpReply Extender::Filter(std::string_view body) {
   // Shares held for preempting pods (other than this one) while their victims leave.
   const std::vector<Nomination> nominations =
       options_.preemptor != nullptr ? options_.preemptor->NominationsAgainst(key) : std::vector<Nomination>{};
+  const Clock::time_point choice_now = options_.now ? options_.now() : Clock::now();
+  // With filter_returns_best: the fitting nodes' scores, to answer the best.
+  struct Scored {
+    size_t i;
+    core::Candidate candidate;
+  };
+  std::vector<Scored> scored;
+  std::string chosen_text;
   // Held until the reply is written: `out` points into the verdict cache.
   MutexLock lock(policy_mu_);
+  const bool choose = options_.filter_returns_best && !policy_->ScoresAllEqual();
+  if (choose) {
+    // A pod filtered again chooses again; other pods' choices not bound yet
+    // hold their GPUs, as kube-scheduler's cache holds their nodes.
+    choices_.erase(key);
+    std::erase_if(choices_, [&](const auto& kv) { return choice_now - kv.second.at > kChoiceTtl; });
+  }
   state_.Read([&](const ClusterView& view) {
     policy_mu_.AssertHeld();  // taken above, around the Read
     problem = ClusterWideProblem(*req, view.Models());
     if (!problem.empty()) return;
+    if (choose) {
+      LearnWorkloadLocked(view);
+      policy_->SeeCluster(view.ledger());
+    }
     const std::vector<int>& index = ResolveLocked(view, args->node_names);
     const int shape = ShapeIdLocked(*req);
     const auto& nodes = view.ledger().nodes();
@@ -137,23 +200,44 @@ HttpReply Extender::Filter(std::string_view body) {
           out.failed.emplace_back(i, owned.emplace_back(std::move(stall)));
           continue;
         }
+        // Shares others hold here beyond the ledger: nominations, and (when
+        // choosing) other pods' choices not bound yet. The node is judged on a
+        // copy with them taken, without the verdict cache.
+        std::string holders;
+        core::NodeState reserved;
         if (!nominations.empty()) {
-          core::NodeState reserved = node;
-          if (const std::string holders = ReserveAll(view, nominations, &reserved); !holders.empty()) {
-            const core::FitFailure why = core::FitsNode(*req, reserved);
-            if (why == core::FitFailure::kNone) {
-              out.passed.push_back(i);
-            } else {
-              Rejection r = ExplainMisfit(*req, reserved, why, detailed);
-              (r.unresolvable ? out.unresolvable : out.failed)
-                  .emplace_back(i, owned.emplace_back(r.reason + " (share reserved for preempting pod " + holders + ")"));
-            }
-            continue;
+          reserved = node;
+          holders = ReserveAll(view, nominations, &reserved);
+        }
+        std::string chosen_for;
+        if (choose) {
+          for (const auto& [other, c] : choices_) {
+            if (c.assignment.node != node.info.name) continue;
+            if (holders.empty() && chosen_for.empty()) reserved = node;
+            ReserveChoice(c.request, c.assignment, &reserved);
+            chosen_for += (chosen_for.empty() ? "" : ", ") + other;
           }
         }
-        Verdict& v = VerdictLocked(shape, index[i], *req, node, /*need_score=*/false);
+        if (!holders.empty() || !chosen_for.empty()) {
+          // Not a ledger state: version 0 keeps policies from caching by it
+          // (fgd keys its fragmentation memo on node address and version).
+          reserved.version = 0;
+          const core::FitFailure why = core::FitsNode(*req, reserved);
+          if (why == core::FitFailure::kNone) {
+            out.passed.push_back(i);
+            if (choose) scored.push_back({i, placer_->Score(*req, reserved)});
+          } else {
+            Rejection r = ExplainMisfit(*req, reserved, why, detailed);
+            if (!holders.empty()) r.reason += " (share reserved for preempting pod " + holders + ")";
+            if (!chosen_for.empty()) r.reason += " (shares chosen for pods being bound: " + chosen_for + ")";
+            (r.unresolvable ? out.unresolvable : out.failed).emplace_back(i, owned.emplace_back(std::move(r.reason)));
+          }
+          continue;
+        }
+        Verdict& v = VerdictLocked(shape, index[i], *req, node, /*need_score=*/choose);
         if (v.why == core::FitFailure::kNone) {
           out.passed.push_back(i);
+          if (choose) scored.push_back({i, v.candidate});
           continue;
         }
         if (v.reason_detail != static_cast<int>(detailed)) {
@@ -174,13 +258,32 @@ HttpReply Extender::Filter(std::string_view body) {
         out.failed.emplace_back(i, owned.emplace_back(prefix + "not seen by tessera-scheduler's node watch yet"));
       }
     }
+    if (scored.empty()) return;
+    // The placer's choice, as Prioritize ranks: highest (score, fine), ties
+    // to the first node by name. Only it is answered; it and its GPUs are
+    // remembered for Bind, and other pods' filters count them as taken.
+    const Scored* best = &scored[0];
+    for (const Scored& c : scored) {
+      const core::Candidate& a = c.candidate;
+      const core::Candidate& b = best->candidate;
+      if (a.score > b.score || (a.score == b.score && a.fine > b.fine) ||
+          (a.score == b.score && a.fine == b.fine && args->node_names[c.i] < args->node_names[best->i]))
+        best = &c;
+    }
+    const core::NodeState& node = nodes[static_cast<size_t>(index[best->i])];
+    Choice choice{pod.uid, *req, core::MakeAssignment(*req, node, best->candidate.pick), node.version, choice_now};
+    chosen_text = " (answered " + node.info.name + ", GPUs " + DescribeAssignment(choice.assignment) + ")";
+    if (choices_.size() >= options_.remembered_requests) choices_.clear();  // many pods never bound: start over
+    choices_.insert_or_assign(key, std::move(choice));
+    out.passed.assign(1, best->i);
   });
   if (!problem.empty()) {
     log_->info("filter {}: cannot be scheduled: {}", key, problem);
     for (size_t i = 0; i < n; ++i) out.unresolvable.emplace_back(i, problem);
     return {200, WriteFilterResult(*args, out), Decision::kUnschedulable};
   }
-  log_->info("filter {}: {}/{} nodes fit", key, out.passed.size(), n);
+  const size_t fit = scored.empty() ? out.passed.size() : scored.size();
+  log_->info("filter {}: {}/{} nodes fit{}", key, fit, n, chosen_text);
   if (out.passed.empty() && n > 0) {
     rejected_.Note(key, pod.uid, options_.now ? options_.now() : Clock::now());
     if (options_.preemptor != nullptr && options_.preemptor->enabled() && !out.failed.empty() &&
@@ -298,7 +401,8 @@ HttpReply Extender::Bind(std::string_view body) {
 
   const std::vector<Nomination> nominations =
       options_.preemptor != nullptr ? options_.preemptor->NominationsAgainst(key) : std::vector<Nomination>{};
-  Result<core::Assignment> assignment = PickAndAssume(*req, args->pod_uid, args->node, nominations, now);
+  std::string source;  // for the log: whose GPU choice was booked
+  Result<core::Assignment> assignment = PickAndAssume(*req, args->pod_uid, args->node, nominations, now, &source);
   if (!assignment.ok()) return fail(assignment.status().message(), Decision::kConflict);
   Result<std::string> text = core::EncodeAssignment(*assignment);
   if (!text.ok()) {
@@ -327,15 +431,19 @@ HttpReply Extender::Bind(std::string_view body) {
   }
   const auto api_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - api_start).count();
-  log_->info("bind {} -> node {} GPUs {} policy={} api={:.1f}ms", key, args->node, DescribeAssignment(*assignment),
-             options_.policy, api_ms);
+  log_->info("bind {} -> node {} GPUs {} policy={} api={:.1f}ms ({})", key, args->node,
+             DescribeAssignment(*assignment), options_.policy, api_ms, source);
   if (options_.preemptor != nullptr) options_.preemptor->Forget(key);
   return {200, WriteBindingResult(""), Decision::kBound};
 }
 
-Result<Extender::BindPick> Extender::PickForBind(const core::PodRequest& req, const std::string& node,
-                                                 const std::vector<Nomination>& nominations) {
+Result<Extender::BindPick> Extender::PickForBind(const core::PodRequest& req, const std::string& uid,
+                                                 const std::string& node, const std::vector<Nomination>& nominations,
+                                                 bool take_choice, std::optional<Choice>& chosen) {
   MutexLock lock(policy_mu_);
+  // Filter's choice for this pod (filter_returns_best), taken on the first
+  // try: booked if it is still good, else the GPUs are chosen again.
+  if (take_choice) chosen = TakeChoiceLocked(req.key, uid, node, req);
   // One read of the state: the node, the victims' shares nominations keep
   // free, and what the policy weighs (the ledger, tessera-interference's
   // load book) are all guarded by its mutex. Nothing here writes the state.
@@ -351,23 +459,33 @@ Result<Extender::BindPick> Extender::PickForBind(const core::PodRequest& req, co
       holders = ReserveAll(view, nominations, &reserved);
     }
     const core::NodeState& effective = holders.empty() ? current : reserved;
+    if (chosen) {
+      // Unchanged node: what Filter saw. Changed (pods booked or gone since,
+      // a nomination made): a one-GPU share still free on its GPU is kept.
+      if ((chosen->node_version == current.version && holders.empty()) ||
+          ShareStillFits(req, chosen->assignment, effective))
+        return BindPick{chosen->assignment, current.version, "chosen in filter"};
+    }
     const core::FitFailure why = core::FitsNode(req, effective);
     if (why != core::FitFailure::kNone)
       return ResourceExhausted("pod " + req.key + " no longer fits: " +
                                ExplainMisfit(req, effective, why, /*detailed=*/true).reason +
                                (holders.empty() ? "" : " (share reserved for preempting pod " + holders + ")"));
-    return BindPick{core::MakeAssignment(req, current, placer_->Score(req, effective).pick), current.version};
+    return BindPick{core::MakeAssignment(req, current, placer_->Score(req, effective).pick), current.version,
+                    chosen ? "filter's choice was stale, chosen again" : "chosen in bind"};
   });
 }
 
 Result<core::Assignment> Extender::PickAndAssume(const core::PodRequest& req, const std::string& uid,
                                                  const std::string& node, const std::vector<Nomination>& nominations,
-                                                 Clock::time_point now) {
+                                                 Clock::time_point now, std::string* source) {
   MutexLock serial(bind_mu_);
+  std::optional<Choice> chosen;
   for (int attempt = 1;; ++attempt) {
-    TESSERA_ASSIGN_OR_RETURN(BindPick pick, PickForBind(req, node, nominations));
+    TESSERA_ASSIGN_OR_RETURN(BindPick pick, PickForBind(req, uid, node, nominations, attempt == 1, chosen));
     if (options_.after_pick_for_test) options_.after_pick_for_test(req.key, pick.assignment);
     Result<core::Assignment> booked = state_.Assume(req, uid, pick.assignment, pick.node_version, now);
+    if (source != nullptr) *source = pick.source;
     if (booked.ok() || booked.status().code() != StatusCode::kUnavailable) return booked;
     log_->debug("bind {} -> node {}: attempt {}: {}", req.key, node, attempt, booked.status().message());
     if (attempt == kBindAttempts)
@@ -498,6 +616,22 @@ const std::vector<int>& Extender::ResolveLocked(const ClusterView& view, const s
   for (const auto& name : names) r.index.push_back(view.ledger().NodeIndex(name));
   resolutions_.push_back(std::move(r));
   return resolutions_.back().index;
+}
+
+// ---- filter's choices ----
+
+std::optional<Extender::Choice> Extender::TakeChoiceLocked(const std::string& key, const std::string& uid,
+                                                           const std::string& node, const core::PodRequest& req) {
+  auto it = choices_.find(key);
+  if (it == choices_.end()) return std::nullopt;
+  Choice choice = std::move(it->second);
+  choices_.erase(it);
+  // Another pod of the same name, another node than Filter answered, or a
+  // request that changed since: not this bind's choice.
+  if ((!uid.empty() && !choice.uid.empty() && uid != choice.uid) || choice.assignment.node != node ||
+      !(choice.request == req))
+    return std::nullopt;
+  return choice;
 }
 
 // ---- pod requests ----

@@ -8,6 +8,11 @@
 //    every node unresolvable under that message, so the pod's
 //    FailedScheduling event shows it; only a body that is not an
 //    ExtenderArgs is answered 400.
+//  - With filter_returns_best, Filter answers only the fitting node the
+//    policy would choose (as Prioritize ranks them) and remembers the GPUs it
+//    would take there, so kube-scheduler, given one feasible node, neither
+//    scores nodes nor calls prioritize. Until its Bind (or kChoiceTtl, 10 s),
+//    other pods' filters count that choice as taken.
 //  - Prioritize scores the feasible nodes 0..10 with the placement policy:
 //    the node the policy's placer would choose (best score, ties to the first
 //    name, so equal nodes fill in a fixed order) gets 10, the others are
@@ -22,12 +27,14 @@
 //  - With a GpuPreemptor (preemptor.h), Filter hands a pod that fits nowhere
 //    and may preempt to it, and Filter, Prioritize and Bind keep the shares
 //    nominated for preempting pods free for them.
-//  - Bind picks the GPUs on the chosen node with the policy from one read of
-//    the state (ClusterState::Read), then books that choice with one call,
-//    ClusterState::Assume, which refuses it when the node changed since the
-//    read (UNAVAILABLE: Bind reads and picks again, at most 3 times in all) and
-//    has the ledger check the fit again. Then it calls the Binder (without
-//    holding any lock) with the tessera.io/assignment and
+//  - Bind books Filter's choice when the node is unchanged since, or (a
+//    one-GPU share) its GPU still has the share free; otherwise, or without a
+//    choice, it picks the GPUs on the chosen node with the policy. The pick
+//    is made from one read of the state (ClusterState::Read) and booked with
+//    one call, ClusterState::Assume, which refuses it when the node changed
+//    since the read (UNAVAILABLE: Bind reads and picks again, at most 3
+//    times in all) and has the ledger check the fit again. Then it calls the
+//    Binder (without holding any lock) with the tessera.io/assignment and
 //    tessera.io/assigned-at annotations. On failure the share is released and
 //    the error returned in ExtenderBindingResult.Error (HTTP 200), so
 //    kube-scheduler retries.
@@ -57,6 +64,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -143,6 +151,13 @@ struct ExtenderOptions {
   // with the pod's key and the choice, holding no lock but the bind turn (so
   // it must not call Bind), e.g. to change the node meanwhile. nullptr: none.
   std::function<void(const std::string& pod_key, const core::Assignment& chosen)> after_pick_for_test;
+  // Filter answers only the node the policy chooses among those that fit
+  // (the best-scored, ties to the first name) instead of all of them; nodes
+  // that do not fit keep their reasons. kube-scheduler then takes that node
+  // without scoring and without a prioritize call. Policies that score every
+  // node alike (random) still answer every fitting node. Default false here;
+  // tessera-scheduler's configuration turns it on (filterReturnsBest).
+  bool filter_returns_best = false;
 };
 
 class Extender {
@@ -197,21 +212,41 @@ class Extender {
   // The request Bind works on: from the pod watch, else from a filter call.
   Result<core::PodRequest> RequestForBind(const std::string& key, const std::string& uid);
 
+  // What Filter answered for a pod (filter_returns_best), kept for its Bind.
+  struct Choice {
+    std::string uid;
+    core::PodRequest request;
+    core::Assignment assignment;  // the node and the GPUs
+    uint64_t node_version = 0;    // the node's ledger version Filter chose on
+    Clock::time_point at{};       // when (ExtenderOptions::now's clock)
+  };
+  // Removes pod `key`'s choice and returns it when it is for this bind: the
+  // same uid, node `node` and request `req`. nullopt when there is none.
+  std::optional<Choice> TakeChoiceLocked(const std::string& key, const std::string& uid, const std::string& node,
+                                         const core::PodRequest& req) TESSERA_REQUIRES(policy_mu_);
+
   // Bind's choice: the GPUs the policy gives `req` on `node` (shares
   // nominated there for other pods kept free), and the version of the node
   // it was made on. RESOURCE_EXHAUSTED when the pod no longer fits there;
   // the errors of ClusterView::BindTarget.
+  // With `take_choice`, first takes Filter's choice for the pod into
+  // `chosen` (TakeChoiceLocked); a `chosen` still good on the node is the
+  // pick. `source` says which (for the log).
   struct BindPick {
     core::Assignment assignment;
     uint64_t node_version = 0;
+    const char* source = "";
   };
-  Result<BindPick> PickForBind(const core::PodRequest& req, const std::string& node,
-                               const std::vector<Nomination>& nominations) TESSERA_EXCLUDES(policy_mu_);
+  Result<BindPick> PickForBind(const core::PodRequest& req, const std::string& uid, const std::string& node,
+                               const std::vector<Nomination>& nominations, bool take_choice,
+                               std::optional<Choice>& chosen) TESSERA_EXCLUDES(policy_mu_);
   // Picks and books (ClusterState::Assume) in the bind turn; picks again
   // when the node changed in between, kBindAttempts times at most, then
-  // UNAVAILABLE. Returns what was booked, or why nothing was.
+  // UNAVAILABLE. Returns what was booked, or why nothing was; `source`
+  // (when not null) gets where the booked GPUs were chosen.
   Result<core::Assignment> PickAndAssume(const core::PodRequest& req, const std::string& uid, const std::string& node,
-                                         const std::vector<Nomination>& nominations, Clock::time_point now)
+                                         const std::vector<Nomination>& nominations, Clock::time_point now,
+                                         std::string* source)
       TESSERA_EXCLUDES(bind_mu_, policy_mu_);
 
   ClusterState& state_;
@@ -241,6 +276,8 @@ class Extender {
   };
   // The last few node lists seen, newest last.
   std::vector<Resolution> resolutions_ TESSERA_GUARDED_BY(policy_mu_);
+  // Filter's choices not bound yet, by pod key (at most remembered_requests).
+  std::unordered_map<std::string, Choice> choices_ TESSERA_GUARDED_BY(policy_mu_);
 
   // The pods of the calls, decoded once per uid and resourceVersion (its own lock).
   PodViewCache pods_;

@@ -48,6 +48,7 @@ class ExtenderTest : public ::testing::Test {
     o.policy = policy;
     o.logger = log_ ? log_ : QuietLogger();
     o.may_bind = std::move(may_bind);
+    o.filter_returns_best = best_;
     o.now = [this] { return now_; };
     o.wall_now = [] { return std::chrono::system_clock::time_point(std::chrono::seconds(1714566896)); };
     o.after_pick_for_test = after_pick_;
@@ -80,6 +81,7 @@ class ExtenderTest : public ::testing::Test {
   Clock::time_point now_{};
   // Given to the extender by Make: runs between Bind's pick and its booking.
   std::function<void(const std::string&, const core::Assignment&)> after_pick_;
+  bool best_ = false;  // ExtenderOptions::filter_returns_best for Make
 };
 
 TEST_F(ExtenderTest, FilterKeepsFittingNodesAndExplainsTheRest) {
@@ -582,6 +584,135 @@ TEST_F(ExtenderTest, InformerEventsRaceWithCallsSafely) {
     EXPECT_LE(g.core_used_milli, 1000);
     EXPECT_LE(g.mem_used_mib, g.mem_total_mib);
   }
+}
+
+// ---- filter_returns_best ----
+
+// The assignment the last bind posted.
+core::Assignment LastBound(const FakeBinder& binder) {
+  auto a = core::DecodeAssignment(binder.calls().back().annotations.at("tessera.io/assignment"));
+  EXPECT_TRUE(a.ok()) << a.status().ToString();
+  return a.ok() ? *a : core::Assignment{};
+}
+
+TEST_F(ExtenderTest, FilterReturnsBestAnswersOnlyThePolicysChoice) {
+  for (int i = 3; i < 8; ++i) state_->UpsertNode(NodeJson("n" + std::to_string(i), 2, "A100", 40960));
+  state_->UpsertPod(BoundPodJson(PodJson("ns", "small", {{"main", 1, 2048, 10}}),
+                                 {"n5", {{"main", {{0, GpuUuid("n5", 0), 2048, 100}}}}}));
+  const std::vector<std::string> names = {"n1", "n2", "cpu1", "n3", "n4", "n5", "n6", "n7", "ghost"};
+  for (const std::string policy : {"tessera", "fgd", "bestfit", "packing", "dotprod", "clustering"}) {
+    const json pod = PodJson("ns", "p", {{"main", 1, 12288, 30}});
+    // What Prioritize ranks first...
+    best_ = false;
+    Make(policy);
+    std::string top;
+    for (const auto& [host, score] : Prioritize(FilterBody(pod, names)))
+      if (score == 10) top = host;
+    ASSERT_FALSE(top.empty()) << policy;
+    // ...is the one node Filter answers; nodes that do not fit keep their reasons.
+    best_ = true;
+    Make(policy);
+    const json r = Filter(FilterBody(pod, names));
+    EXPECT_EQ(r["NodeNames"], json({top})) << policy;
+    EXPECT_EQ(r["FailedNodes"].size(), 2u) << policy << r;  // n2 (full enough), ghost
+    EXPECT_TRUE(r["FailedNodes"].contains("n2")) << r;
+    EXPECT_EQ(r["FailedNodes"]["ghost"], "node ghost: not seen by tessera-scheduler's node watch yet");
+    EXPECT_EQ(r["FailedAndUnresolvableNodes"]["cpu1"],
+              "node cpu1: not a GPU node (no tessera.io/gpu-inventory annotation)");
+    if (policy == "bestfit" || policy == "packing") {
+      EXPECT_EQ(top, "n5") << policy;
+    }
+    // Bind books it as Filter chose.
+    ASSERT_EQ(Bind(BindBody("ns", "p", "uid-ns-p", top))["Error"], "") << policy;
+    EXPECT_EQ(binder_.calls().back().node, top);
+    ASSERT_TRUE(state_->ForgetAssumed("ns/p").ok());
+  }
+  // A policy that scores every node alike leaves the choice to kube-scheduler.
+  Make("random");
+  const json r = Filter(FilterBody(PodJson("ns", "r", {{"main", 1, 12288, 30}}), names));
+  EXPECT_EQ(r["NodeNames"].size(), 6u) << r;  // n1, n3..n7
+}
+
+TEST_F(ExtenderTest, BindBooksTheGpusFilterChose) {
+  // bestfit puts a share on the fitting GPU with the least free share.
+  const json pod = PodJson("ns", "p", {{"main", 1, 8192, 30}});
+  const core::Assignment neighbour{"a", {{"main", {{1, GpuUuid("a", 1), 10240, 200}}}}};
+  for (const bool best : {false, true}) {
+    SetUp();
+    state_->UpsertNode(NodeJson("a", 2, "A100", 40960));
+    best_ = best;
+    Make("bestfit");
+    // Filter sees "a" empty: GPU 0 (ties to the lowest index).
+    EXPECT_EQ(Filter(FilterBody(pod, {"a"}))["NodeNames"], json({"a"}));
+    // Another pod lands on GPU 1 before the bind: bestfit would now pick GPU 1.
+    state_->UpsertPod(BoundPodJson(PodJson("ns", "q", {{"main", 1, 10240, 20}}), neighbour));
+    ASSERT_EQ(Bind(BindBody("ns", "p", "uid-ns-p", "a"))["Error"], "");
+    // Without the option Bind picks again; with it, Filter's choice, still free, is booked.
+    EXPECT_EQ(LastBound(binder_).containers.at(0).gpus.at(0).index, best ? 0 : 1) << best;
+    EXPECT_EQ(LastBound(binder_).containers.at(0).gpus.at(0).uuid, GpuUuid("a", best ? 0 : 1));
+  }
+}
+
+TEST_F(ExtenderTest, BindChoosesAgainWhenFiltersChoiceIsStale) {
+  std::ostringstream logs;
+  log_ = std::make_shared<spdlog::logger>("t", std::make_shared<spdlog::sinks::ostream_sink_mt>(logs));
+  log_->set_level(spdlog::level::info);
+  state_->UpsertNode(NodeJson("a", 2, "A100", 40960));
+  best_ = true;
+  Make("bestfit");
+  const json pod = PodJson("ns", "p", {{"main", 1, 8192, 30}});
+  EXPECT_EQ(Filter(FilterBody(pod, {"a"}))["NodeNames"], json({"a"}));  // GPU 0
+  EXPECT_NE(logs.str().find("filter ns/p: 1/1 nodes fit (answered a, GPUs [0:8192MiB/30%])"), std::string::npos)
+      << logs.str();
+  // GPU 0 is taken whole before the bind (another scheduler, say): no room left there.
+  state_->UpsertPod(BoundPodJson(PodJson("ns", "whole", {{"main", 1, 0, 100}}),
+                                 {"a", {{"main", {{0, GpuUuid("a", 0), 40960, 1000}}}}}));
+  ASSERT_EQ(Bind(BindBody("ns", "p", "uid-ns-p", "a"))["Error"], "");
+  EXPECT_EQ(LastBound(binder_).containers.at(0).gpus.at(0).index, 1);
+  EXPECT_NE(logs.str().find("(filter's choice was stale, chosen again)"), std::string::npos) << logs.str();
+  // The choice went with the bind: a later bind of the pod does not reuse it.
+  ASSERT_TRUE(state_->ForgetAssumed("ns/p").ok());
+  ASSERT_EQ(Bind(BindBody("ns", "p", "uid-ns-p", "a"))["Error"], "");
+  EXPECT_NE(logs.str().rfind("(chosen in bind)"), std::string::npos) << logs.str();
+
+  // A choice for another node than kube-scheduler binds to, or for another
+  // pod of the same name, is not used either.
+  ASSERT_TRUE(state_->ForgetAssumed("ns/p").ok());
+  state_->UpsertNode(NodeJson("b", 1, "A100", 40960));
+  EXPECT_EQ(Filter(FilterBody(pod, {"a"}))["NodeNames"], json({"a"}));
+  ASSERT_EQ(Bind(BindBody("ns", "p", "uid-ns-p", "b"))["Error"], "");
+  EXPECT_EQ(binder_.calls().back().node, "b");
+  EXPECT_EQ(LastBound(binder_).node, "b");
+}
+
+TEST_F(ExtenderTest, ChoicesNotBoundYetHoldTheirGpusForOtherFilters) {
+  // Two one-GPU nodes; each pod needs 60 % of a GPU, so one fits per node.
+  state_->UpsertNode(NodeJson("a", 1, "A100", 40960));
+  state_->UpsertNode(NodeJson("b", 1, "A100", 40960));
+  best_ = true;
+  Make("bestfit");
+  auto pod = [](const std::string& name) { return PodJson("ns", name, {{"main", 1, 8192, 60}}); };
+  EXPECT_EQ(Filter(FilterBody(pod("p1"), {"a", "b"}))["NodeNames"], json({"a"}));
+  // p1 is not bound yet: p2 is answered the other node, and told why not "a".
+  json r = Filter(FilterBody(pod("p2"), {"a", "b"}));
+  EXPECT_EQ(r["NodeNames"], json({"b"})) << r;
+  EXPECT_NE(r["FailedNodes"]["a"].get<std::string>().find("(shares chosen for pods being bound: ns/p1)"),
+            std::string::npos)
+      << r;
+  // A third finds no room now.
+  r = Filter(FilterBody(pod("p3"), {"a", "b"}));
+  EXPECT_EQ(r["NodeNames"], json::array()) << r;
+  // Both bind where they were answered.
+  ASSERT_EQ(Bind(BindBody("ns", "p2", "uid-ns-p2", "b"))["Error"], "");
+  ASSERT_EQ(Bind(BindBody("ns", "p1", "uid-ns-p1", "a"))["Error"], "");
+  // A pod filtered again gives up its earlier choice first.
+  ASSERT_TRUE(state_->ForgetAssumed("ns/p1").ok());
+  ASSERT_TRUE(state_->ForgetAssumed("ns/p2").ok());
+  EXPECT_EQ(Filter(FilterBody(pod("p1"), {"a", "b"}))["NodeNames"], json({"a"}));
+  EXPECT_EQ(Filter(FilterBody(pod("p1"), {"a", "b"}))["NodeNames"], json({"a"}));
+  // A choice whose bind never came stops holding its GPU after 10 s.
+  now_ += std::chrono::seconds(11);
+  EXPECT_EQ(Filter(FilterBody(pod("p2"), {"a", "b"}))["NodeNames"], json({"a"}));
 }
 
 TEST_F(ExtenderTest, UnknownPolicyIsRefused) {

@@ -12,7 +12,21 @@ namespace tessera::scheduler {
 
 Status ApiBinder::Bind(const std::string& ns, const std::string& name, const std::string& uid,
                        const std::string& node, const std::map<std::string, std::string>& annotations) {
-  return api_.Bind(ns, name, uid, node, annotations);
+  {
+    MutexLock lock(mu_);
+    turn_.Wait(mu_, [this] {
+      mu_.AssertHeld();
+      return in_flight_ < max_in_flight_;
+    });
+    ++in_flight_;
+  }
+  Status done = api_.Bind(ns, name, uid, node, annotations);
+  {
+    MutexLock lock(mu_);
+    --in_flight_;
+  }
+  turn_.NotifyOne();
+  return done;
 }
 
 Status ApiPreemption::Evict(const std::string& ns, const std::string& name, const std::string& uid, bool dry_run) {

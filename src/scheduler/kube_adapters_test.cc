@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <mutex>
+#include <thread>
+#include <vector>
+
 #include "kube/events.h"
 #include "kube/fake_api.h"
 #include "kube/paths.h"
@@ -30,6 +35,36 @@ TEST(KubeAdaptersTest, BinderBindsWithTheAssignmentInOneUpdate) {
   ASSERT_TRUE(api.Remove(kube::PodPath("ns", "p")).ok());
   ASSERT_TRUE(api.Upsert(kube::PodsPath("ns"), Pod("p")).ok());
   EXPECT_EQ(binder.Bind("ns", "p", uid, "n1", {}).code(), StatusCode::kFailedPrecondition);
+}
+
+TEST(KubeAdaptersTest, BinderKeepsAtMostItsLimitOfBindsInFlight) {
+  kube::FakeApi api;
+  constexpr int kPods = 12;
+  constexpr int kLimit = 3;
+  std::vector<std::string> uids;
+  for (int i = 0; i < kPods; ++i) uids.push_back(UidOf(*api.Upsert(kube::PodsPath("ns"), Pod("p" + std::to_string(i)))));
+  std::mutex mu;
+  int in_flight = 0, most = 0;
+  api.SetHook([&](const kube::FakeApi::Call&) {
+    {
+      std::lock_guard lock(mu);
+      most = std::max(most, ++in_flight);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the API server at work
+    std::lock_guard lock(mu);
+    --in_flight;
+    return Status();
+  });
+  ApiBinder binder(api, kLimit);
+  std::vector<std::thread> binds;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < kPods; ++i) {
+    binds.emplace_back([&, i] { ok += binder.Bind("ns", "p" + std::to_string(i), uids[i], "n1", {}).ok(); });
+  }
+  for (auto& t : binds) t.join();
+  EXPECT_EQ(ok.load(), kPods);  // every bind went through, in turns
+  EXPECT_LE(most, kLimit);
+  EXPECT_GT(most, 0);
 }
 
 TEST(KubeAdaptersTest, PreemptionEvictsAndRecordsEvents) {

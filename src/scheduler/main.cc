@@ -41,9 +41,10 @@ int Run(const SchedulerConfig& config) {
     spdlog::critical("cannot find the API server: {}", kube_config.status().message());
     return 1;
   }
-  spdlog::info("tessera-scheduler: API server {}, policy {}, resources {} {} {}, assume TTL {}s",
+  spdlog::info("tessera-scheduler: API server {}, policy {}, resources {} {} {}, assume TTL {}s, filter answers {}",
                kube_config->server, config.policy, config.resources.gpu, config.resources.mem,
-               config.resources.core, config.assume_ttl.count());
+               config.resources.core, config.assume_ttl.count(),
+               config.filter_returns_best ? "the chosen node" : "every fitting node");
   if (config.resources.gpushare.enabled) {
     spdlog::info("front end gpushare: {} (GiB, one GPU per container)", config.resources.gpushare.mem);
   }
@@ -139,6 +140,7 @@ int Run(const SchedulerConfig& config) {
   preemptor_options.max_victims = config.preemption.max_victims;
   ExtenderOptions extender_options;
   extender_options.policy = config.policy;
+  extender_options.filter_returns_best = config.filter_returns_best;
   extender_options.seed = config.seed;
   extender_options.interference = config.interference.policy;
   extender_options.may_bind = [&]() -> Status {
@@ -260,6 +262,10 @@ int main(int argc, char** argv) {
   auto* o_listen = app.add_option("--listen-address", flags.listen_address, "address to serve on");
   auto* o_port = app.add_option("--port", flags.port, "port to serve on");
   auto* o_policy = app.add_option("--policy", flags.policy, "placement policy: random, dotprod, clustering, packing, bestfit, fgd, tessera, tessera-interference");
+  std::string filter_returns_best;
+  auto* o_best = app.add_option("--filter-returns-best", filter_returns_best,
+                                "true|false: filter answers only the node Tessera chooses, so kube-scheduler "
+                                "neither scores nor calls prioritize (filterReturnsBest; default true)");
   auto* o_level = app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error");
   auto* o_tls_cert = app.add_option("--tls-cert-file", flags.tls_cert_file, "serve HTTPS with this certificate");
   auto* o_tls_key = app.add_option("--tls-key-file", flags.tls_key_file, "and this key");
@@ -293,6 +299,7 @@ int main(int argc, char** argv) {
   auto* o_max_victims = app.add_option("--preemption-max-victims", flags.preemption.max_victims,
                                        "most pods evicted on one node for one pod; 0: no limit (default 16)");
   o_preemption->check(CLI::IsMember({"true", "false"}));
+  o_best->check(CLI::IsMember({"true", "false"}));
   o_gpushare->check(CLI::IsMember({"true", "false"}));
   o_hami->check(CLI::IsMember({"true", "false"}));
   o_leader->check(CLI::IsMember({"true", "false"}));
@@ -312,6 +319,7 @@ int main(int argc, char** argv) {
   if (o_listen->count()) config.listen_address = flags.listen_address;
   if (o_port->count()) config.port = flags.port;
   if (o_policy->count()) config.policy = flags.policy;
+  if (o_best->count()) config.filter_returns_best = filter_returns_best == "true";
   if (o_level->count()) config.log_level = flags.log_level;
   if (o_tls_cert->count()) config.tls_cert_file = flags.tls_cert_file;
   if (o_tls_key->count()) config.tls_key_file = flags.tls_key_file;

@@ -6,7 +6,8 @@
 //   GET  /readyz     200 "ok" when `ready` says so, else 503 with its reason
 //   GET  /metrics    options.metrics rendered (Prometheus text 0.0.4), when set
 // Other paths: 404; another method on a known path: 405 (with Allow). Bodies
-// larger than max_body_bytes: 413. Requests run on a fixed thread pool.
+// larger than max_body_bytes: 413. Each connection is served on a thread of
+// its own, started on demand (ServerOptions::max_threads).
 //
 // Thread-safety: Start and Stop from one thread; handlers run on the pool.
 //
@@ -40,10 +41,17 @@ struct ServerOptions {
   // Larger request bodies get 413. Default 64 MiB (a full NodeList at 5,000
   // nodes is a few MiB).
   size_t max_body_bytes = size_t{64} << 20;
-  // Worker threads. Each keep-alive connection holds one while it is open,
-  // and kube-scheduler opens one per bind in flight (each waits on the API
-  // server), so keep this well above the binds in flight under load.
-  int threads = 64;
+  // Worker threads: cpp-httplib serves each connection on one thread until
+  // it closes, and kube-scheduler opens a connection per call in flight, so
+  // a thread is started whenever a new connection finds none idle, up to
+  // max_threads (beyond that, connections wait for one). Threads beyond
+  // min_threads exit after idle_thread_seconds without work. Each bind
+  // holds its thread while it waits on the API server: a fixed pool would
+  // let binds in flight take every thread and a filter call, on which
+  // kube-scheduler's one scheduling loop waits, queue behind them.
+  int min_threads = 8;
+  int max_threads = 4096;
+  int idle_thread_seconds = 30;
   // Idle keep-alive connections are closed after this many seconds. Stop()
   // waits for them, so this also bounds how long a stop takes with a client
   // (kube-scheduler) connected: keep it well inside a pod's termination

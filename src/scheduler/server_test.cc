@@ -4,8 +4,11 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
+#include <thread>
 #include <unistd.h>
 
 #include "scheduler/test_cluster.h"
@@ -213,6 +216,76 @@ TEST_F(ServerTest, StartStopAndFixedPorts) {
   auto r = client.Get("/healthz");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
+}
+
+TEST_F(ServerTest, VerbRepliesAreNotCompressed) {
+  // Go's HTTP client (kube-scheduler's) always accepts gzip; replies of a
+  // few hundred bytes go as they are.
+  auto server = Serve();
+  httplib::Client client("127.0.0.1", port_);
+  client.set_decompress(false);
+  const httplib::Headers gzip = {{"Accept-Encoding", "gzip"}};
+  auto filter = client.Post("/filter", gzip, FilterBody(PodJson("ns", "p", {{"main", 1, 8192, 30}}), {"n1"}),
+                            "application/json");
+  ASSERT_TRUE(filter);
+  EXPECT_EQ(filter->status, 200);
+  EXPECT_FALSE(filter->has_header("Content-Encoding"));
+  EXPECT_EQ(filter->get_header_value("Content-Type"), "application/json");
+  EXPECT_EQ(json::parse(filter->body)["NodeNames"], json({"n1"}));
+  auto bind = client.Post("/bind", gzip, BindBody("ns", "p", "uid-ns-p", "n1"), "application/json");
+  ASSERT_TRUE(bind);
+  EXPECT_FALSE(bind->has_header("Content-Encoding"));
+  EXPECT_EQ(json::parse(bind->body)["Error"], "");
+}
+
+TEST_F(ServerTest, FilterIsAnsweredWhileBindsWaitOnTheApiServer) {
+  // Binds that hang on the API server hold a connection and a thread each,
+  // more of them than the threads kept ready: a filter call is still
+  // answered at once, on a thread started for it.
+  constexpr int kBinds = 12;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  int waiting = 0;
+  binder_.on_bind = [&](const testing::FakeBinder::Call&) {
+    std::unique_lock lock(mu);
+    ++waiting;
+    cv.notify_all();
+    cv.wait(lock, [&] { return release; });
+  };
+  ServerOptions o;
+  o.min_threads = 2;
+  o.max_threads = 64;
+  auto server = Serve(o);
+  for (int i = 0; i < kBinds; ++i) state_->UpsertPod(PodJson("ns", "b" + std::to_string(i), {{"main", 1, 1024, 5}}));
+  std::vector<std::thread> binds;
+  for (int i = 0; i < kBinds; ++i) {
+    binds.emplace_back([this, i] {
+      httplib::Client client("127.0.0.1", port_);
+      const std::string name = "b" + std::to_string(i);
+      auto r = client.Post("/bind", BindBody("ns", name, "uid-ns-" + name, "n1"), "application/json");
+      EXPECT_TRUE(r && r->status == 200 && json::parse(r->body)["Error"] == "") << name;
+    });
+  }
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return waiting == kBinds; })) << waiting;
+  }
+  httplib::Client client("127.0.0.1", port_);
+  client.set_read_timeout(std::chrono::seconds(2));
+  const auto start = std::chrono::steady_clock::now();
+  auto filter = client.Post("/filter", FilterBody(PodJson("ns", "f", {{"main", 1, 1024, 5}}), {"n1"}),
+                            "application/json");
+  ASSERT_TRUE(filter) << "the filter call waited behind the binds";
+  EXPECT_EQ(filter->status, 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  {
+    std::lock_guard lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  for (auto& t : binds) t.join();
+  EXPECT_EQ(binder_.calls().size(), static_cast<size_t>(kBinds));
 }
 
 TEST_F(ServerTest, TlsNeedsLoadableFiles) {

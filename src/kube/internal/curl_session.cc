@@ -12,8 +12,9 @@ namespace {
 
 // Handles (and their TLS connections) kept for reuse. Above this many
 // requests at once, the extra handles are closed after use and the next
-// burst pays for new TLS handshakes; binds under load reach dozens at once.
-constexpr size_t kMaxIdleHandles = 64;
+// burst pays for new TLS handshakes. tessera-scheduler's binds reach 64 at
+// once (scheduler::kMaxBindsInFlight), beside its other requests.
+constexpr size_t kMaxIdleHandles = 96;
 constexpr size_t kMaxErrorBody = 64 * 1024;
 
 void GlobalInit() {
