@@ -332,14 +332,15 @@ TEST_F(NodePathTest, PodsThatSkipTheSchedulerGetNoShareBeyondWhatTheyAskAndFits)
       {"copied", {"main", 1, 8192, 60}, Annotation(*legit, core::kAssignmentAnnotation),
        "together over 100 percent"},
   };
+  // One at a time: both name GPU 0, and a device-plugin Allocate does not
+  // say which pod it is for, so two such pods pending at once may each be
+  // refused with the other's reason (seen once under load).
   for (const Case& c : cases) {
-    json pod = GpuPod(ns_, c.name, {c.shape}, GroupSelector(),
-                      {{std::string(core::kAssignmentAnnotation), c.assignment},
-                       {std::string(core::kAssignedAtAnnotation), "2026-01-01T00:00:00Z"}});
-    pod["spec"]["nodeName"] = node;
-    ASSERT_TRUE(client_->Create(kube::PodsPath(ns_), pod).ok()) << c.name;
-  }
-  for (const Case& c : cases) {
+    json spec = GpuPod(ns_, c.name, {c.shape}, GroupSelector(),
+                       {{std::string(core::kAssignmentAnnotation), c.assignment},
+                        {std::string(core::kAssignedAtAnnotation), "2026-01-01T00:00:00Z"}});
+    spec["spec"]["nodeName"] = node;
+    ASSERT_TRUE(client_->Create(kube::PodsPath(ns_), spec).ok()) << c.name;
     auto pod = Settled(c.name);
     ASSERT_TRUE(pod.ok()) << pod.status().ToString();
     EXPECT_EQ(Phase(*pod), "Failed") << c.name << " ran with a share the scheduler never granted";
