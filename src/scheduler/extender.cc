@@ -178,6 +178,11 @@ HttpReply Extender::Filter(std::string_view body) {
     choices_.erase(key);
     std::erase_if(choices_, [&](const auto& kv) { return choice_now - kv.second.at > kChoiceTtl; });
   }
+  // Other pods' choices by node, so each node below looks up only its own
+  // (one pass over the choices, not one per node).
+  std::unordered_map<std::string_view, std::vector<std::pair<std::string_view, const Choice*>>> chosen_on;
+  if (choose)
+    for (const auto& [other, c] : choices_) chosen_on[c.assignment.node].emplace_back(other, &c);
   state_.Read([&](const ClusterView& view) {
     policy_mu_.AssertHeld();  // taken above, around the Read
     problem = ClusterWideProblem(*req, view.Models());
@@ -210,12 +215,11 @@ HttpReply Extender::Filter(std::string_view body) {
           holders = ReserveAll(view, nominations, &reserved);
         }
         std::string chosen_for;
-        if (choose) {
-          for (const auto& [other, c] : choices_) {
-            if (c.assignment.node != node.info.name) continue;
+        if (auto on = chosen_on.find(node.info.name); on != chosen_on.end()) {
+          for (const auto& [other, c] : on->second) {
             if (holders.empty() && chosen_for.empty()) reserved = node;
-            ReserveChoice(c.request, c.assignment, &reserved);
-            chosen_for += (chosen_for.empty() ? "" : ", ") + other;
+            ReserveChoice(c->request, c->assignment, &reserved);
+            chosen_for += (chosen_for.empty() ? "" : ", ") + std::string(other);
           }
         }
         if (!holders.empty() || !chosen_for.empty()) {
