@@ -5,6 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "dra/test_gpus.h"
 
@@ -75,6 +79,36 @@ TEST(CdiSpecTest, NamesAndBadInput) {
   auto gone = CdiSpecFor({"ns", "c", "u"}, shares, testing::TwoGpus(), {});
   EXPECT_EQ(gone.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(gone.status().message().find("GPU-gone"), std::string::npos);
+}
+
+// tests/gpu/run.sh's claim_env test runs a CUDA program on a real GPU with
+// the environment of tests/gpu/claim_env.txt, standing for a container of a
+// claim (tessera-node's NodePrepareResources cannot run there: no kubelet,
+// no gRPC). This keeps that file what CdiSpecFor gives such a container:
+// when the spec's variables change, the file (and so the GPU run) must too.
+TEST(CdiSpecTest, TheGpuRunsClaimEnvFileIsTheSpecsEnv) {
+  const std::string file = "tests/gpu/claim_env.txt";  // tests run in the source tree
+  std::ifstream in(file);
+  ASSERT_TRUE(in) << "cannot read " << file;
+  std::vector<std::string> want;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line[0] != '#') want.push_back(line);
+  }
+  core::GpuInfo gpu;
+  gpu.index = 0;
+  gpu.uuid = "GPU-00000000-0000-0000-0000-000000000000";  // run.sh puts GPU 0's uuid here
+  gpu.model = "H100";
+  gpu.memory_mib = 81559;
+  std::vector<ClaimShare> shares(1);
+  shares[0].gpu = {0, gpu.uuid, 1024, 500};  // 1024 MiB and 50 percent
+  auto spec = CdiSpecFor({"gpu-run", "claim", "gpu-run-claim"}, shares, {gpu}, {});
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  std::vector<std::string> got;
+  for (const auto& e : spec->json["devices"][0]["containerEdits"]["env"]) got.push_back(e.get<std::string>());
+  std::sort(got.begin(), got.end());
+  std::ostringstream text;
+  for (const auto& e : got) text << e << "\n";
+  EXPECT_EQ(want, got) << "write these lines (after its comments) into " << file << ":\n" << text.str();
 }
 
 }  // namespace

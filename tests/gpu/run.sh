@@ -86,6 +86,7 @@ capture_threadlocal|30|$SHARE|@BIN@/gpu_capture_share threadlocal
 capture_relaxed|30|$SHARE|@BIN@/gpu_capture_share relaxed
 fork_after_init|60|$SHARE TESSERA_GPU_MEM_LIMIT_MIB_0=1024|@BIN@/gpu_processes fork
 two_processes|60|$MEM TESSERA_REGION_DIR=@TMP@|@BIN@/gpu_processes two
+claim_env|30|CLAIM_ENV_FILE=@SRC@/claim_env.txt CLAIM_DIR=@TMP@|builtin:claim_env
 torch_meminfo_default|60|$MEM TESSERA_REGION_DIR=@TMP@|@PY@ @SRC@/torch_limits.py meminfo
 torch_meminfo_expandable|60|$MEM TESSERA_REGION_DIR=@TMP@|@PY@ @SRC@/torch_limits.py meminfo expandable_segments:True
 torch_meminfo_async|60|$MEM TESSERA_REGION_DIR=@TMP@|@PY@ @SRC@/torch_limits.py meminfo backend:cudaMallocAsync
@@ -232,6 +233,29 @@ builtin_mps() {
   return $rc
 }
 
+# Builtin: a container of a DRA claim, as tessera-node's CDI spec sets it up
+# (claim_env.txt, which dra_unit_test keeps equal to CdiSpecFor's variables):
+# GPU 0's uuid in place of the file's zeros, the test's folder as the region,
+# the library preloaded; gpu_alloc_paths linear must be refused at the
+# claim's 1024 MiB and recover, as for the device-plugin path's variables.
+builtin_claim_env() {
+  local uuid line rc
+  local -a vars=()
+  uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 0 | tr -d ' ') || return 1
+  [ -n "$uuid" ] || { echo "FAIL: no uuid for GPU 0"; return 1; }
+  while IFS= read -r line; do
+    case "$line" in ''|'#'*) continue ;; esac
+    line=${line//GPU-00000000-0000-0000-0000-000000000000/$uuid}
+    line=${line//\/var\/run\/tessera\/region/$CLAIM_DIR}
+    vars+=("$line")
+  done <"$CLAIM_ENV_FILE"
+  echo "the claim's environment: ${vars[*]}"
+  env "${vars[@]}" "LD_PRELOAD=$LIB" "$BIN/gpu_alloc_paths" linear
+  rc=$?
+  echo "the claim's region folder afterwards: $(ls "$CLAIM_DIR" | tr '\n' ' ')"
+  return $rc
+}
+
 # Prints "NAME|TIMEOUT|ENV|COMMAND" lines, checking each has four fields.
 test_lines() {
   local line n=0
@@ -310,6 +334,8 @@ check() {
     fi
   done
   [ -f "$ROOT/src/cuda/hook_list.inc" ] || { echo "FAIL: no src/cuda/hook_list.inc"; failures=$((failures + 1)); }
+  grep -q '^TESSERA_GPU_MEM_LIMIT_MIB_0=' "$HERE/claim_env.txt" 2>/dev/null ||
+    { echo "FAIL: tests/gpu/claim_env.txt has no TESSERA_GPU_MEM_LIMIT_MIB_0 (the claim_env test)"; failures=$((failures + 1)); }
   bash -n "$HERE/run.sh" || { echo "FAIL: bash -n run.sh"; failures=$((failures + 1)); }
   if command -v shellcheck >/dev/null; then
     if shellcheck "$HERE/run.sh"; then
