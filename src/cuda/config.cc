@@ -86,6 +86,7 @@ Config ParseConfig(const std::function<const char*(const char*)>& env,
   Config c;
   if (const char* v = env("TESSERA_CUDA_DISABLE")) c.disabled = std::strcmp(v, "1") == 0;
   if (const char* v = env("TESSERA_REGION_DIR")) c.region_dir = v;
+  if (const char* v = env("TESSERA_GPU_BOARD_DIR")) c.board_dir = v;
   for (int i = 0; i < region::kMaxGpus; ++i) {
     const std::string name = "TESSERA_GPU_UUID_" + std::to_string(i);
     const char* v = env(name.c_str());

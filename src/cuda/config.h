@@ -66,6 +66,13 @@ struct Config {
   // TESSERA_GPU_CORE_WINDOW_MS: refill period of the compute bucket
   // (default 100, 10-1000).
   uint32_t core_window_us = 100'000;
+  // TESSERA_GPU_BOARD_DIR: a folder shared by every container on the node
+  // (or at least on the same GPUs), holding one busy board per physical GPU
+  // (region/board.h): `<uuid>.board` for the container's GPU i with a
+  // TESSERA_GPU_UUID_<i>, else `gpu<i>.board`. Where set, a launch's
+  // measured time is charged only this process's share of it while other
+  // contexts are busy on the GPU (contention.h). Empty: charged as measured.
+  std::string board_dir;
   // TESSERA_TEST_CLOCK=fake_cuda (tests only): the launch gate takes its
   // clock from the fake driver's virtual one (tests/fake_cuda/fake_control.h).
   bool fake_clock = false;

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -58,6 +59,50 @@ void RestoreCapture(CUstreamCaptureMode mode) {
 GateClock MonotonicClock() { return GateClock{&MonotonicNowUs, &MonotonicSleepUntilUs}; }
 
 LaunchGate::LaunchGate(region::Layout* layout, GateClock clock) : layout_(layout), clock_(clock) {}
+
+void LaunchGate::AttachBoard(int gpu, region::Board* board) {
+  if (!ValidGpu(gpu)) return;
+  MutexLock l(mu_);
+  boards_[gpu] = board;
+}
+
+bool LaunchGate::Busy(const PerGpu& g, uint64_t now_us) const {
+  return !g.pending.empty() || g.measuring > 0 ||
+         (g.inflight_us > 0 && now_us < g.last_admit_us + g.inflight_us + 2 * kPollUs);
+}
+
+void LaunchGate::Publish(int gpu, uint64_t now_us, bool sample) {
+  region::Board* b = boards_[gpu];
+  if (b == nullptr) return;
+  PerGpu& g = gpus_[gpu];
+  const bool busy = Busy(g, now_us);
+  if (g.board_slot == -1 && busy) {
+    // Claimed at the first busy moment; -2: the board was full (this
+    // process reads it but is not seen on it).
+    if (g.board_token == 0) {
+      g.board_token = (static_cast<uint64_t>(getpid()) << 32) | (MonotonicNowUs() & 0xffffffffu) | 1u;
+    }
+    g.board_slot = region::ClaimBoardSlot(*b, g.board_token, now_us);
+    if (g.board_slot < 0) {
+      g.board_slot = -2;
+      TESSERA_LOG(kLogWarn, "GPU %d: the busy board is full; this process is not seen on it", gpu);
+    }
+  }
+  if (g.board_slot >= 0) {
+    if (busy) {
+      region::MarkBusy(*b, g.board_slot, now_us);
+    } else {
+      region::MarkIdle(*b, g.board_slot, now_us);
+    }
+  }
+  if (sample || !g.share.Started()) g.share.Sample(now_us, region::OthersBusy(*b, g.board_slot, now_us));
+}
+
+void LaunchGate::PublishAll() {
+  const uint64_t now = clock_.now_us();
+  MutexLock l(mu_);
+  for (int gpu = 0; gpu < region::kMaxGpus; ++gpu) Publish(gpu, now, /*sample=*/true);
+}
 
 LaunchGate::Event* LaunchGate::NewEvent(CUcontext ctx, CUstream stream) {
   CUevent e = nullptr;
@@ -135,6 +180,7 @@ LaunchGate::Ticket LaunchGate::Before(const void* fn, CUstream stream, bool ptsz
   // the helper drains the queue anyway.
   bool drained = false;
   bool backlog = false;
+  ShareClock::Mark mark;  // where this launch's run is measured from, if it starts one
   uint64_t counted_to = clock_.now_us();  // throttled_us holds this wait up to here
   bool waited = false;
   for (;;) {
@@ -161,6 +207,9 @@ LaunchGate::Ticket LaunchGate::Before(const void* fn, CUstream stream, bool ptsz
         t.solo = !f.estimate.Known();
         ++f.unmeasured;
         g.inflight_us += t.estimate_us;
+        g.last_admit_us = now;
+        Publish(gpu, now, /*sample=*/false);
+        mark = g.share.At(now);
         backlog = g.pending.size() > kMaxPending;
         break;
       }
@@ -204,6 +253,7 @@ LaunchGate::Ticket LaunchGate::Before(const void* fn, CUstream stream, bool ptsz
   }
 
   t.gpu = gpu;
+  t.run.from = mark;  // kept unless the launch joins an open run (its own)
   // Where this launch is measured from: the open run on its stream while
   // the stream is busy; else the stream's last end while it has not
   // completed (and nothing ran elsewhere on this GPU since); else a fresh
@@ -381,18 +431,27 @@ bool LaunchGate::DrainOne(int gpu) {
   }
   uint64_t us = p.run.estimate_us;  // an event error (context gone): the estimates
   float ms = 0;
+  bool measured = false;
   if (q == CUDA_SUCCESS &&
       TESSERA_REAL(cuEventElapsedTime)(&ms, p.run.start->e, p.end->e) == CUDA_SUCCESS && ms >= 0) {
     us = static_cast<uint64_t>(static_cast<double>(ms) * 1000.0 + 0.5);
+    measured = true;
   }
-  // The run's time, charged once; a function learns from it only when the
-  // run holds its launches alone.
-  const uint64_t each = p.run.n > 0 ? us / p.run.n : us;
+  const uint64_t now = clock_.now_us();
   bool one_fn = true;
   for (uint32_t i = 1; i < p.run.n; ++i) one_fn = one_fn && p.run.launches[i].fn == p.run.launches[0].fn;
   MutexLock l(mu_);
   PerGpu& g = gpus_[gpu];
   --g.measuring;
+  if (boards_[gpu] != nullptr && measured) {
+    // Other contexts busy meanwhile: the span covers their slices too;
+    // charged only this process's share of it (contention.h).
+    g.share.Sample(now, region::OthersBusy(*boards_[gpu], g.board_slot, now));
+    us = g.share.Charge(us, p.run.from, g.share.Now());
+  }
+  // The run's time, charged once; a function learns from it only when the
+  // run holds its launches alone.
+  const uint64_t each = p.run.n > 0 ? us / p.run.n : us;
   ComputeBucket(layout_->compute[gpu]).Charge(us);
   g.estimate.Observe(each);
   for (uint32_t i = 0; i < p.run.n; ++i) {
@@ -400,6 +459,7 @@ bool LaunchGate::DrainOne(int gpu) {
   }
   Unref(p.run.start);
   Unref(p.end);
+  Publish(gpu, now, /*sample=*/false);  // idle once nothing is in flight
   return true;
 }
 
@@ -439,6 +499,7 @@ void* LaunchGate::HelperMain(void* self) {
   TESSERA_REAL(cuThreadExchangeStreamCaptureMode)(&mode);
   while (!gate->stop_.load(std::memory_order_acquire)) {
     gate->Drain();
+    gate->PublishAll();
     MonotonicSleepUntilUs(MonotonicNowUs() + kPollUs);
   }
   return nullptr;
@@ -452,6 +513,9 @@ void LaunchGate::Stop() {
   if (!mu_.TryLock()) return;
   for (int gpu = 0; gpu < region::kMaxGpus; ++gpu) {
     if (gpus_[gpu].open.start != nullptr) ChargeEstimates(gpu, gpus_[gpu].open);
+    if (boards_[gpu] != nullptr && gpus_[gpu].board_slot >= 0) {
+      region::ReleaseBoardSlot(*boards_[gpu], gpus_[gpu].board_slot, gpus_[gpu].board_token);
+    }
   }
   mu_.Unlock();
 }
@@ -462,7 +526,8 @@ void LaunchGate::ChildAfterFork() {
   mu_.Unlock();
   MutexLock l(mu_);
   // The parent's events belong to contexts the child cannot use: dropped
-  // (not destroyed), and the child starts with nothing in flight.
+  // (not destroyed), and the child starts with nothing in flight, and
+  // claims board slots of its own (boards_ stays mapped).
   for (PerGpu& g : gpus_) g = PerGpu();
   free_.clear();
   helper_started_ = false;

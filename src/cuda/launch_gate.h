@@ -50,6 +50,15 @@
 // this thread, a query from a thread that is not relaxed would fail and
 // invalidate the application's capture.
 //
+// Contexts sharing the GPU (contention.h): where the GPU has a busy board
+// (region/board.h, AttachBoard), the gate keeps this process's mark on it
+// busy while it has work in flight (set at each admission, refreshed and
+// cleared by the helper and by each measurement) and charges each measured
+// run its span times the mean share of the GPU this process had meanwhile
+// (1 / (1 + other contexts busy)), so a container is not charged the slices
+// the driver gave its neighbours. Without a board nothing changes: the run
+// is charged as measured.
+//
 // Thread-safety: all methods are thread-safe; mu_ is never held across a
 // driver call. One instance per process, owned by the runtime.
 //
@@ -69,7 +78,9 @@
 
 #include "core/thread_annotations.h"
 #include "cuda/compute_gate.h"
+#include "cuda/contention.h"
 #include "cuda/cuda_api.h"
+#include "region/board.h"
 #include "region/region.h"
 
 namespace tessera::cuda {
@@ -94,6 +105,7 @@ class LaunchGate {
   // Launches since `start` (one reference) on one stream, with no end yet.
   struct Run {
     Event* start = nullptr;
+    ShareClock::Mark from;  // when its first launch was admitted
     uint32_t n = 0;
     uint64_t estimate_us = 0;  // the sum of the launches'
     Launch launches[kRunLaunches];
@@ -118,6 +130,11 @@ class LaunchGate {
 
   // `layout` outlives the gate.
   LaunchGate(region::Layout* layout, GateClock clock);
+
+  // The busy board of the container's GPU `gpu` (mapped for the life of
+  // the process), before the first launch. Without one, measured runs are
+  // charged as measured.
+  void AttachBoard(int gpu, region::Board* board) TESSERA_EXCLUDES(mu_);
 
   // Blocks (sleeping) while the bucket of the current device (the one of
   // its index among the container's GPUs, device_map.h) does not admit a
@@ -172,6 +189,10 @@ class LaunchGate {
     Event* last_end = nullptr;    // its end event (one reference); none while a run is open
     Run open;                     // the open run (open.start: none), on open_stream
     StreamKey open_stream{};
+    uint64_t last_admit_us = 0;   // the gate clock at the last admission
+    int board_slot = -1;          // this process's slot on boards_[gpu]; -1: none yet
+    uint64_t board_token = 0;
+    ShareClock share;             // this process's share of the GPU over time
   };
 
   Event* NewEvent(CUcontext ctx, CUstream stream) TESSERA_EXCLUDES(mu_);  // recorded, 1 reference
@@ -194,12 +215,22 @@ class LaunchGate {
   bool DrainOne(int gpu) TESSERA_EXCLUDES(mu_);
   void Drain() TESSERA_EXCLUDES(mu_);
   void StartHelper() TESSERA_EXCLUDES(mu_);
+  // Whether gpu's in-flight work may still be running at `now_us`: queued
+  // runs, a measurement being settled, or recent admissions (an open run
+  // whose stream went idle is not waited for).
+  bool Busy(const PerGpu& g, uint64_t now_us) const TESSERA_REQUIRES(mu_);
+  // Claims this process's board slot if needed, marks it busy or idle as
+  // Busy() says, and with `sample` samples the share clock. Nothing without a board.
+  void Publish(int gpu, uint64_t now_us, bool sample) TESSERA_REQUIRES(mu_);
+  // The helper's pass: Publish(sample) for every GPU with a board.
+  void PublishAll() TESSERA_EXCLUDES(mu_);
   static void* HelperMain(void* self);
 
   region::Layout* const layout_;
   const GateClock clock_;
   Mutex mu_;  // never held across a driver call
   PerGpu gpus_[region::kMaxGpus] TESSERA_GUARDED_BY(mu_);
+  region::Board* boards_[region::kMaxGpus] TESSERA_GUARDED_BY(mu_) = {};  // kept across fork
   std::map<CUcontext, std::vector<CUevent>> free_ TESSERA_GUARDED_BY(mu_);
   bool helper_started_ TESSERA_GUARDED_BY(mu_) = false;
   std::atomic<bool> stop_{false};

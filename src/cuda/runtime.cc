@@ -143,6 +143,32 @@ region::Layout* AttachRegion(const Config& cfg) {
   return layout;
 }
 
+// Maps the busy board of each GPU with a compute share, from
+// TESSERA_GPU_BOARD_DIR (config.h); a board that cannot be used is logged
+// and that GPU's launches are charged as measured.
+void AttachBoards(const Config& cfg, region::Layout& layout, LaunchGate& gate) {
+  if (cfg.board_dir.empty()) return;
+  for (int g = 0; g < region::kMaxGpus; ++g) {
+    if (!ComputeBucket(layout.compute[g]).Limited()) continue;
+    std::string name;
+    if (cfg.has_uuid[g]) {
+      char text[kGpuUuidChars + 1];
+      FormatGpuUuid(cfg.uuid[g], text);
+      name = text;
+    } else {
+      name = "gpu" + std::to_string(g);
+    }
+    const std::string path = cfg.board_dir + "/" + name + ".board";
+    Result<region::Board*> b = region::OpenBoard(path);
+    if (!b.ok()) {
+      TESSERA_LOG(kLogError, "GPU %d: busy board unusable (%s); its launches are charged as measured", g,
+                  b.status().ToString().c_str());
+      continue;
+    }
+    gate.AttachBoard(g, *b);
+  }
+}
+
 void InitOnce() {
   std::vector<std::string> problems;
   g_config = new (g_config_storage)
@@ -173,6 +199,7 @@ void InitOnce() {
         g_slot_pid.store(getpid());
         if (compute_limited) {
           g_gate = new (g_gate_storage) LaunchGate(layout, ChooseClock(*g_config, libcuda));
+          AttachBoards(*g_config, *layout, *g_gate);
           launch_mode = kEnforce;
         }
         pthread_atfork(&PrepareFork, &ParentAfterFork, &ChildAfterFork);
