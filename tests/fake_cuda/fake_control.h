@@ -32,8 +32,15 @@ void tessera_fake_cuda_set_tick(uint64_t period_us, void (*cb)(uint64_t now_us, 
 // Moves the clock forward by `us` (host work between calls).
 void tessera_fake_cuda_advance_us(uint64_t us);
 // Kernel time executed on `dev` within [from_us, to_us): the sum over
-// launches (kernels and graphs) of their overlap with the interval.
+// launches (kernels and graphs) of their overlap with the interval (this
+// process's part of it, beside neighbours).
 uint64_t tessera_fake_cuda_busy_us(int dev, uint64_t from_us, uint64_t to_us);
+// From now on `dev` is time-sliced between this process and `contexts`
+// saturating contexts of other processes (0: alone), in equal slices: each
+// launch takes (1 + contexts) times its duration on the timeline, so its
+// events span the others' slices, and busy_us counts only its duration.
+// Launches already queued keep their timing.
+void tessera_fake_cuda_set_neighbours(int dev, uint32_t contexts);
 // Launches the driver accepted on `dev`, of every kind / of cooperative
 // kernels only; the grid (x*y*z blocks) of the last cooperative one.
 uint64_t tessera_fake_cuda_launches(int dev);

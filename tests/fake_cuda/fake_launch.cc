@@ -12,6 +12,13 @@
 // stream holds at most kQueueDepth unfinished launches; one more waits for
 // the oldest, as a real driver's push buffer makes the host wait.
 //
+// Other contexts on a device (tessera_fake_cuda_set_neighbours): the
+// device is time-sliced between this process and that many saturating
+// contexts of other processes, in equal slices, as a real driver does. A
+// launch of d then takes (1 + n) x d on the timeline, so events around it
+// span the neighbours' slices too, while only d of it is this process's
+// GPU time (tessera_fake_cuda_busy_us counts that).
+//
 // On a capturing stream (fake_capture.cc) launches and event records are
 // added to the capture's graph instead: nothing runs and the clock stays.
 #include <algorithm>
@@ -47,6 +54,7 @@ struct Event {
 
 struct Interval {
   uint64_t start, end;
+  uint64_t work;  // this process's GPU time in it (end - start without neighbours)
 };
 
 struct Timeline {
@@ -61,6 +69,7 @@ struct Timeline {
   uint64_t coop[kMaxDevices] = {};
   uint64_t coop_grid[kMaxDevices] = {};
   uint64_t events_recorded = 0;
+  uint32_t neighbours[kMaxDevices] = {};
 
   Timeline() {
     default_kernel_ns = EnvU("FAKE_CUDA_KERNEL_US", 10) * 1000;
@@ -225,10 +234,10 @@ uint64_t EnqueueLocked(void* stream, uint64_t duration_ns) {
     st->unfinished.pop_front();
   }
   const uint64_t start = ReadyAt(st);
-  const uint64_t end = start + duration_ns;
+  const uint64_t end = start + duration_ns * (1 + t.neighbours[st->dev]);
   st->tail_ns = end;
   st->unfinished.push_back(end);
-  if (duration_ns > 0) t.busy[st->dev].push_back({start, end});
+  if (duration_ns > 0) t.busy[st->dev].push_back({start, end, duration_ns});
   ++t.launches[st->dev];
   return end;
 }
@@ -304,9 +313,14 @@ uint64_t tessera_fake_cuda_busy_us(int dev, uint64_t from_us, uint64_t to_us) {
   uint64_t ns = 0;
   for (const Interval& i : T().busy[dev]) {
     const uint64_t a = std::max(i.start, from), b = std::min(i.end, to);
-    if (b > a) ns += b - a;
+    // Only this process's part of an interval time-sliced with neighbours.
+    if (b > a) ns += (b - a) * i.work / (i.end - i.start);
   }
   return ns / 1000;
+}
+void tessera_fake_cuda_set_neighbours(int dev, uint32_t contexts) {
+  std::lock_guard<std::mutex> l(S().mu);
+  if (dev >= 0 && dev < kMaxDevices) T().neighbours[dev] = contexts;
 }
 uint64_t tessera_fake_cuda_launches(int dev) {
   std::lock_guard<std::mutex> l(S().mu);
