@@ -26,6 +26,10 @@ namespace {
 // How often the helper polls, and the longest the gate sleeps while
 // measurements it waits for are outstanding.
 constexpr uint64_t kPollUs = 1000;
+// How often a launch held back only by the arbiter's in-flight cap looks
+// for its measurements: far below a kernel, so a low-priority container
+// still keeps the GPU busy.
+constexpr uint64_t kCapPollUs = 100;
 // Queued runs beyond which an admitted launch drains too (the helper is
 // missing or behind): the queue and the event pool stay bounded.
 constexpr size_t kMaxPending = 256;
@@ -218,6 +222,12 @@ LaunchGate::Ticket LaunchGate::Before(const void* fn, CUstream stream, bool ptsz
       measuring = g.measuring > 0;
       wake = bucket.NextAdmitUs(now, g.inflight_us);
       if (!g.pending.empty()) wake = std::min(wake, now + kPollUs);
+      // Held back only by the in-flight cap: the GPU runs out of this
+      // process's work as soon as the oldest launch ends, so look again
+      // soon (a 1 ms look left the GPU idle between kernels of 1-2 ms).
+      if (!unknown_in_flight && !under_cap && bucket.Admits(g.inflight_us)) {
+        wake = std::min(wake, now + kCapPollUs);
+      }
     }
     if (measuring) {
       MonotonicSleepUntilUs(MonotonicNowUs() + 20);
