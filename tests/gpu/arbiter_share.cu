@@ -9,7 +9,8 @@
 // TESSERA_GPU_ARBITER the gpu_arbiter program (tessera-node's ArbiterLoop
 // over containers given on its command line; skip when it was not built).
 // Every worker has GPU 0 through the library with its own region
-// (TESSERA_REGION_DIR), policy `share` and a static share; the arbiter gets
+// (TESSERA_REGION_DIR), one busy-board folder for all (TESSERA_GPU_BOARD_DIR),
+// policy `share` and a static share; the arbiter gets
 // the same containers with their priority and burst ceiling, as
 // tessera-node's Allocate records would give them. Throughput is ~1 ms
 // fixed-work kernels completed (Chain), against the same loop alone without the library
@@ -412,9 +413,12 @@ class Test {
   int round_ = 0;
 };
 
+// Every worker on the GPU shares one busy-board folder (the test's
+// temporary folder, TESSERA_GPU_TMP), as every container on a node would.
 std::vector<std::string> LibEnv(const std::string& region, int share) {
   return {std::string("LD_PRELOAD=") + std::getenv("TESSERA_CUDA_LIB"), "TESSERA_REGION_DIR=" + region,
-          "TESSERA_GPU_CORE_PERCENT_0=" + std::to_string(share), "TESSERA_GPU_CORE_POLICY=share"};
+          "TESSERA_GPU_CORE_PERCENT_0=" + std::to_string(share), "TESSERA_GPU_CORE_POLICY=share",
+          std::string("TESSERA_GPU_BOARD_DIR=") + std::getenv("TESSERA_GPU_TMP")};
 }
 
 // key,region_dir,gpu,share%,limit%,policy,priority

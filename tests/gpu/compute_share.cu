@@ -7,7 +7,8 @@
 // percentage points of its cap. ratio: two saturating processes at once,
 // capped 10 / 90 and then 30 / 70; the ratio of their throughputs must be
 // within 10 % of the asked ratio (two with no library run first, as the
-// control: what time-slicing alone gives). Prints a RESULT line with every number.
+// control: what time-slicing alone gives); the capped two share a busy-board
+// folder (TESSERA_GPU_BOARD_DIR). Prints a RESULT line with every number.
 // The parent re-runs itself once per configuration (the library reads its
 // configuration once per process); TESSERA_CUDA_LIB names the library.
 #include <cuda_runtime.h>
@@ -137,6 +138,15 @@ std::pair<double, double> RunTogether(const std::string& ea, const std::string& 
 // gives each and loses in all (reported, not judged).
 int Ratios(const char* lib, double base, const char* seconds, ResultLine& r) {
   int failures = 0;
+  // One busy-board folder for both, as every container on a node shares:
+  // each charges only its own share of the spans the driver time-slices.
+  char tmpl[] = "/tmp/tessera-ratio-board.XXXXXX";
+  const char* board = mkdtemp(tmpl);
+  if (board == nullptr) {
+    std::printf("FAIL: no temporary folder for the busy board\n");
+    return 1;
+  }
+  const std::string board_env = std::string(" TESSERA_GPU_BOARD_DIR=") + board;
   {
     const auto [ra, rb] = RunTogether("LD_PRELOAD=", "LD_PRELOAD=", seconds);
     std::printf("no library, together: %.3f and %.3f of unlimited (sum %.3f)\n", ra / base, rb / base,
@@ -145,7 +155,7 @@ int Ratios(const char* lib, double base, const char* seconds, ResultLine& r) {
     r.Add("nolib_share_b", rb / base);
   }
   for (auto [a, b] : {std::pair{10, 90}, std::pair{30, 70}}) {
-    const auto [ra, rb] = RunTogether(Capped(lib, a), Capped(lib, b), seconds);
+    const auto [ra, rb] = RunTogether(Capped(lib, a) + board_env, Capped(lib, b) + board_env, seconds);
     const double asked = static_cast<double>(a) / b;
     const double got = rb > 0 ? ra / rb : -1;
     const bool ok = ra > 0 && rb > 0 && got > asked * 0.9 && got < asked * 1.1;
@@ -157,6 +167,7 @@ int Ratios(const char* lib, double base, const char* seconds, ResultLine& r) {
     r.Add("ratio_" + tag, got);
     failures += ok ? 0 : 1;
   }
+  if (std::system((std::string("rm -rf ") + board).c_str()) != 0) std::printf("could not remove %s\n", board);
   return failures;
 }
 
