@@ -23,6 +23,7 @@ TEST(ConfigTest, NothingSetMeansNoLimit) {
   EXPECT_FALSE(c.AnyLimit());
   EXPECT_FALSE(c.disabled);
   EXPECT_TRUE(c.region_dir.empty());
+  EXPECT_TRUE(c.board_dir.empty());
   EXPECT_TRUE(c.count_managed);
   EXPECT_TRUE(problems.empty());
 }
@@ -32,6 +33,7 @@ TEST(ConfigTest, PerGpuLimitOverridesTheDefault) {
   Config c = Parse({{"TESSERA_GPU_MEM_LIMIT_MIB", "100"},
                     {"TESSERA_GPU_MEM_LIMIT_MIB_1", "2048"},
                     {"TESSERA_REGION_DIR", "/run/tessera/x"},
+                    {"TESSERA_GPU_BOARD_DIR", "/run/tessera/boards"},
                     {"TESSERA_MANAGED_MEMORY", "ignore"},
                     {"TESSERA_LOG_LEVEL", "3"}},
                    &problems);
@@ -40,6 +42,7 @@ TEST(ConfigTest, PerGpuLimitOverridesTheDefault) {
   EXPECT_EQ(c.limit_bytes[1], 2048ull << 20);
   EXPECT_EQ(c.limit_bytes[15], 100ull << 20);
   EXPECT_EQ(c.region_dir, "/run/tessera/x");
+  EXPECT_EQ(c.board_dir, "/run/tessera/boards");
   EXPECT_FALSE(c.count_managed);
   EXPECT_EQ(c.log_level, 3);
   EXPECT_FALSE(c.device_total);
