@@ -525,6 +525,7 @@ void LaunchGate::Stop() {
     if (gpus_[gpu].open.start != nullptr) ChargeEstimates(gpu, gpus_[gpu].open);
     if (boards_[gpu] != nullptr && gpus_[gpu].board_slot >= 0) {
       region::ReleaseBoardSlot(*boards_[gpu], gpus_[gpu].board_slot, gpus_[gpu].board_token);
+      gpus_[gpu].board_slot = -2;  // the helper, still running, writes no mark there again
     }
   }
   mu_.Unlock();
