@@ -29,6 +29,7 @@ Result<CdiSpec> CdiSpecFor(const ClaimRef& claim, const std::vector<ClaimShare>&
   node::PendingContainer container{kClaimContainer, {}};
   for (const ClaimShare& s : shares) container.gpus.push_back(s.gpu);
   node::MountPaths claim_paths = paths;
+  claim_paths.board_dir_host = node::BoardHostDir(paths);  // one folder for pods and claims
   claim_paths.region_root_host = ClaimRegionRoot(paths);
   claim_paths.resources = {};  // no front end: a claim is asked for in DRA's own words
   claim_paths.mps_root.clear();

@@ -52,6 +52,7 @@ TEST(CdiSpecTest, OneDevicePerClaimWithTheAllocateEnvAndMounts) {
   pod.name = "c";
   pod.uid = "0d1e-uid";
   node::MountPaths dra_paths = paths;
+  dra_paths.board_dir_host = node::BoardHostDir(paths);
   dra_paths.region_root_host = ClaimRegionRoot(paths);
   auto allocate = node::BuildContainerEnv(pod, {"claim", {shares[0].gpu, shares[1].gpu}}, testing::TwoGpus(), dra_paths);
   ASSERT_TRUE(allocate.ok());
@@ -65,6 +66,8 @@ TEST(CdiSpecTest, OneDevicePerClaimWithTheAllocateEnvAndMounts) {
   }
   EXPECT_EQ(mounts[1]["containerPath"], "/etc/ld.so.preload");
   EXPECT_EQ(mounts[2]["hostPath"], "/run/tessera/regions/dra/0d1e-uid/claim");
+  // Claims and pods on one GPU mark themselves on one board: the pods' folder.
+  EXPECT_EQ(mounts[3]["hostPath"], "/run/tessera/regions/boards");
 }
 
 TEST(CdiSpecTest, NamesAndBadInput) {

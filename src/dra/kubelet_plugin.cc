@@ -215,6 +215,13 @@ Status DraService::WriteFiles(const ClaimRef& claim, const node::GpuHolder& hold
   std::error_code ec;
   fs::create_directories(spec.region_host_dir, ec);
   if (ec) return Internal("creating region folder " + spec.region_host_dir + ": " + ec.message());
+  // Without its GPUs' boards the claim's launches are charged as measured: the prepare goes on.
+  std::vector<std::string> uuids;
+  for (const core::GpuShare& g : holder.shares) uuids.push_back(g.uuid);
+  if (Status boards = node::PrepareBoards(node::BoardHostDir(options_.paths), uuids); !boards.ok()) {
+    log_->warn("claim {}: {} (its launches are charged as measured beside other contexts)", claim.Key(),
+               boards.message());
+  }
   TESSERA_RETURN_IF_ERROR(WriteAtomically(RecordPath(options_.paths, claim.uid), RecordOf(holder).dump() + "\n"));
   fs::create_directories(options_.cdi_dir, ec);
   if (ec) return Internal("creating CDI folder " + options_.cdi_dir + ": " + ec.message());

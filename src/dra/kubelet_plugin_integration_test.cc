@@ -87,8 +87,11 @@ TEST(KubeletPluginIntegrationTest, KubeletsCallsOverTheSockets) {
                            "TESSERA_REGION_DIR=/var/run/tessera/region"}) {
     EXPECT_NE(std::find(edits["env"].begin(), edits["env"].end(), want), edits["env"].end()) << want;
   }
-  ASSERT_EQ(edits["mounts"].size(), 3u);
+  ASSERT_EQ(edits["mounts"].size(), 4u);
   EXPECT_EQ(edits["mounts"][2]["hostPath"], options.paths.region_root_host + "/dra/uid-1/claim");
+  // The pods' boards folder, with the claim's GPU's board made before the container starts.
+  EXPECT_EQ(edits["mounts"][3]["hostPath"], options.paths.region_root_host + "/boards");
+  EXPECT_TRUE(std::filesystem::is_regular_file(options.paths.region_root_host + "/boards/GPU-aaaa.board"));
 
   // Unprepare removes it; a second time is fine.
   drapb::NodeUnprepareResourcesRequest unprepare;

@@ -144,6 +144,13 @@ Result<ContainerEnv> Allocator::AllocateLocked(const std::string& resource, cons
   std::error_code ec;
   std::filesystem::create_directories(env.region_host_dir, ec);
   if (ec) return Internal("creating region directory " + env.region_host_dir + ": " + ec.message());
+  // Without its GPUs' boards the container's launches are charged as measured: Allocate goes on.
+  std::vector<std::string> uuids;
+  for (const core::GpuShare& g : container.gpus) uuids.push_back(g.uuid);
+  if (Status boards = PrepareBoards(BoardHostDir(paths_), uuids); !boards.ok()) {
+    log_->warn("Allocate of {}: {} (its launches are charged as measured beside other contexts)", pod.Key(),
+               boards.message());
+  }
   // What the compute arbiter needs, beside the region (not in it: the
   // container must not rewrite its own priority). Without it the container
   // keeps its static share; Allocate goes on. An MPS container has none: MPS

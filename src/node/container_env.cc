@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 
 #include "node/mps.h"
+#include "region/board.h"
 
 namespace tessera::node {
 
@@ -129,6 +131,7 @@ Result<ContainerEnv> BuildContainerEnv(const PendingPod& pod, const PendingConta
   out.envs["TESSERA_POD"] = pod.Key();
   out.envs["TESSERA_CONTAINER"] = container.name;
   out.envs["TESSERA_REGION_DIR"] = kRegionContainerPath;
+  out.envs["TESSERA_GPU_BOARD_DIR"] = kBoardContainerPath;
   TESSERA_RETURN_IF_ERROR(AddFrontEndEnv(pod, container, inventory, paths.resources, out.envs));
   if (pod.core_hard) out.envs["TESSERA_GPU_CORE_POLICY"] = "hard";
 
@@ -137,7 +140,27 @@ Result<ContainerEnv> BuildContainerEnv(const PendingPod& pod, const PendingConta
                 {kPreloadContainerPath, paths.preload_host, true},
                 {kRegionContainerPath, out.region_host_dir, false}};
   if (pod.isolation == core::Isolation::kMps) TESSERA_RETURN_IF_ERROR(AddMps(pod, container, inventory, paths, out));
+  out.mounts.push_back({kBoardContainerPath, BoardHostDir(paths), false});
   return out;
+}
+
+std::string BoardHostDir(const MountPaths& paths) {
+  return paths.board_dir_host.empty() ? paths.region_root_host + "/boards" : paths.board_dir_host;
+}
+
+Status PrepareBoards(const std::string& dir, const std::vector<std::string>& uuids) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Internal("creating the busy boards' folder " + dir + ": " + ec.message());
+  std::filesystem::permissions(dir, std::filesystem::perms(0755), ec);
+  if (ec) return Internal("setting the mode of " + dir + ": " + ec.message());
+  for (const std::string& uuid : uuids) {
+    if (uuid.empty() || uuid.find('/') != std::string::npos || uuid[0] == '.') {
+      return InvalidArgument("GPU uuid \"" + uuid + "\" cannot name a board file");
+    }
+    TESSERA_RETURN_IF_ERROR(region::CreateBoardFile(dir + "/" + uuid + ".board"));
+  }
+  return Status::Ok();
 }
 
 }  // namespace tessera::node

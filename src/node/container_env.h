@@ -25,6 +25,9 @@ struct MountPaths {
   std::string library_host = "/usr/local/lib/tessera/libtessera-cuda.so";  // the interception library
   std::string preload_host = "/usr/local/lib/tessera/ld.so.preload";      // names the library's container path
   std::string region_root_host = "/var/run/tessera/regions";              // + /<pod uid>/<container>
+  // The GPUs' busy boards (region/board.h), one folder for every sharing
+  // container of the node, pods' and claims' alike; "": <region root>/boards.
+  std::string board_dir_host;
   // Root of the per-GPU MPS daemons' folders (MpsPipeDir, tessera-node
   // --mps-root); empty when this node runs no MPS (--mps=off, or auto
   // without the control program).
@@ -35,6 +38,17 @@ struct MountPaths {
 inline constexpr const char* kLibraryContainerPath = "/usr/local/lib/tessera/libtessera-cuda.so";
 inline constexpr const char* kPreloadContainerPath = "/etc/ld.so.preload";
 inline constexpr const char* kRegionContainerPath = "/var/run/tessera/region";
+inline constexpr const char* kBoardContainerPath = "/var/run/tessera/boards";
+
+// The host folder of the busy boards: paths.board_dir_host, else
+// <region root>/boards (which the region clean-up leaves alone: not a pod uid).
+std::string BoardHostDir(const MountPaths& paths);
+
+// Creates the host folder of the busy boards (mode 0755: containers cannot
+// add files to it) and the board of each GPU in `uuids` (<uuid>.board, mode
+// 0666), so that a container's library finds its GPUs' boards made by the
+// node agent, not by a neighbour. Existing boards are left as they are.
+Status PrepareBoards(const std::string& dir, const std::vector<std::string>& uuids);
 
 struct MountSpec {
   std::string container_path, host_path;
@@ -51,7 +65,9 @@ struct ContainerEnv {
 // Env and mounts for `container` of `pod`. GPU i of the container (in
 // assignment order) gets TESSERA_GPU_UUID_i, TESSERA_GPU_MEM_LIMIT_MIB_i
 // (the share's MiB, or the whole card when the share names none) and
-// TESSERA_GPU_CORE_PERCENT_i; TESSERA_GPU_MEM_FRACTION is the smallest
+// TESSERA_GPU_CORE_PERCENT_i; TESSERA_GPU_BOARD_DIR names the busy boards
+// folder (mounted read-write from BoardHostDir(paths), the last mount);
+// TESSERA_GPU_MEM_FRACTION is the smallest
 // limit/card ratio, with 4 decimals. On top of these, a container written
 // for an enabled front end (the front_end of its spec in pod.specs, as the
 // pod was decoded: with the node agent's resource names, paths.resources,

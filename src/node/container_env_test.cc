@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "node/handout.h"
 #include "node/test_fixtures.h"
+#include "region/board.h"
 
 namespace tessera::node {
 namespace {
@@ -37,10 +40,43 @@ TEST(ContainerEnvTest, OneGpuShare) {
   EXPECT_EQ(env->envs.at("TESSERA_POD"), "ns/p");
   EXPECT_EQ(env->envs.at("TESSERA_CONTAINER"), "main");
   EXPECT_EQ(env->region_host_dir, "/regions/uid-1/main");
-  ASSERT_EQ(env->mounts.size(), 3u);
+  EXPECT_EQ(env->envs.at("TESSERA_GPU_BOARD_DIR"), "/var/run/tessera/boards");
+  ASSERT_EQ(env->mounts.size(), 4u);
   EXPECT_EQ(env->mounts[0], (MountSpec{"/usr/local/lib/tessera/libtessera-cuda.so", "/lib.so", true}));
   EXPECT_EQ(env->mounts[1], (MountSpec{"/etc/ld.so.preload", "/preload", true}));
   EXPECT_EQ(env->mounts[2], (MountSpec{"/var/run/tessera/region", "/regions/uid-1/main", false}));
+  // One boards folder for the node, writable (processes mark themselves busy there).
+  EXPECT_EQ(env->mounts[3], (MountSpec{"/var/run/tessera/boards", "/regions/boards", false}));
+  paths.board_dir_host = "/boards";
+  env = BuildContainerEnv(Pod(), c, Gpus(), paths);
+  ASSERT_TRUE(env.ok());
+  EXPECT_EQ(env->mounts.back(), (MountSpec{"/var/run/tessera/boards", "/boards", false}));
+}
+
+TEST(ContainerEnvTest, PrepareBoardsMakesTheFolderAndEachGpusBoardOnce) {
+  testing::TempDir tmp;
+  const std::string dir = tmp.path() + "/regions/boards";
+  ASSERT_TRUE(PrepareBoards(dir, {"GPU-a", "GPU-b"}).ok());
+  namespace fs = std::filesystem;
+  EXPECT_EQ(fs::status(dir).permissions() & fs::perms::all, fs::perms(0755));
+  for (const char* name : {"GPU-a.board", "GPU-b.board"}) {
+    const fs::path board = fs::path(dir) / name;
+    ASSERT_TRUE(fs::exists(board)) << board;
+    EXPECT_EQ(fs::status(board).permissions() & fs::perms::all, fs::perms(0666));
+    EXPECT_EQ(fs::file_size(board), sizeof(region::Board));
+    auto opened = region::OpenBoard(board.string());  // valid: the library maps it
+    EXPECT_TRUE(opened.ok()) << opened.status().ToString();
+  }
+  // A board in use is left alone when the next container comes.
+  auto mapped = region::OpenBoard(dir + "/GPU-a.board");
+  ASSERT_TRUE(mapped.ok());
+  const int slot = region::ClaimBoardSlot(**mapped, 42, 1000);
+  ASSERT_GE(slot, 0);
+  ASSERT_TRUE(PrepareBoards(dir, {"GPU-a"}).ok());
+  EXPECT_EQ((*mapped)->slot[slot].owner.load(), 42u);
+  // A uuid that would name a file elsewhere is refused.
+  EXPECT_EQ(PrepareBoards(dir, {"../x"}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(PrepareBoards(dir, {""}).code(), StatusCode::kInvalidArgument);
 }
 
 TEST(ContainerEnvTest, AHardPolicyIsPassedOnAShareIsTheDefault) {
@@ -196,7 +232,7 @@ TEST(ContainerEnvTest, MpsContainerGetsMpsLimitsAndItsGpusPipeFolder) {
   EXPECT_EQ(env->envs.at("TESSERA_GPU_CORE_PERCENT_0"), "100");
   EXPECT_EQ(env->envs.count("TESSERA_GPU_CORE_POLICY"), 0u);
   EXPECT_EQ(env->envs.at("NVIDIA_VISIBLE_DEVICES"), "GPU-b");
-  ASSERT_EQ(env->mounts.size(), 4u);
+  ASSERT_EQ(env->mounts.size(), 5u);
   EXPECT_EQ(env->mounts[3], (MountSpec{"/var/run/tessera/mps", "/run/mps/GPU-b/pipe", false}));
 }
 
@@ -209,7 +245,7 @@ TEST(ContainerEnvTest, OtherIsolationsGetNoMpsVariables) {
     ASSERT_TRUE(env.ok()) << env.status().ToString();
     EXPECT_EQ(env->envs.count("CUDA_MPS_PIPE_DIRECTORY"), 0u);
     EXPECT_EQ(env->envs.at("TESSERA_GPU_CORE_PERCENT_0"), "30");
-    EXPECT_EQ(env->mounts.size(), 3u);
+    EXPECT_EQ(env->mounts.size(), 4u);
   }
 }
 

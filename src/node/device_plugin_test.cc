@@ -60,7 +60,7 @@ TEST_F(DevicePluginTest, AllocateAnswersWithTheContainersEnvironmentAndMounts) {
   EXPECT_EQ(answer.envs().at("NVIDIA_VISIBLE_DEVICES"), "GPU-1");
   EXPECT_EQ(answer.envs().at("TESSERA_GPU_MEM_LIMIT_MIB_0"), "2048");
   EXPECT_EQ(answer.envs().at("TESSERA_GPU_CORE_PERCENT_0"), "25");
-  ASSERT_EQ(answer.mounts_size(), 3);
+  ASSERT_EQ(answer.mounts_size(), 4);
   EXPECT_EQ(answer.mounts(0).container_path(), kLibraryContainerPath);
   EXPECT_EQ(answer.mounts(1).container_path(), kPreloadContainerPath);
   EXPECT_EQ(answer.mounts(2).container_path(), kRegionContainerPath);

@@ -59,6 +59,12 @@ struct Board {
   BoardSlot slot[kBoardSlots];
 };
 
+// Creates the board file at `path` (built under a temporary name beside it,
+// published with link(), mode 0666 so every container's processes may map
+// it). OK when the file exists already: an existing file is left as it is.
+// tessera-node creates each GPU's board before a container gets the folder.
+Status CreateBoardFile(const std::string& path);
+
 // Maps the board file at `path` for the life of the process, creating it
 // when absent (race-free: built under a temporary name, published with
 // link()). Fails when the file has another magic, version or size, or the

@@ -193,6 +193,8 @@ mounts="$("$kubectl" -n "$ns" exec share -- cat /proc/self/mounts)"
 echo "$mounts" | grep -E ' /etc/ld.so.preload | /usr/local/lib/tessera/libtessera-cuda.so | /var/run/tessera/region '
 echo "$mounts" | grep -qE ' /etc/ld.so.preload [^ ]+ ro[, ]' || fail "/etc/ld.so.preload is not mounted read-only"
 echo "$mounts" | grep -qE ' /usr/local/lib/tessera/libtessera-cuda.so [^ ]+ ro[, ]' || fail "the library is not mounted read-only"
+echo "$mounts" | grep -qE ' /var/run/tessera/boards [^ ]+ rw[, ]' || fail "the busy boards' folder is not mounted read-write"
+"$kubectl" -n "$ns" exec share -- test -f /var/run/tessera/boards/GPU-realnode-0.board || fail "tessera-node made no busy board for GPU-realnode-0"
 "$kubectl" -n "$ns" exec share -- test -s /usr/local/lib/tessera/libtessera-cuda.so || fail "the library is empty in the container"
 [[ -n "$("$kubectl" -n "$ns" get pod share -o 'jsonpath={.metadata.annotations.tessera\.io/allocated}')" ]] \
   || fail "tessera-node did not annotate pod share as allocated"

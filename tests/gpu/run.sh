@@ -235,7 +235,8 @@ builtin_mps() {
 
 # Builtin: a container of a DRA claim, as tessera-node's CDI spec sets it up
 # (claim_env.txt, which dra_unit_test keeps equal to CdiSpecFor's variables):
-# GPU 0's uuid in place of the file's zeros, the test's folder as the region,
+# GPU 0's uuid in place of the file's zeros, folders of the test's own as the
+# region and the busy boards,
 # the library preloaded; gpu_alloc_paths linear must be refused at the
 # claim's 1024 MiB and recover, as for the device-plugin path's variables.
 builtin_claim_env() {
@@ -243,16 +244,18 @@ builtin_claim_env() {
   local -a vars=()
   uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 0 | tr -d ' ') || return 1
   [ -n "$uuid" ] || { echo "FAIL: no uuid for GPU 0"; return 1; }
+  mkdir -p "$CLAIM_DIR/region" "$CLAIM_DIR/boards" || return 1
   while IFS= read -r line; do
     case "$line" in ''|'#'*) continue ;; esac
     line=${line//GPU-00000000-0000-0000-0000-000000000000/$uuid}
-    line=${line//\/var\/run\/tessera\/region/$CLAIM_DIR}
+    line=${line//\/var\/run\/tessera\/region/$CLAIM_DIR\/region}
+    line=${line//\/var\/run\/tessera\/boards/$CLAIM_DIR\/boards}
     vars+=("$line")
   done <"$CLAIM_ENV_FILE"
   echo "the claim's environment: ${vars[*]}"
   env "${vars[@]}" "LD_PRELOAD=$LIB" "$BIN/gpu_alloc_paths" linear
   rc=$?
-  echo "the claim's region folder afterwards: $(ls "$CLAIM_DIR" | tr '\n' ' ')"
+  echo "afterwards, the claim's region folder: $(ls "$CLAIM_DIR/region" | tr '\n' ' '); boards: $(ls "$CLAIM_DIR/boards" | tr '\n' ' ')"
   return $rc
 }
 

@@ -270,14 +270,20 @@ TEST_F(NodeAgentTest, MultiGpuContainerGetsItsGpusInAssignmentOrder) {
   EXPECT_EQ(a3["second"]["envs"]["TESSERA_GPU_MEM_LIMIT_MIB_1"], "8192");
   EXPECT_EQ(a3["second"]["envs"]["TESSERA_GPU_CORE_PERCENT_1"], "100");
   EXPECT_EQ(a3["second"]["deviceIDs"].size(), 2u);
-  // Mounts: the library, ld.so.preload and the container's own region folder.
+  // Mounts: the library, ld.so.preload, the container's own region folder
+  // and the node's busy boards.
   json mounts = a3["second"]["mounts"];
-  ASSERT_EQ(mounts.size(), 3u);
+  ASSERT_EQ(mounts.size(), 4u);
   EXPECT_EQ(mounts[1]["containerPath"], "/etc/ld.so.preload");
   EXPECT_EQ(mounts[1]["hostPath"], suite->dir + "/ld.so.preload");
   const std::string region = mounts[2]["hostPath"].get<std::string>();
   EXPECT_EQ(region, suite->dir + "/regions/" + (*p3)["metadata"]["uid"].get<std::string>() + "/second");
   EXPECT_TRUE(std::filesystem::is_directory(region));
+  EXPECT_EQ(mounts[3]["containerPath"], "/var/run/tessera/boards");
+  EXPECT_EQ(mounts[3]["hostPath"], suite->dir + "/regions/boards");
+  for (const std::string& uuid : {u[0], u[1]}) {
+    EXPECT_TRUE(std::filesystem::is_regular_file(suite->dir + "/regions/boards/" + uuid + ".board")) << uuid;
+  }
   EXPECT_EQ((*p3)["metadata"]["annotations"]["tessera.io/allocated"], "second");
   (void)Client().Delete(kube::PodPath(suite->ns, "p3-multi"), 0);
 }
