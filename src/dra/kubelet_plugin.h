@@ -61,8 +61,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <memory>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -222,8 +222,8 @@ class KubeletPlugin {
   // plugin that is not serving yet); stale sockets are replaced. INTERNAL
   // naming the socket when one cannot be served; the informer's errors.
   Status Start();
-  // Stops the watch, the thread and both servers (open health streams end) and removes
-  // the sockets (the kubelet then deregisters the driver). The slice stays,
+  // Stops the watch, the thread and both servers (open health streams end)
+  // and removes the sockets (the kubelet then deregisters the driver). The slice stays,
   // for the agent that comes next. Idempotent.
   void Stop();
 
