@@ -73,14 +73,26 @@ Result<node::GpuHolder> HolderFromRecord(const nlohmann::json& record) {
   }
 }
 
+// `devices` as we write them: the API server adds each taint's timeAdded.
+nlohmann::json WithoutTimeAdded(nlohmann::json devices) {
+  for (nlohmann::json& d : devices) {
+    if (!d.is_object() || !d.contains("taints") || !d["taints"].is_array()) continue;
+    for (nlohmann::json& t : d["taints"]) {
+      if (t.is_object()) t.erase("timeAdded");
+    }
+  }
+  return devices;
+}
+
 }  // namespace
 
 // ---- SlicePublisher
 
 SlicePublisher::SlicePublisher(kube::Api& api, KubeletPluginOptions options) : api_(api), options_(std::move(options)) {}
 
-Result<bool> SlicePublisher::Publish(const std::vector<core::GpuInfo>& gpus) {
-  SliceOptions slice_options{options_.driver, 1, options_.node_uid};
+Result<bool> SlicePublisher::Publish(const std::vector<core::GpuInfo>& gpus,
+                                     const std::map<int, core::GpuShare>& pod_held) {
+  SliceOptions slice_options{options_.driver, 1, options_.node_uid, pod_held};
   TESSERA_ASSIGN_OR_RETURN(nlohmann::json wanted, ResourceSliceFor(options_.node, gpus, slice_options));
   const std::string name = wanted["metadata"]["name"].get<std::string>();
   auto current = api_.Get(ResourceSlicePath(name));
@@ -94,7 +106,7 @@ Result<bool> SlicePublisher::Publish(const std::vector<core::GpuInfo>& gpus) {
   nlohmann::json old_pool = spec.value("pool", nlohmann::json::object());
   const int64_t generation = old_pool.value("generation", int64_t{0});
   // The same devices, driver and node: nothing to write.
-  if (spec.value("devices", nlohmann::json::array()) == wanted["spec"]["devices"] &&
+  if (WithoutTimeAdded(spec.value("devices", nlohmann::json::array())) == wanted["spec"]["devices"] &&
       spec.value("driver", "") == options_.driver && spec.value("nodeName", "") == options_.node &&
       old_pool.value("name", "") == options_.node) {
     return false;
@@ -145,7 +157,7 @@ Status DraService::RestorePrepared() {
   return Status::Ok();
 }
 
-Status DraService::BookClaim(const node::GpuHolder& holder, const std::vector<core::GpuInfo>& gpus) {
+Status DraService::SyncPods() {
   const uint64_t before = book_.Generation();
   auto pods = node::ListNodePods(api_, options_.node, options_.paths.resources);
   if (!pods.ok()) {
@@ -153,6 +165,11 @@ Status DraService::BookClaim(const node::GpuHolder& holder, const std::vector<co
                                             std::string(pods.status().message()));
   }
   book_.SyncPods(*pods, options_.node, before);
+  return Status::Ok();
+}
+
+Status DraService::BookClaim(const node::GpuHolder& holder, const std::vector<core::GpuInfo>& gpus) {
+  TESSERA_RETURN_IF_ERROR(SyncPods());
   return book_.Book(holder, gpus);
 }
 
@@ -321,18 +338,35 @@ KubeletPlugin::KubeletPlugin(kube::Api& api, KubeletPluginOptions options, std::
 
 KubeletPlugin::~KubeletPlugin() { Stop(); }
 
+namespace {
+std::string HeldText(const std::map<int, core::GpuShare>& pod_held) {
+  std::string out;
+  for (const auto& [index, held] : pod_held) {
+    const int64_t tenth = held.core_milli % 10;
+    out += (out.empty() ? "" : ", ") + std::string("GPU ") + std::to_string(index) + ": " +
+           std::to_string(held.mem_mib) + " MiB and " + std::to_string(held.core_milli / 10) +
+           (tenth != 0 ? "." + std::to_string(tenth) : "") + " percent";
+  }
+  return out.empty() ? "none" : out;
+}
+}  // namespace
+
 Status KubeletPlugin::SetGpus(const std::vector<core::GpuInfo>& gpus) {
   dra_.SetGpus(gpus);
   health_.SetGpus(gpus);
   MutexLock lock(mu_);
-  if (published_ && *published_ == gpus) return Status::Ok();
-  auto wrote = publisher_.Publish(gpus);
+  Published wanted{gpus, dra_.book().PodHeld(gpus)};
+  if (published_ && *published_ == wanted) return Status::Ok();
+  auto wrote = publisher_.Publish(wanted.gpus, wanted.pod_held);
   if (!wrote.ok()) {
     return Status(wrote.status().code(), "publishing ResourceSlice " + SliceName(options_.node, options_.driver) +
                                              ": " + std::string(wrote.status().message()));
   }
-  if (*wrote) log_->info("published ResourceSlice {}: {} GPU(s)", SliceName(options_.node, options_.driver), gpus.size());
-  published_ = gpus;
+  if (*wrote) {
+    log_->info("published ResourceSlice {}: {} GPU(s), less what device-plugin pods hold ({})",
+               SliceName(options_.node, options_.driver), gpus.size(), HeldText(wanted.pod_held));
+  }
+  published_ = std::move(wanted);
   return Status::Ok();
 }
 
@@ -340,7 +374,7 @@ void KubeletPlugin::Republish(const char* what) {
   MutexLock lock(mu_);
   if (!published_) return;  // never published: SetGpus does it
   const std::string name = SliceName(options_.node, options_.driver);
-  auto wrote = publisher_.Publish(*published_);
+  auto wrote = publisher_.Publish(published_->gpus, published_->pod_held);
   if (!wrote.ok()) {
     published_.reset();  // the next SetGpus tries again
     log_->warn("ResourceSlice {} was {}; publishing it again: {} (retried every resync)", name, what,
@@ -348,6 +382,69 @@ void KubeletPlugin::Republish(const char* what) {
     return;
   }
   if (*wrote) log_->info("ResourceSlice {} was {}; published it again", name, what);
+}
+
+void KubeletPlugin::PublishPodHeld() {
+  MutexLock lock(mu_);
+  if (!published_) return;  // never published: SetGpus does it, with the book as it is then
+  Published wanted{published_->gpus, dra_.book().PodHeld(published_->gpus)};
+  if (wanted == *published_) return;
+  const std::string name = SliceName(options_.node, options_.driver);
+  auto wrote = publisher_.Publish(wanted.gpus, wanted.pod_held);
+  if (!wrote.ok()) {
+    published_.reset();  // the next SetGpus tries again
+    log_->warn("ResourceSlice {}: publishing what device-plugin pods leave ({} held): {} (retried every resync)",
+               name, HeldText(wanted.pod_held), wrote.status().message());
+    return;
+  }
+  log_->info("ResourceSlice {}: device-plugin pods changed; published what they leave ({} held)", name,
+             HeldText(wanted.pod_held));
+  published_ = std::move(wanted);
+}
+
+void KubeletPlugin::NotePodsChanged() {
+  MutexLock lock(loop_mu_);
+  pods_changed_ = true;
+  loop_wake_.NotifyAll();
+}
+
+void KubeletPlugin::Loop() {
+  using Clock = std::chrono::steady_clock;
+  const bool listing = options_.pod_list_interval.count() > 0;
+  Clock::time_point next_list = Clock::now();  // the first at once: the pods handed out before this start
+  MutexLock lock(loop_mu_);
+  while (!stopping_) {
+    if (pods_changed_) {
+      // Changes close together (a LIST dropping several pods) become one write.
+      loop_wake_.WaitFor(loop_mu_, options_.republish_delay, [this] {
+        loop_mu_.AssertHeld();
+        return stopping_;
+      });
+      if (stopping_) break;
+      pods_changed_ = false;
+      lock.Unlock();
+      PublishPodHeld();
+      lock.Lock();
+      continue;
+    }
+    if (listing && Clock::now() >= next_list) {
+      lock.Unlock();
+      // Pods deleted leave the book here (the observer then sets pods_changed_).
+      if (Status st = dra_.SyncPods(); !st.ok()) log_->warn("DRA driver: {}", st.message());
+      lock.Lock();
+      next_list = Clock::now() + options_.pod_list_interval;
+      continue;
+    }
+    auto woken = [this] {
+      loop_mu_.AssertHeld();
+      return stopping_ || pods_changed_;
+    };
+    if (listing) {
+      loop_wake_.WaitUntil(loop_mu_, next_list, woken);
+    } else {
+      loop_wake_.Wait(loop_mu_, woken);
+    }
+  }
 }
 
 namespace {
@@ -376,6 +473,12 @@ Status KubeletPlugin::Start() {
       .on_delete = [this](const nlohmann::json&) { Republish("deleted"); },
   }));
   TESSERA_RETURN_IF_ERROR(slice_watch_->Start());
+  {
+    MutexLock lock(loop_mu_);
+    stopping_ = false;
+  }
+  dra_.book().SetPodsObserver([this] { NotePodsChanged(); });
+  loop_ = std::thread([this] { Loop(); });
   auto dra = ServeOn(DraSocket(options_), {&dra_, &health_});
   if (!dra.ok()) {
     Stop();
@@ -395,6 +498,15 @@ Status KubeletPlugin::Start() {
 
 void KubeletPlugin::Stop() {
   if (slice_watch_ != nullptr) slice_watch_->Stop();
+  if (loop_.joinable()) {
+    dra_.book().SetPodsObserver({});  // waits for a call in flight
+    {
+      MutexLock lock(loop_mu_);
+      stopping_ = true;
+      loop_wake_.NotifyAll();
+    }
+    loop_.join();
+  }
   health_.Shutdown();  // open streams end, so the server's shutdown does not wait for them
   std::error_code ec;
   if (registration_server_ != nullptr) {

@@ -26,7 +26,14 @@
 //
 // SlicePublisher: creates the node's ResourceSlice, or updates it (a merge
 // patch guarded by resourceVersion, the pool's generation raised) when the
-// devices changed; unchanged GPUs write nothing. KubeletPlugin watches the
+// devices changed; unchanged GPUs write nothing. Each GPU offers what the
+// book's device-plugin pods leave of it (GpuBook::PodHeld; a GPU they fill
+// is tainted, resource_slice.h): KubeletPlugin publishes again, one patch
+// for changes that come together (republish_delay), when the pods' side of
+// the book changes, and LISTs the node's pods every pod_list_interval so
+// that pods deleted leave the book (a watch cache cannot drop them,
+// gpu_book.h). Claims are not subtracted: kube-scheduler counts them
+// against the published values itself. KubeletPlugin watches the
 // slice from Start on and publishes it again at once when it is deleted or
 // changed by someone else: a kubelet deletes every ResourceSlice of its node
 // when it starts (and a driver's when its plugin has been gone 30 s), and
@@ -54,9 +61,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/model.h"
@@ -89,6 +98,12 @@ struct KubeletPluginOptions {
   std::string cdi_dir = "/var/run/cdi";                            // where the runtime reads CDI specs
   std::string node_uid;      // non-empty: the slice is owned by the Node
   node::MountPaths paths;    // the library, preload and region root, as the device plugin's
+  // How long a change to the book's device-plugin pods waits before the
+  // slice is published again, so that changes close together are one write.
+  std::chrono::milliseconds republish_delay{200};
+  // Period of the LIST of the node's pods that drops deleted pods from the
+  // book (and so gives their room back to claims); 0: none.
+  std::chrono::milliseconds pod_list_interval{5000};
 };
 
 std::string RegistrationSocket(const KubeletPluginOptions& options);  // <registry_dir>/<driver>-reg.sock
@@ -99,9 +114,11 @@ class SlicePublisher {
  public:
   SlicePublisher(kube::Api& api, KubeletPluginOptions options);
   // true when it wrote (created or changed the slice), false when the slice
-  // already said this. Errors: ResourceSliceFor's, and the API's (a lost
-  // race is kFailedPrecondition; the next call reads the slice again).
-  Result<bool> Publish(const std::vector<core::GpuInfo>& gpus);
+  // already said this (the taints' timeAdded, which the API server sets, not
+  // compared). `pod_held`: what device-plugin pods hold, per GPU index
+  // (SliceOptions::pod_held). Errors: ResourceSliceFor's, and the API's (a
+  // lost race is kFailedPrecondition; the next call reads the slice again).
+  Result<bool> Publish(const std::vector<core::GpuInfo>& gpus, const std::map<int, core::GpuShare>& pod_held = {});
 
  private:
   kube::Api& api_;
@@ -117,6 +134,14 @@ class DraService final : public drapb::DRAPlugin::Service {
   // of each LIST only; for a node without the device plugin, and tests).
   DraService(kube::Api& api, KubeletPluginOptions options, std::shared_ptr<spdlog::logger> log,
              node::GpuBook* book = nullptr);
+
+  // The book claims are booked in (the one given, or the service's own).
+  node::GpuBook& book() { return book_; }
+
+  // LISTs the node's pods and brings the book's pods up to them
+  // (GpuBook::SyncPods): pods handed out before this agent started are
+  // booked, finished and deleted ones dropped. The LIST's errors.
+  Status SyncPods();
 
   // Books every claim whose record a previous agent left (prepared, not yet
   // unprepared), without a check: what the node already handed out. A
@@ -185,17 +210,20 @@ class KubeletPlugin {
   ~KubeletPlugin();  // Stop()
 
   // Hands the GPUs to the DRA and health services and publishes the slice
-  // when they changed since the last successful publish (a failed publish
-  // is tried again on the next call). Publish's errors.
+  // when they, or what the book's device-plugin pods hold of them, changed
+  // since the last successful publish (a failed publish is tried again on
+  // the next call). Publish's errors.
   Status SetGpus(const std::vector<core::GpuInfo>& gpus) TESSERA_EXCLUDES(mu_);
   // Books the claims prepared before a restart (DraService::RestorePrepared),
-  // starts the watch of the node's slice, serves DRAPlugin and the health
+  // starts the watch of the node's slice and the thread that publishes the
+  // slice again when the book's device-plugin pods change (and LISTs the
+  // node's pods every pod_list_interval), serves DRAPlugin and the health
   // service, then the registration socket (so the kubelet never reaches a
   // plugin that is not serving yet); stale sockets are replaced. INTERNAL
   // naming the socket when one cannot be served; the informer's errors.
   Status Start();
-  // Stops the watch and both servers (open health streams end) and removes
-  // the sockets (the kubelet then deregisters the driver). The slice stays,
+  // Stops the watch, the thread and both servers (open health streams end)
+  // and removes the sockets (the kubelet then deregisters the driver). The slice stays,
   // for the agent that comes next. Idempotent.
   void Stop();
 
@@ -207,6 +235,19 @@ class KubeletPlugin {
   // The watch saw the slice deleted or changed: publish what was published
   // last again (Publish writes only when the slice differs).
   void Republish(const char* what) TESSERA_EXCLUDES(mu_);
+  // The book's device-plugin pods changed (its observer): wakes the loop.
+  void NotePodsChanged() TESSERA_EXCLUDES(loop_mu_);
+  // Publishes what the book's pods leave now, when it differs from what was published.
+  void PublishPodHeld() TESSERA_EXCLUDES(mu_);
+  // The thread of NotePodsChanged's republish (after republish_delay) and the periodic pod LIST.
+  void Loop() TESSERA_EXCLUDES(loop_mu_);
+
+  // What the slice says, as last published.
+  struct Published {
+    std::vector<core::GpuInfo> gpus;
+    std::map<int, core::GpuShare> pod_held;
+    bool operator==(const Published&) const = default;
+  };
 
   kube::Api& api_;
   const KubeletPluginOptions options_;
@@ -218,7 +259,12 @@ class KubeletPlugin {
   std::unique_ptr<kube::Informer> slice_watch_;
   std::unique_ptr<grpc::Server> dra_server_, registration_server_;
   Mutex mu_;
-  std::optional<std::vector<core::GpuInfo>> published_ TESSERA_GUARDED_BY(mu_);
+  std::optional<Published> published_ TESSERA_GUARDED_BY(mu_);
+  Mutex loop_mu_;
+  CondVar loop_wake_;
+  bool pods_changed_ TESSERA_GUARDED_BY(loop_mu_) = false;
+  bool stopping_ TESSERA_GUARDED_BY(loop_mu_) = false;
+  std::thread loop_;
 };
 
 }  // namespace tessera::dra

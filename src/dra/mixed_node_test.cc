@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "core/codec.h"
 #include "dra/kubelet_plugin.h"
@@ -158,6 +159,102 @@ TEST_F(MixedNodeTest, ThePodListUnreadableRefusesThePrepareWithTheReason) {
       << refused.status().message();
   EXPECT_FALSE(SpecWritten("uid-c"));
   EXPECT_TRUE(book_.Holders().empty());
+}
+
+// The slice publishes what the book's device-plugin pods leave of each GPU:
+// pods found by the plugin's pod LIST (the first at Start) and pods the
+// Allocator books are subtracted, one patch for changes close together;
+// deleted pods leave the book at the next LIST and give their room back;
+// a GPU the pods fill is tainted. Prepared claims change nothing (the
+// scheduler subtracts them).
+class SliceFollowsPodsTest : public MixedNodeTest {
+ protected:
+  SliceFollowsPodsTest() {
+    options_.republish_delay = std::chrono::milliseconds(30);
+    options_.pod_list_interval = std::chrono::milliseconds(50);
+  }
+  const std::string path_ = ResourceSlicePath("node-1-gpu.tessera.io");
+  // gpu-<index>'s "memory compute [tainted]" in the slice now.
+  std::string Offered(int index) {
+    auto slice = api_.Peek(path_);
+    if (!slice) return "no slice";
+    for (const nlohmann::json& d : (*slice)["spec"]["devices"]) {
+      if (d["name"] != DeviceName(index)) continue;
+      return d["capacity"]["memory"]["value"].get<std::string>() + " " +
+             d["capacity"]["compute"]["value"].get<std::string>() + (d.contains("taints") ? " tainted" : "");
+    }
+    return "no device";
+  }
+  int64_t Generation() { return (*api_.Peek(path_))["spec"]["pool"]["generation"].get<int64_t>(); }
+  bool WaitFor(int index, const std::string& want) {
+    for (int i = 0; i < 300; ++i) {
+      if (Offered(index) == want) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+};
+
+TEST_F(SliceFollowsPodsTest, PodsListedAtStartAreSubtractedAndDeletedOnesGiveTheirRoomBack) {
+  AddPod(DevicePluginPod("dp", 0, 16384, 40, /*allocated=*/true));
+  AddPod(DevicePluginPod("unallocated", 1, 8192, 10, /*allocated=*/false));  // holds nothing yet
+  KubeletPlugin plugin(api_, options_, Quiet(), &book_);
+  ASSERT_TRUE(plugin.SetGpus(testing::TwoGpus()).ok());
+  EXPECT_EQ(Offered(0), "40960Mi 100");  // before any LIST the book knows no pod
+  ASSERT_TRUE(plugin.Start().ok());
+  EXPECT_TRUE(WaitFor(0, "24576Mi 60")) << Offered(0);
+  EXPECT_EQ(Offered(1), "40960Mi 100");
+  const nlohmann::json device = (*api_.Peek(path_))["spec"]["devices"][0];
+  EXPECT_EQ(device["capacity"]["memory"]["requestPolicy"]["validRange"]["max"], "24576Mi");
+  EXPECT_EQ(device["capacity"]["memory"]["requestPolicy"]["default"], "24576Mi");
+
+  // A claim prepared on the same GPU: the slice stays (kube-scheduler counts it).
+  AddClaim("c", "uid-c", "gpu-0", "8Gi", "30");
+  const int64_t before_claim = Generation();
+  ASSERT_TRUE(plugin.dra().Prepare({"ns", "c", "uid-c"}).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));  // three LISTs
+  EXPECT_EQ(Generation(), before_claim);
+  EXPECT_EQ(Offered(0), "24576Mi 60");
+
+  // The pod deleted (no phase of its own): the next LIST drops it.
+  ASSERT_TRUE(api_.Remove(kube::PodPath("ns", "dp")).ok());
+  EXPECT_TRUE(WaitFor(0, "40960Mi 100")) << Offered(0);
+  EXPECT_EQ(Generation(), before_claim + 1);
+  plugin.Stop();
+}
+
+TEST_F(SliceFollowsPodsTest, PodsTheAllocatorBooksArePublishedInOnePatchAndAFullGpuIsTainted) {
+  options_.pod_list_interval = std::chrono::milliseconds(0);  // no LIST: only the Allocator's bookings
+  options_.republish_delay = std::chrono::milliseconds(100);
+  KubeletPlugin plugin(api_, options_, Quiet(), &book_);
+  ASSERT_TRUE(plugin.SetGpus(testing::TwoGpus()).ok());
+  ASSERT_TRUE(plugin.Start().ok());
+  const int64_t first = Generation();
+  // Two pods booked a moment apart (as two Allocates): one write.
+  ASSERT_TRUE(book_.Book({node::GpuHolder::Kind::kPod, "p1", "ns/p1", {{1, "GPU-bbbb", 20480, 500}}},
+                         testing::TwoGpus())
+                  .ok());
+  ASSERT_TRUE(book_.Book({node::GpuHolder::Kind::kPod, "p2", "ns/p2", {{1, "GPU-bbbb", 0, 500}}},
+                         testing::TwoGpus())
+                  .ok());
+  EXPECT_TRUE(WaitFor(1, "20480Mi 1 tainted")) << Offered(1);  // no compute left: full
+  EXPECT_EQ(Generation(), first + 1);
+  EXPECT_EQ((*api_.Peek(path_))["spec"]["devices"][1]["taints"],
+            nlohmann::json::parse(R"([{"key": "gpu.tessera.io/held-by-device-plugin-pods", "effect": "NoSchedule"}])"));
+  // The API server stamps the taint's timeAdded: not a change to put back.
+  nlohmann::json stamped = *api_.Peek(path_);
+  stamped["spec"]["devices"][1]["taints"][0]["timeAdded"] = "2026-11-27T06:00:00Z";
+  ASSERT_TRUE(api_.Upsert(ResourceSlicesPath(), stamped).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ((*api_.Peek(path_))["spec"]["devices"][1]["taints"][0].value("timeAdded", ""), "2026-11-27T06:00:00Z");
+  EXPECT_EQ(Generation(), first + 1);
+
+  book_.Release("p2");  // an Allocate that failed after booking
+  EXPECT_TRUE(WaitFor(1, "20480Mi 50")) << Offered(1);
+  book_.Release("claim-uid-never-booked");  // nothing held: nothing written
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  EXPECT_EQ(Generation(), first + 2);
+  plugin.Stop();
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "dra/resource_slice.h"
 
+#include <algorithm>
 #include <set>
 
 namespace tessera::dra {
@@ -10,6 +11,44 @@ constexpr size_t kDriverNameMax = 63;
 constexpr size_t kSubdomainMax = 253;
 
 bool IsAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+
+// API validation's floor for a capacity's value: its validRange min + step.
+constexpr int64_t kLeastMemoryMiB = 2;   // min 1Mi + step 1Mi
+constexpr int64_t kLeastComputePercent = 1;  // min 0 + step 1
+
+nlohmann::json Capacity(const std::string& value, const std::string& fallback, const std::string& min,
+                        const std::string& max, const std::string& step) {
+  return {{"value", value}, {"requestPolicy", {{"default", fallback}, {"validRange", {{"min", min}, {"max", max}, {"step", step}}}}}};
+}
+
+// One GPU as a shareable device offering what device-plugin pods leave of it.
+nlohmann::json DeviceFor(const core::GpuInfo& gpu, const std::map<int, core::GpuShare>& pod_held) {
+  int64_t left_mib = gpu.memory_mib, left_percent = 100;
+  if (auto held = pod_held.find(gpu.index); held != pod_held.end()) {
+    left_mib -= std::max<int64_t>(held->second.mem_mib, 0);
+    // Rounded down: a claim may not take a tenth of a point the pods hold.
+    left_percent = (core::kCoreMilliPerGpu - std::max<int64_t>(held->second.core_milli, 0)) / 10;
+  }
+  const bool full = left_mib < kLeastMemoryMiB || left_percent < kLeastComputePercent;
+  left_mib = std::max(left_mib, kLeastMemoryMiB);
+  left_percent = std::max(left_percent, kLeastComputePercent);
+  const std::string memory = std::to_string(left_mib) + "Mi", compute = std::to_string(left_percent);
+  nlohmann::json device = {
+      {"name", DeviceName(gpu.index)},
+      {"allowMultipleAllocations", true},
+      {"attributes",
+       {{"model", {{"string", gpu.model}}},
+        {"uuid", {{"string", gpu.uuid}}},
+        {"index", {{"int", gpu.index}}},
+        {"memoryMiB", {{"int", gpu.memory_mib}}},
+        {"mps", {{"bool", gpu.mps}}}}},
+      {"capacity",
+       {{kMemoryCapacity, Capacity(memory, memory, "1Mi", memory, "1Mi")},
+        {kComputeCapacity, Capacity(compute, "0", "0", compute, "1")}}},
+  };
+  if (full) device["taints"] = nlohmann::json::array({{{"key", kFullTaintKey}, {"effect", "NoSchedule"}}});
+  return device;
+}
 }  // namespace
 
 std::string ResourceSlicesPath() { return std::string(kResourceApi) + "/resourceslices"; }
@@ -62,24 +101,7 @@ Result<nlohmann::json> ResourceSliceFor(const std::string& node, const std::vect
       return InvalidArgument("GPU " + std::to_string(gpu.index) + " (" + gpu.uuid +
                              ") reports no memory size, so it cannot offer memory to claims");
     if (!gpu.healthy) continue;
-    const std::string card = std::to_string(gpu.memory_mib) + "Mi";
-    devices.push_back({
-        {"name", DeviceName(gpu.index)},
-        {"allowMultipleAllocations", true},
-        {"attributes",
-         {{"model", {{"string", gpu.model}}},
-          {"uuid", {{"string", gpu.uuid}}},
-          {"index", {{"int", gpu.index}}},
-          {"memoryMiB", {{"int", gpu.memory_mib}}},
-          {"mps", {{"bool", gpu.mps}}}}},
-        {"capacity",
-         {{kMemoryCapacity,
-           {{"value", card},
-            {"requestPolicy", {{"default", card}, {"validRange", {{"min", "1Mi"}, {"max", card}, {"step", "1Mi"}}}}}}},
-          {kComputeCapacity,
-           {{"value", "100"},
-            {"requestPolicy", {{"default", "0"}, {"validRange", {{"min", "0"}, {"max", "100"}, {"step", "1"}}}}}}}}},
-    });
+    devices.push_back(DeviceFor(gpu, options.pod_held));
   }
   nlohmann::json metadata = {{"name", name}};
   if (!options.node_uid.empty()) {

@@ -10,12 +10,25 @@
 //            (validRange min 0, step 1, max 100); one that names none takes
 //            0, as a device-plugin share asking memory only does.
 // Attributes users select on: model, uuid, index, memoryMiB, mps.
+//
+// On a node that also serves device-plugin pods, each GPU offers claims only
+// what those pods leave (SliceOptions::pod_held; docs/notes/dra.md, "Both
+// paths on one node"): memory's value, default and max become the card
+// minus the pods' MiB, compute's value and max 100 minus the pods' percent
+// (rounded down to whole points). Claims are not subtracted: kube-scheduler
+// counts them against the value itself. API validation refuses a value
+// smaller than one step above the minimum (2Mi of memory, 1 point of
+// compute), so a GPU the pods leave less than that of either gets the taint
+// kFullTaintKey (effect NoSchedule) instead: claims that do not tolerate it
+// are not allocated there; claims allocated already keep their shares. Its
+// values are then those smallest valid ones.
 // Pure; thread-safe.
 //
 //   TESSERA_ASSIGN_OR_RETURN(nlohmann::json slice, dra::ResourceSliceFor("node-1", gpus, {}));
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -31,6 +44,8 @@ namespace tessera::dra {
 inline constexpr const char* kDriverName = "gpu.tessera.io";
 inline constexpr const char* kMemoryCapacity = "memory";
 inline constexpr const char* kComputeCapacity = "compute";
+// The device taint of a GPU that device-plugin pods fill (a label name).
+inline constexpr const char* kFullTaintKey = "gpu.tessera.io/held-by-device-plugin-pods";
 
 // API paths of the resource.k8s.io/v1 objects the driver reads and writes.
 std::string ResourceSlicesPath();                                        // /apis/resource.k8s.io/v1/resourceslices
@@ -49,6 +64,10 @@ struct SliceOptions {
   std::string driver = kDriverName;
   int64_t generation = 1;  // the pool's generation: bump it on every change
   std::string node_uid;    // non-empty: the Node owns the slice (deleted with it)
+  // By GPU index, what device-plugin pods hold of it (mem_mib: a whole GPU
+  // asked without a size counted as its card; core_milli); a GPU not named
+  // holds none. Default: none (a node serving claims only).
+  std::map<int, core::GpuShare> pod_held;
 };
 
 // The ResourceSlice object for `node`'s `gpus` (the inventory's), pool =
@@ -56,7 +75,8 @@ struct SliceOptions {
 // new is allocated on them. INVALID_ARGUMENT, naming what is wrong, when the
 // node or driver name is not a DNS subdomain, the slice name is too long, a
 // GPU index repeats or is negative, or a GPU has no memory size (it could
-// not offer memory).
+// not offer memory). A `pod_held` larger than its card publishes the GPU as
+// full (tainted), not an error.
 Result<nlohmann::json> ResourceSliceFor(const std::string& node, const std::vector<core::GpuInfo>& gpus,
                                         const SliceOptions& options);
 

@@ -9,8 +9,14 @@
 namespace tessera::dra {
 namespace {
 
+SliceOptions WithPodHeld(std::map<int, core::GpuShare> held) {
+  SliceOptions options;
+  options.pod_held = std::move(held);
+  return options;
+}
+
 TEST(ResourceSliceTest, OneShareableDevicePerGpuWithTesserasPolicies) {
-  auto slice = ResourceSliceFor("node-1", testing::TwoGpus(), {.generation = 3, .node_uid = "uid-n1"});
+  auto slice = ResourceSliceFor("node-1", testing::TwoGpus(), {.generation = 3, .node_uid = "uid-n1", .pod_held = {}});
   ASSERT_TRUE(slice.ok()) << slice.status().message();
   const nlohmann::json& s = *slice;
   EXPECT_EQ(s["apiVersion"], "resource.k8s.io/v1");
@@ -42,6 +48,57 @@ TEST(ResourceSliceTest, OneShareableDevicePerGpuWithTesserasPolicies) {
   EXPECT_EQ(compute["requestPolicy"]["validRange"], (nlohmann::json{{"min", "0"}, {"max", "100"}, {"step", "1"}}));
   // At most 32 attributes and capacities per device.
   EXPECT_LE(d["attributes"].size() + d["capacity"].size(), 32u);
+  EXPECT_FALSE(d.contains("taints"));
+}
+
+// A mixed node: each GPU offers claims what device-plugin pods leave, the
+// policies' max and default with it (API validation bounds them by the
+// value); claims are kube-scheduler's to subtract.
+TEST(ResourceSliceTest, EachGpuOffersWhatDevicePluginPodsLeave) {
+  std::map<int, core::GpuShare> held;
+  held[0] = {0, "GPU-aaaa", 16384, 405};  // 40.5 %: a claim may have 59, not 59.5
+  auto slice = ResourceSliceFor("node-1", testing::TwoGpus(), WithPodHeld(held));
+  ASSERT_TRUE(slice.ok()) << slice.status().message();
+  const nlohmann::json& d0 = (*slice)["spec"]["devices"][0];
+  EXPECT_EQ(d0["capacity"]["memory"],
+            (nlohmann::json{{"value", "24576Mi"},
+                            {"requestPolicy",
+                             {{"default", "24576Mi"}, {"validRange", {{"min", "1Mi"}, {"max", "24576Mi"}, {"step", "1Mi"}}}}}}));
+  EXPECT_EQ(d0["capacity"]["compute"],
+            (nlohmann::json{{"value", "59"},
+                            {"requestPolicy", {{"default", "0"}, {"validRange", {{"min", "0"}, {"max", "59"}, {"step", "1"}}}}}}));
+  EXPECT_FALSE(d0.contains("taints"));
+  const nlohmann::json& d1 = (*slice)["spec"]["devices"][1];  // no pod on GPU 1: the whole card
+  EXPECT_EQ(d1["capacity"]["memory"]["value"], "40960Mi");
+  EXPECT_EQ(d1["capacity"]["compute"]["value"], "100");
+}
+
+// A GPU with less than one valid request left (2Mi of memory: min 1Mi plus
+// a step; 1 point of compute) cannot say so in its values (the API refuses
+// them): it is tainted NoSchedule, its values the smallest valid ones.
+TEST(ResourceSliceTest, AGpuThePodsFillIsTaintedNoSchedule) {
+  const nlohmann::json taint = nlohmann::json::array({{{"key", kFullTaintKey}, {"effect", "NoSchedule"}}});
+  for (const core::GpuShare& held : {core::GpuShare{0, "GPU-aaaa", 40959, 100},     // 1 MiB left
+                                     core::GpuShare{0, "GPU-aaaa", 1024, 995},      // 0.5 % left
+                                     core::GpuShare{0, "GPU-aaaa", 81920, 2000}}) {  // more than the card
+    auto slice = ResourceSliceFor("node-1", testing::TwoGpus(), WithPodHeld({{0, held}}));
+    ASSERT_TRUE(slice.ok()) << slice.status().message();
+    const nlohmann::json& d = (*slice)["spec"]["devices"][0];
+    EXPECT_EQ(d["taints"], taint) << held.mem_mib << " MiB, " << held.core_milli;
+    const nlohmann::json& mem = d["capacity"]["memory"];
+    const nlohmann::json& compute = d["capacity"]["compute"];
+    EXPECT_EQ(mem["value"], held.mem_mib == 1024 ? "39936Mi" : "2Mi");
+    EXPECT_EQ(mem["requestPolicy"]["validRange"]["max"], mem["value"]);
+    EXPECT_EQ(mem["requestPolicy"]["default"], mem["value"]);
+    EXPECT_EQ(compute["value"], held.core_milli == 100 ? "90" : "1");
+    EXPECT_EQ(compute["requestPolicy"]["validRange"]["max"], compute["value"]);
+    EXPECT_FALSE((*slice)["spec"]["devices"][1].contains("taints"));
+  }
+  // 2 MiB and 1 point left: room for the least request, no taint.
+  auto room = ResourceSliceFor("node-1", testing::TwoGpus(), WithPodHeld({{0, {0, "GPU-aaaa", 40958, 990}}}));
+  ASSERT_TRUE(room.ok());
+  EXPECT_FALSE((*room)["spec"]["devices"][0].contains("taints"));
+  EXPECT_EQ((*room)["spec"]["devices"][0]["capacity"]["compute"]["value"], "1");
 }
 
 TEST(ResourceSliceTest, NoOwnerWithoutNodeUidAndUnhealthyGpusLeftOut) {
@@ -62,8 +119,8 @@ TEST(ResourceSliceTest, BadInputIsRefusedWithTheReason) {
   auto bad_node = ResourceSliceFor("Node_1", gpus, {});
   EXPECT_EQ(bad_node.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(bad_node.status().message().find("node name \"Node_1\" is not a DNS subdomain"), std::string::npos);
-  EXPECT_FALSE(ResourceSliceFor("node-1", gpus, {.driver = "gpu..tessera.io", .generation = 1, .node_uid = ""}).ok());
-  EXPECT_FALSE(ResourceSliceFor("node-1", gpus, {.driver = std::string(64, 'a'), .generation = 1, .node_uid = ""}).ok());
+  EXPECT_FALSE(ResourceSliceFor("node-1", gpus, {.driver = "gpu..tessera.io", .generation = 1, .node_uid = "", .pod_held = {}}).ok());
+  EXPECT_FALSE(ResourceSliceFor("node-1", gpus, {.driver = std::string(64, 'a'), .generation = 1, .node_uid = "", .pod_held = {}}).ok());
   EXPECT_FALSE(ResourceSliceFor("", gpus, {}).ok());
   auto twice = gpus;
   twice[1].index = 0;

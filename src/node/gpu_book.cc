@@ -90,6 +90,8 @@ Status GpuBook::Book(const GpuHolder& holder, const std::vector<core::GpuInfo>& 
     }
   }
   Put(holder);
+  lock.Unlock();
+  if (holder.kind == GpuHolder::Kind::kPod) PodsChanged();
   return Status::Ok();
 }
 
@@ -98,13 +100,53 @@ void GpuBook::Put(const GpuHolder& holder) {
 }
 
 void GpuBook::Restore(const GpuHolder& holder) {
-  MutexLock lock(mu_);
-  Put(holder);
+  {
+    MutexLock lock(mu_);
+    Put(holder);
+  }
+  if (holder.kind == GpuHolder::Kind::kPod) PodsChanged();
 }
 
 void GpuBook::Release(const std::string& uid) {
+  bool pod = false;
+  {
+    MutexLock lock(mu_);
+    auto it = entries_.find(uid);
+    if (it == entries_.end()) return;
+    pod = it->second.holder.kind == GpuHolder::Kind::kPod;
+    entries_.erase(it);
+  }
+  if (pod) PodsChanged();
+}
+
+void GpuBook::SetPodsObserver(std::function<void()> observer) {
+  MutexLock lock(observer_mu_);
+  observer_ = std::move(observer);
+}
+
+void GpuBook::PodsChanged() {
+  MutexLock lock(observer_mu_);
+  if (observer_) observer_();
+}
+
+std::map<int, core::GpuShare> GpuBook::PodHeld(const std::vector<core::GpuInfo>& gpus) const {
+  std::map<int, int64_t> card;
+  for (const core::GpuInfo& g : gpus) card[g.index] = g.memory_mib;
   MutexLock lock(mu_);
-  entries_.erase(uid);
+  std::map<int, core::GpuShare> out;
+  for (const auto& [uid, entry] : entries_) {
+    if (entry.holder.kind != GpuHolder::Kind::kPod) continue;
+    for (const core::GpuShare& s : entry.holder.shares) {
+      core::GpuShare& sum = out[s.index];
+      sum.index = s.index;
+      sum.uuid = s.uuid;
+      core::GpuInfo info;
+      info.memory_mib = card.count(s.index) != 0 ? card[s.index] : 0;
+      sum.mem_mib += HeldMiB(s, info);
+      sum.core_milli += s.core_milli;
+    }
+  }
+  return out;
 }
 
 uint64_t GpuBook::Generation() const {
@@ -113,24 +155,36 @@ uint64_t GpuBook::Generation() const {
 }
 
 void GpuBook::SyncPods(const PodViews& pods, const std::string& node, std::optional<uint64_t> listed_after) {
-  MutexLock lock(mu_);
-  std::set<std::string> listed;
-  for (const auto& p : pods) {
-    listed.insert(p->uid);
-    auto it = entries_.find(p->uid);
-    if (p->terminal()) {
-      if (it != entries_.end() && it->second.holder.kind == GpuHolder::Kind::kPod) entries_.erase(it);
-      continue;
+  bool changed = false;
+  {
+    MutexLock lock(mu_);
+    std::set<std::string> listed;
+    for (const auto& p : pods) {
+      listed.insert(p->uid);
+      auto it = entries_.find(p->uid);
+      if (p->terminal()) {
+        if (it != entries_.end() && it->second.holder.kind == GpuHolder::Kind::kPod) {
+          entries_.erase(it);
+          changed = true;
+        }
+        continue;
+      }
+      if (it != entries_.end() || p->node != node || AllocatedContainers(*p).empty()) continue;
+      Result<GpuHolder> holder = HolderOfPod(*p, node);
+      if (holder.ok() && !holder->shares.empty()) {
+        Put(*holder);
+        changed = true;
+      }
     }
-    if (it != entries_.end() || p->node != node || AllocatedContainers(*p).empty()) continue;
-    Result<GpuHolder> holder = HolderOfPod(*p, node);
-    if (holder.ok() && !holder->shares.empty()) Put(*holder);
+    if (listed_after) {
+      changed |= std::erase_if(entries_, [&](const auto& kv) {
+                   const Entry& e = kv.second;
+                   return e.holder.kind == GpuHolder::Kind::kPod && e.booked_at <= *listed_after &&
+                          listed.count(kv.first) == 0;
+                 }) > 0;
+    }
   }
-  if (!listed_after) return;
-  std::erase_if(entries_, [&](const auto& kv) {
-    const Entry& e = kv.second;
-    return e.holder.kind == GpuHolder::Kind::kPod && e.booked_at <= *listed_after && listed.count(kv.first) == 0;
-  });
+  if (changed) PodsChanged();
 }
 
 std::vector<GpuHolder> GpuBook::Holders() const {

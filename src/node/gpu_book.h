@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -96,13 +97,34 @@ class GpuBook {
   // Every holder, by uid.
   std::vector<GpuHolder> Holders() const TESSERA_EXCLUDES(mu_);
 
+  // What the device-plugin pods hold, summed per GPU index (claims left
+  // out): the MiB (a whole GPU asked without a size counts as its card,
+  // `gpus`' memory_mib) and compute. The DRA driver publishes each GPU's
+  // card minus this (dra::SliceOptions::pod_held). A GPU no pod holds is
+  // not named.
+  std::map<int, core::GpuShare> PodHeld(const std::vector<core::GpuInfo>& gpus) const TESSERA_EXCLUDES(mu_);
+
+  // `observer` is called after every change to the pods' side of the book
+  // (a pod booked, restored, released or dropped by SyncPods; claims are not
+  // told), on the thread that made it, with no lock of the book held, so it
+  // may read the book; it must return quickly (the Allocator may be waiting)
+  // and must not set an observer. Setting another (or an empty one) waits
+  // for a call in flight, so after SetPodsObserver({}) returns the old one is
+  // never called again.
+  void SetPodsObserver(std::function<void()> observer) TESSERA_EXCLUDES(observer_mu_);
+
  private:
   struct Entry {
     GpuHolder holder;
     uint64_t booked_at = 0;  // generation_ when booked
   };
   void Put(const GpuHolder& holder) TESSERA_REQUIRES(mu_);
+  // Calls the observer (after a change to the pods' side, mu_ released).
+  void PodsChanged() TESSERA_EXCLUDES(mu_, observer_mu_);
 
+  // Held while the observer runs (which may take mu_); never taken under mu_.
+  Mutex observer_mu_;
+  std::function<void()> observer_ TESSERA_GUARDED_BY(observer_mu_);
   mutable Mutex mu_;
   std::map<std::string, Entry> entries_ TESSERA_GUARDED_BY(mu_);  // by uid
   uint64_t generation_ TESSERA_GUARDED_BY(mu_) = 0;

@@ -121,5 +121,48 @@ TEST(GpuBookTest, APodMissingFromAListIsDroppedOnlyWhenTheListBeganAfterItsBooki
   EXPECT_TRUE(book.Holders().empty());
 }
 
+// What the DRA driver's slice subtracts: the pods' shares per GPU, a whole
+// GPU asked without a size as its card; claims left out.
+TEST(GpuBookTest, PodHeldSumsThePodsPerGpuAndLeavesClaimsOut) {
+  GpuBook book;
+  ASSERT_TRUE(book.Book(Pod("a", 0, 4096, 300), TwoGpus()).ok());
+  ASSERT_TRUE(book.Book(Pod("b", 0, 2048, 105), TwoGpus()).ok());
+  ASSERT_TRUE(book.Book(Pod("whole", 1, 0, 1000), TwoGpus()).ok());
+  book.Release("whole");
+  ASSERT_TRUE(book.Book(Claim("c", 0, 1024, 100), TwoGpus()).ok());
+  EXPECT_EQ(book.PodHeld(TwoGpus()), (std::map<int, core::GpuShare>{{0, {0, "GPU-0", 6144, 405}}}));
+  ASSERT_TRUE(book.Book(Pod("whole", 1, 0, 1000), TwoGpus()).ok());
+  EXPECT_EQ(book.PodHeld(TwoGpus()).at(1), (core::GpuShare{1, "GPU-1", 16384, 1000}));
+}
+
+// The observer hears of every change to the pods' side, and only of those.
+TEST(GpuBookTest, TheObserverIsToldOfPodChangesNotOfClaims) {
+  GpuBook book;
+  int told = 0;
+  book.SetPodsObserver([&] {
+    ++told;
+    book.Holders();  // may read the book: no lock of it is held
+  });
+  ASSERT_TRUE(book.Book(Pod("uid-a", 0, 4096, 300), TwoGpus()).ok());
+  EXPECT_EQ(told, 1);
+  ASSERT_TRUE(book.Book(Claim("c", 0, 1024, 100), TwoGpus()).ok());
+  book.Release("c");
+  book.Release("nobody");
+  EXPECT_FALSE(book.Book(Pod("too-big", 0, 16384, 0), TwoGpus()).ok());  // refused: nothing changed
+  EXPECT_EQ(told, 1);
+  book.SyncPods({View("b", "uid-b", 1, 1024, 10, true)}, "n1", std::nullopt);  // booked from the list
+  EXPECT_EQ(told, 2);
+  book.SyncPods({View("b", "uid-b", 1, 1024, 10, true)}, "n1", std::nullopt);  // nothing new
+  EXPECT_EQ(told, 2);
+  book.SyncPods({}, "n1", book.Generation());  // both gone: one call
+  EXPECT_EQ(told, 3);
+  book.Restore(Pod("uid-a", 0, 4096, 300));
+  book.Release("uid-a");
+  EXPECT_EQ(told, 5);
+  book.SetPodsObserver({});
+  book.Restore(Pod("uid-a", 0, 4096, 300));
+  EXPECT_EQ(told, 5);
+}
+
 }  // namespace
 }  // namespace tessera::node

@@ -119,11 +119,18 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--cdi-dir", dra_options.cdi_dir, "where prepared claims' CDI specs are written for the runtime")
       ->capture_default_str();
+  int dra_pod_list_ms = static_cast<int>(dra_options.pod_list_interval.count());
+  app.add_option("--dra-pod-list-interval-ms", dra_pod_list_ms,
+                 "period of the LIST of the node's pods that gives deleted device-plugin pods' room back to claims "
+                 "in the ResourceSlice; 0: none")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--testing-allocate-reply-delay-ms", reply_delay_ms,
                  "tests only: hold each Allocate answer this long after marking the pod")
       ->group("Testing");
   CLI11_PARSE(app, argc, argv);
   config.resync = std::chrono::milliseconds(resync_ms);
+  dra_options.pod_list_interval = std::chrono::milliseconds(dra_pod_list_ms);
   config.reconcile_interval = std::chrono::milliseconds(reconcile_interval_ms);
   config.testing_allocate_reply_delay = std::chrono::milliseconds(reply_delay_ms);
   config.usage_interval = std::chrono::milliseconds(usage_interval_ms);
@@ -220,7 +227,8 @@ int main(int argc, char** argv) {
                 node.status().message());
     }
     // Claims are booked in the Allocator's book, beside the device-plugin
-    // pods, so neither path hands out a share the other holds.
+    // pods, so neither path hands out a share the other holds; the slice
+    // offers each GPU less what the book's pods hold.
     dra_plugin = std::make_unique<tessera::dra::KubeletPlugin>(client, dra_options, log,
                                                                &agent.host().allocator().book());
     if (auto gpus = (*dra_source)->Read(); gpus.ok()) {

@@ -36,8 +36,18 @@
 #     init container meanwhile): the container starts after the restart
 #     with its limits.
 #  9. The pods deleted: the kubelet unprepares every claim, no CDI spec and
-#     no claim region stays on the node; helm uninstall; the node down leaves
-#     nothing.
+#     no claim region stays on the node.
+# 10. A mixed node: a device-plugin pod (tessera.io/gpu through
+#     tessera-scheduler's extender, 16 GiB and 40 %) runs on gpu-0; the slice
+#     offers claims what it leaves (memory 24Gi, compute 60); a claim pod
+#     (8Gi, 30) runs beside it on the same GPU, each seeing its own limit.
+# 11. A claim (20Gi) that would over-commit the GPU's memory with both waits
+#     with kube-scheduler's reason (16Gi left in the slice); the
+#     device-plugin pod deleted, the agent's pod LIST drops it from the
+#     node's book, the slice offers the whole card again and the claim runs.
+# 12. A device-plugin pod holding the whole card: the slice taints gpu-0
+#     NoSchedule and a 1Gi claim waits; the pod deleted, the taint goes and
+#     the claim runs. helm uninstall; the node down leaves nothing.
 #
 # Exit 77 (skipped) without root, the image archives (unless
 # TESSERA_REQUIRE_IMAGES=1) or the fake CUDA client (sanitizer builds).
@@ -88,6 +98,10 @@ ready() {  # NAME...: each Ready (its containers started)
   done
 }
 claim_of() { "$kubectl" -n "$ns" get pod "$1" -o 'jsonpath={.status.resourceClaimStatuses[0].resourceClaimName}'; }
+assigned_uuid() {  # POD: the GPU uuid of its tessera.io/assignment (one container, one GPU)
+  "$kubectl" -n "$ns" get pod "$1" -o 'jsonpath={.metadata.annotations.tessera\.io/assignment}' \
+    | python3 -c 'import json, sys; print(json.load(sys.stdin)["containers"][0]["gpus"][0]["uuid"])'
+}
 claim_uid() { "$kubectl" -n "$ns" get resourceclaim "$(claim_of "$1")" -o 'jsonpath={.metadata.uid}'; }
 # allocation POD: "DEVICE POOL MEMORY COMPUTE SHAREID" of its claim's one result.
 allocation() {
@@ -286,5 +300,80 @@ done
 [[ -z "$(ls -A "$cdi")" ]] || fail "CDI specs left on the node: $(ls "$cdi")"
 [[ -z "$(ls -A "$regions" 2> /dev/null)" ]] || fail "claim regions left on the node: $(ls "$regions")"
 echo "no CDI spec and no claim region left $((SECONDS - t0)) s after the delete began"
+
+# --- A mixed node: device-plugin pods and claims on one GPU --------------------
+# dp_pod NAME MIB CORE: a device-plugin pod asking one GPU's share through
+# tessera.io/gpu, placed by the chart's kube-scheduler and Tessera's extender.
+dp_pod() {
+  python3 - "$1" "$2" "$3" "$node" "$workload_image" "$a100" <<'PY' | "$kubectl" -n "$ns" create -f - > /dev/null
+import json, sys
+name, mib, core, node, image, card = sys.argv[1:7]
+limits = {"tessera.io/gpu": "1", "tessera.io/gpu-mem": mib, "tessera.io/gpu-core": core}
+container = {"name": "main", "image": image, "imagePullPolicy": "Never", "command": ["sleep", "3600"],
+             "env": [{"name": "FAKE_CUDA_MEM_MIB", "value": card}], "resources": {"limits": limits}}
+print(json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                  "spec": {"schedulerName": "tessera-scheduler", "terminationGracePeriodSeconds": 0,
+                           "nodeSelector": {"kubernetes.io/hostname": node}, "containers": [container]}}))
+PY
+}
+# offered: gpu-0's "memory compute" in the slice, and " tainted" when it has the full-GPU taint.
+offered() {
+  "$kubectl" get resourceslice "$slice" -o json | python3 -c '
+import json, sys
+[d] = json.load(sys.stdin)["spec"]["devices"]
+taints = [t for t in d.get("taints", []) if t["key"] == "gpu.tessera.io/held-by-device-plugin-pods" and t["effect"] == "NoSchedule"]
+print(d["capacity"]["memory"]["value"], d["capacity"]["compute"]["value"] + (" tainted" if taints else ""))'
+}
+wait_offered() {  # WANT WHAT: until the slice offers WANT for gpu-0
+  local o=""
+  for _ in $(seq 100); do o="$(offered)"; [[ "$o" == "$1" ]] && break; sleep 0.2; done
+  [[ "$o" == "$1" ]] || fail "$2: the slice offers '$o' of gpu-0, not '$1'"
+}
+gone() {  # POD...: deleted, and their claims (if any) unprepared
+  "$kubectl" -n "$ns" delete pod "$@" --wait=true --timeout=60s > /dev/null
+}
+
+step "10. a mixed node: a device-plugin pod and a claim on one GPU, the slice offering what the pod leaves"
+wait_offered "40Gi 100" "before any pod"
+dp_pod dp 16384 40
+ready dp
+[[ "$(assigned_uuid dp)" == "$gpu" ]] || fail "dp is not assigned gpu-0 ($gpu): $(assigned_uuid dp)"
+t0=$SECONDS
+wait_offered "24Gi 60" "dp (16 GiB, 40 %) running"
+echo "dp Running on gpu-0 (16 GiB, 40 %); the slice offers 24Gi and 60 within $((SECONDS - t0)) s"
+claim_pod beside 8Gi 30
+ready beside
+[[ "$(allocation beside | cut -d' ' -f1-4)" == "gpu-0 $node 8Gi 30" ]] || fail "beside is allocated '$(allocation beside)'"
+sees dp 16384
+sees beside 8192
+echo "dp (16384 MiB) and claim beside (8192 MiB, 30 %) run together on gpu-0"
+
+step "11. a claim that would over-commit the GPU with both waits, and runs once the device-plugin pod is gone"
+claim_pod over 20Gi 20
+waits_with over "cannot allocate all claims"
+[[ "$(offered)" == "24Gi 60" ]] || fail "the slice changed while over waited: $(offered)"
+t0=$SECONDS
+gone dp
+wait_offered "40Gi 100" "dp deleted"
+echo "dp deleted: the slice offers the whole card again $((SECONDS - t0)) s after the delete began"
+ready over
+[[ "$(allocation over | cut -d' ' -f1-4)" == "gpu-0 $node 20Gi 20" ]] || fail "over is allocated '$(allocation over)'"
+sees over 20480
+echo "over allocated gpu-0 (20Gi) beside beside, $((SECONDS - t0)) s after the delete began"
+
+step "12. a device-plugin pod holding the whole card taints gpu-0; a claim waits until it is gone"
+gone beside over
+for _ in $(seq 150); do [[ -z "$(ls -A "$cdi")" ]] && break; sleep 0.2; done
+[[ -z "$(ls -A "$cdi")" ]] || fail "claims not unprepared: $(ls "$cdi")"
+dp_pod whole "$a100" 100
+ready whole
+wait_offered "2Mi 1 tainted" "whole (the card) running"
+claim_pod tiny 1Gi 0
+waits_with tiny "cannot allocate all claims"
+gone whole
+wait_offered "40Gi 100" "whole deleted"
+ready tiny
+echo "whole tainted gpu-0 (NoSchedule) and tiny waited; whole deleted, tiny runs"
+"$kubectl" -n "$ns" delete pod --all --wait=true --timeout=90s > /dev/null
 rn_end
 ! "$kubectl" get deviceclass gpu.tessera.io > /dev/null 2>&1 || fail "helm uninstall left the DeviceClass"

@@ -128,6 +128,7 @@ tessera_real_node_test(e2e_real_node_path_test real_node_path_test.sh 300)
 # by the real kubelet and handed to containers by containerd's CDI, their
 # limits enforced by the library inside; two claims on one GPU, two that
 # wait with kube-scheduler's reason, a kubelet and an agent restart, nothing
-# left after unprepare. Needs the fake CUDA client (skipped under the
-# sanitizers).
-tessera_real_node_test(e2e_real_node_dra_test real_node_dra_test.sh 300)
+# left after unprepare; a mixed node: a device-plugin pod and a claim on one
+# GPU without over-commit, the slice offering what device-plugin pods leave.
+# Needs the fake CUDA client (skipped under the sanitizers).
+tessera_real_node_test(e2e_real_node_dra_test real_node_dra_test.sh 420)
