@@ -4,7 +4,7 @@
 // from status.allocation.devices.results[].consumedCapacity. Pure;
 // thread-safe.
 //
-//   TESSERA_ASSIGN_OR_RETURN(auto shares, dra::SharesFromClaim(claim, dra::kDriverName, "node-1", gpus));
+//   TESSERA_ASSIGN_OR_RETURN(auto shares, dra::SharesFromClaim(claim, core::kDraDriver, "node-1", gpus));
 #pragma once
 
 #include <nlohmann/json.hpp>

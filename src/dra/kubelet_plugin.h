@@ -61,6 +61,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dra_names.h"
 #include "core/model.h"
 #include "core/status.h"
 #include "core/thread_annotations.h"
@@ -86,7 +87,7 @@ inline constexpr const char* kDraPluginType = "DRAPlugin";
 
 struct KubeletPluginOptions {
   std::string node;  // this Node: the pool and the slice
-  std::string driver = kDriverName;
+  std::string driver = core::kDraDriver;
   std::string registry_dir = "/var/lib/kubelet/plugins_registry";  // the kubelet's plugin watcher
   std::string plugins_dir = "/var/lib/kubelet/plugins";            // + /<driver>/dra.sock
   std::string cdi_dir = "/var/run/cdi";                            // where the runtime reads CDI specs
