@@ -34,8 +34,13 @@ const json& Arr(const json& j, const char* key) {
 
 // The expression's terms joined by `&&` at the top level (outside quotes,
 // parentheses and brackets); none when a top-level `||` or `?` makes the
-// terms not each required.
+// terms not each required, and none for text this simple scan could split
+// wrongly: escapes, triple-quoted or raw strings, comments.
 std::vector<std::string> TopLevelConjuncts(const std::string& e) {
+  if (e.find('\\') != std::string::npos || e.find("\"\"\"") != std::string::npos ||
+      e.find("'''") != std::string::npos) {
+    return {};
+  }
   std::vector<std::string> out;
   int depth = 0;
   char quote = 0;
@@ -48,6 +53,7 @@ std::vector<std::string> TopLevelConjuncts(const std::string& e) {
       continue;
     }
     if (c == '"' || c == '\'') quote = c;
+    else if (c == '/' && i + 1 < e.size() && e[i + 1] == '/') return {};  // a comment
     else if (c == '(' || c == '[' || c == '{') ++depth;
     else if (c == ')' || c == ']' || c == '}') --depth;
     else if (depth == 0 && c == '?') return {};

@@ -134,7 +134,10 @@ TEST(ClaimAdvisorTest, RequiredEqualitiesReadsOnlyTheSimpleForms) {
         std::string(R"(device.attributes["gpu.tessera.io"].model != "A100")"),
         std::string(R"(device.attributes["gpu.tessera.io"].model == "A\"100")"),
         std::string(R"(device.attributes["gpu.tessera.io"].model in ["A100", "H100"])"),
-        std::string(R"(device.attributes["gpu.tessera.io"].model == "A100)"), std::string("")}) {
+        std::string(R"(device.attributes["gpu.tessera.io"].model == "A100)"),
+        std::string("true // && device.attributes[\"gpu.tessera.io\"].model == \"H900\""),
+        std::string(R"(device.attributes["gpu.tessera.io"].model == r"A100" && "\\" == "\\")"),
+        std::string(R"(device.attributes["gpu.tessera.io"].model == """A100""")"), std::string("")}) {
     EXPECT_EQ(RequiredEqualities(e, d), E{}) << e;
   }
 }
