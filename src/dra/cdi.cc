@@ -13,7 +13,7 @@ bool CdiNameChar(char c) {
 
 std::string CdiDeviceId(std::string_view claim_uid) { return std::string(kCdiKind) + "=" + std::string(claim_uid); }
 std::string CdiSpecFileName(std::string_view claim_uid) { return "tessera.io-gpu-" + std::string(claim_uid) + ".json"; }
-std::string ClaimRegionRoot(const node::MountPaths& paths) { return paths.region_root_host + "/dra"; }
+std::string ClaimRegionRoot(const node::MountPaths& paths) { return node::ClaimsRoot(paths.region_root_host); }
 
 Result<CdiSpec> CdiSpecFor(const ClaimRef& claim, const std::vector<ClaimShare>& shares,
                            const std::vector<core::GpuInfo>& gpus, const node::MountPaths& paths) {

@@ -21,6 +21,7 @@
 #include "core/model.h"
 #include "core/status.h"
 #include "dra/claim.h"
+#include "node/claim_record.h"
 #include "node/container_env.h"
 
 namespace tessera::dra {
@@ -31,7 +32,7 @@ inline constexpr const char* kCdiKind = "tessera.io/gpu";
 // added the mount `type`; 0.6.0 is read by containerd 1.7 and 2.x.
 inline constexpr const char* kCdiVersion = "0.6.0";
 // The container name the environment and the region folder use for a claim.
-inline constexpr const char* kClaimContainer = "claim";
+inline constexpr const char* kClaimContainer = node::kClaimRegionContainer;
 
 // "tessera.io/gpu=<claim uid>": the fully qualified CDI device name.
 std::string CdiDeviceId(std::string_view claim_uid);

@@ -99,4 +99,19 @@ Result<std::vector<ClaimShare>> SharesFromClaim(const nlohmann::json& claim, con
   return out;
 }
 
+std::vector<node::PodRef> ReservedPods(const nlohmann::json& claim) {
+  std::vector<node::PodRef> out;
+  const auto meta = claim.find("metadata");
+  const std::string ns = meta != claim.end() && meta->is_object() ? StringAt(*meta, "namespace") : "";
+  const auto status = claim.find("status");
+  if (status == claim.end() || !status->is_object()) return out;
+  const auto reserved = status->find("reservedFor");
+  if (reserved == status->end() || !reserved->is_array()) return out;
+  for (const nlohmann::json& r : *reserved) {
+    if (!r.is_object() || StringAt(r, "resource") != "pods" || !StringAt(r, "apiGroup").empty()) continue;
+    out.push_back({ns, StringAt(r, "name"), StringAt(r, "uid")});
+  }
+  return out;
+}
+
 }  // namespace tessera::dra

@@ -4,7 +4,7 @@
 // from status.allocation.devices.results[].consumedCapacity. Pure;
 // thread-safe.
 //
-//   TESSERA_ASSIGN_OR_RETURN(auto shares, dra::SharesFromClaim(claim, dra::kDriverName, "node-1", gpus));
+//   TESSERA_ASSIGN_OR_RETURN(auto shares, dra::SharesFromClaim(claim, core::kDraDriver, "node-1", gpus));
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -13,6 +13,7 @@
 
 #include "core/model.h"
 #include "core/status.h"
+#include "node/identify.h"
 
 namespace tessera::dra {
 
@@ -48,5 +49,10 @@ struct ClaimShare {
 //     (memory 0 or over the card, compute over 100, a sum over either).
 Result<std::vector<ClaimShare>> SharesFromClaim(const nlohmann::json& claim, const std::string& driver,
                                                 const std::string& pool, const std::vector<core::GpuInfo>& gpus);
+
+// The pods `claim` (a ResourceClaim object) is reserved for
+// (status.reservedFor entries of resource "pods"), in the claim's namespace;
+// none when it is reserved for nothing or for other kinds.
+std::vector<node::PodRef> ReservedPods(const nlohmann::json& claim);
 
 }  // namespace tessera::dra

@@ -82,5 +82,15 @@ TEST(SharesFromClaimTest, ErrorsNameTheClaimAndTheReason) {
   EXPECT_EQ(sick.status().code(), StatusCode::kNotFound);
 }
 
+TEST(ReservedPodsTest, PodsTheClaimIsReservedFor) {
+  auto claim = Claim("ns", "c", "u1", {Result("gpu-1", "8Gi", "30")});
+  EXPECT_TRUE(ReservedPods(claim).empty());
+  claim["status"]["reservedFor"] = {{{"resource", "pods"}, {"name", "a"}, {"uid", "ua"}},
+                                    {{"apiGroup", "example.com"}, {"resource", "pods"}, {"name", "x"}, {"uid", "ux"}},
+                                    {{"resource", "jobs"}, {"name", "j"}, {"uid", "uj"}},
+                                    "junk"};
+  EXPECT_EQ(ReservedPods(claim), (std::vector<node::PodRef>{{"ns", "a", "ua"}}));
+}
+
 }  // namespace
 }  // namespace tessera::dra

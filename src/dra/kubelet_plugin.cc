@@ -6,6 +6,7 @@
 
 #include "dra/cdi.h"
 #include "kube/api_error.h"
+#include "node/claim_record.h"
 #include "node/node_pods.h"
 
 namespace tessera::dra {
@@ -42,35 +43,6 @@ Status WriteAtomically(const std::string& path, const std::string& content) {
     return Internal("renaming " + temp.string() + " to " + path + ": " + ec.message());
   }
   return Status::Ok();
-}
-
-// <region root>/dra/<uid>/holder.json: the prepared claim's shares, beside
-// (not in) the region folder the containers mount.
-std::string RecordPath(const node::MountPaths& paths, const std::string& uid) {
-  return ClaimRegionRoot(paths) + "/" + uid + "/holder.json";
-}
-
-nlohmann::json RecordOf(const node::GpuHolder& holder) {
-  nlohmann::json shares = nlohmann::json::array();
-  for (const core::GpuShare& s : holder.shares) {
-    shares.push_back({{"index", s.index}, {"uuid", s.uuid}, {"memMiB", s.mem_mib}, {"coreMilli", s.core_milli}});
-  }
-  return {{"claim", holder.key}, {"uid", holder.uid}, {"shares", shares}};
-}
-
-Result<node::GpuHolder> HolderFromRecord(const nlohmann::json& record) {
-  try {
-    node::GpuHolder holder{node::GpuHolder::Kind::kClaim, record.at("uid").get<std::string>(),
-                           record.at("claim").get<std::string>(), {}};
-    for (const nlohmann::json& s : record.at("shares")) {
-      holder.shares.push_back({s.at("index").get<int>(), s.at("uuid").get<std::string>(),
-                               s.at("memMiB").get<int64_t>(), s.at("coreMilli").get<int64_t>()});
-    }
-    if (holder.uid.empty()) return InvalidArgument("no uid");
-    return holder;
-  } catch (const nlohmann::json::exception& e) {
-    return InvalidArgument(e.what());
-  }
 }
 
 // `devices` as we write them: the API server adds each taint's timeAdded.
@@ -133,27 +105,12 @@ DraService::DraService(kube::Api& api, KubeletPluginOptions options, std::shared
 
 Status DraService::RestorePrepared() {
   MutexLock lock(files_mu_);
-  const std::string root = ClaimRegionRoot(options_.paths);
-  std::error_code ec;
-  if (!fs::exists(root, ec)) return Status::Ok();
-  fs::directory_iterator it(root, ec);
-  if (ec) return Internal("listing prepared claims in " + root + ": " + ec.message());
-  int restored = 0;
-  for (const fs::directory_entry& entry : it) {
-    const std::string path = RecordPath(options_.paths, entry.path().filename().string());
-    std::ifstream in(path);
-    if (!in) continue;  // a folder without a record: nothing booked
-    nlohmann::json record = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    auto holder = HolderFromRecord(record);
-    if (!holder.ok()) {
-      log_->warn("prepared claim record {} cannot be read ({}); its shares are not booked", path,
-                 holder.status().message());
-      continue;
-    }
-    book_.Restore(*holder);
-    ++restored;
+  TESSERA_ASSIGN_OR_RETURN(node::ClaimRecords found, node::ReadClaimRecords(options_.paths.region_root_host));
+  for (const std::string& why : found.unreadable) {
+    log_->warn("prepared claim record {}; its shares are not booked", why);
   }
-  if (restored > 0) log_->info("booked {} claim(s) prepared before this start", restored);
+  for (const node::ClaimRecord& record : found.records) book_.Restore(record.holder);
+  if (!found.records.empty()) log_->info("booked {} claim(s) prepared before this start", found.records.size());
   return Status::Ok();
 }
 
@@ -207,7 +164,7 @@ Result<std::vector<drapb::Device>> DraService::Prepare(const ClaimRef& claim) {
   }
   {
     MutexLock lock(files_mu_);
-    Status written = WriteFiles(claim, holder, *spec);
+    Status written = WriteFiles(claim, node::ClaimRecord{holder, ReservedPods(*object)}, *spec);
     if (!written.ok()) {
       book_.Release(claim.uid);
       return Status(written.code(), who + ": " + std::string(written.message()));
@@ -228,18 +185,19 @@ Result<std::vector<drapb::Device>> DraService::Prepare(const ClaimRef& claim) {
   return devices;
 }
 
-Status DraService::WriteFiles(const ClaimRef& claim, const node::GpuHolder& holder, const CdiSpec& spec) {
+Status DraService::WriteFiles(const ClaimRef& claim, const node::ClaimRecord& record, const CdiSpec& spec) {
   std::error_code ec;
   fs::create_directories(spec.region_host_dir, ec);
   if (ec) return Internal("creating region folder " + spec.region_host_dir + ": " + ec.message());
   // Without its GPUs' boards the claim's launches are charged as measured: the prepare goes on.
   std::vector<std::string> uuids;
-  for (const core::GpuShare& g : holder.shares) uuids.push_back(g.uuid);
+  for (const core::GpuShare& g : record.holder.shares) uuids.push_back(g.uuid);
   if (Status boards = node::PrepareBoards(node::BoardHostDir(options_.paths), uuids); !boards.ok()) {
     log_->warn("claim {}: {} (its launches are charged as measured beside other contexts)", claim.Key(),
                boards.message());
   }
-  TESSERA_RETURN_IF_ERROR(WriteAtomically(RecordPath(options_.paths, claim.uid), RecordOf(holder).dump() + "\n"));
+  TESSERA_RETURN_IF_ERROR(WriteAtomically(node::ClaimRecordPath(options_.paths.region_root_host, claim.uid),
+                                          node::EncodeClaimRecord(record).dump() + "\n"));
   fs::create_directories(options_.cdi_dir, ec);
   if (ec) return Internal("creating CDI folder " + options_.cdi_dir + ": " + ec.message());
   return WriteAtomically(options_.cdi_dir + "/" + CdiSpecFileName(claim.uid), spec.json.dump(2) + "\n");

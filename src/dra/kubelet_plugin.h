@@ -17,8 +17,10 @@
 // checked against them and every other prepared claim in one step. A claim
 // that would over-commit a GPU gets RESOURCE_EXHAUSTED naming both holders,
 // and nothing is written. The claim's shares are kept in a record beside
-// its region folder (<region root>/dra/<uid>/holder.json), from which Start
-// books the prepared claims again after a restart.
+// its region folder (<region root>/dra/<uid>/holder.json, node/claim_record.h,
+// with the pods the claim is reserved for), from which Start books the
+// prepared claims again after a restart and the usage pass reads the claims'
+// shares for /metrics and the usage annotation.
 // NodeUnprepareResources removes the spec file and the claim's region
 // folder (the record with it) and releases the claim in the book; a claim
 // never prepared is OK. A failure of one claim is that
@@ -68,6 +70,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/dra_names.h"
 #include "core/model.h"
 #include "core/status.h"
 #include "core/thread_annotations.h"
@@ -78,6 +81,7 @@
 #include "dra/v1/api.grpc.pb.h"
 #include "kube/api.h"
 #include "kube/informer.h"
+#include "node/claim_record.h"
 #include "node/container_env.h"
 #include "node/gpu_book.h"
 #include "pluginregistration/v1/api.grpc.pb.h"
@@ -92,7 +96,7 @@ inline constexpr const char* kDraPluginType = "DRAPlugin";
 
 struct KubeletPluginOptions {
   std::string node;  // this Node: the pool and the slice
-  std::string driver = kDriverName;
+  std::string driver = core::kDraDriver;
   std::string registry_dir = "/var/lib/kubelet/plugins_registry";  // the kubelet's plugin watcher
   std::string plugins_dir = "/var/lib/kubelet/plugins";            // + /<driver>/dra.sock
   std::string cdi_dir = "/var/run/cdi";                            // where the runtime reads CDI specs
@@ -166,7 +170,7 @@ class DraService final : public drapb::DRAPlugin::Service {
   // The claim's region folder, its record and its CDI spec, in that order
   // (a record without a spec is booked after a restart until the kubelet
   // prepares or unprepares the claim again).
-  Status WriteFiles(const ClaimRef& claim, const node::GpuHolder& holder, const CdiSpec& spec)
+  Status WriteFiles(const ClaimRef& claim, const node::ClaimRecord& record, const CdiSpec& spec)
       TESSERA_REQUIRES(files_mu_);
   // Lists the node's pods and books `holder` (the claim) against them and every other claim.
   Status BookClaim(const node::GpuHolder& holder, const std::vector<core::GpuInfo>& gpus);

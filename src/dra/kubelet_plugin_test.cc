@@ -45,7 +45,9 @@ class KubeletPluginTest : public ::testing::Test {
 TEST_F(KubeletPluginTest, PrepareWritesTheCdiSpecAndAnswersItsIdAndRepeatsAlike) {
   DraService service(api_, options_, Quiet());
   service.SetGpus(testing::TwoGpus());
-  ASSERT_TRUE(api_.Upsert(kClaims, testing::Claim("ns", "c", "uid-1", {testing::Result("gpu-1", "8Gi", "30")})).ok());
+  nlohmann::json object = testing::Claim("ns", "c", "uid-1", {testing::Result("gpu-1", "8Gi", "30")});
+  object["status"]["reservedFor"] = {{{"resource", "pods"}, {"name", "p"}, {"uid", "pod-uid"}}};
+  ASSERT_TRUE(api_.Upsert(kClaims, object).ok());
   drapb::NodePrepareResourcesRequest request;
   auto* claim = request.add_claims();
   claim->set_namespace_("ns");
@@ -70,6 +72,11 @@ TEST_F(KubeletPluginTest, PrepareWritesTheCdiSpecAndAnswersItsIdAndRepeatsAlike)
     const nlohmann::json& env = spec["devices"][0]["containerEdits"]["env"];
     EXPECT_NE(std::find(env.begin(), env.end(), "TESSERA_GPU_MEM_LIMIT_MIB_0=8192"), env.end());
     EXPECT_TRUE(fs::is_directory(options_.paths.region_root_host + "/dra/uid-1/claim"));
+    // The record names the shares and the pod, for a restart and the usage pass.
+    auto record = node::DecodeClaimRecord(ReadJson(options_.paths.region_root_host + "/dra/uid-1/holder.json"));
+    ASSERT_TRUE(record.ok()) << record.status().ToString();
+    EXPECT_EQ(record->holder.shares, (std::vector<core::GpuShare>{{1, "GPU-bbbb", 8192, 300}}));
+    EXPECT_EQ(record->pods, (std::vector<node::PodRef>{{"ns", "p", "pod-uid"}}));
     size_t files = 0;
     for ([[maybe_unused]] const auto& e : fs::directory_iterator(options_.cdi_dir)) ++files;
     EXPECT_EQ(files, 1u);  // no temporary file left behind

@@ -39,6 +39,14 @@ Result<nlohmann::json> ClusterReader::Node(const std::string& name) {
   return Explain(node.status());
 }
 
+Result<nlohmann::json> ClusterReader::ResourceClaims(const std::string& ns) {
+  const std::string api = "/apis/resource.k8s.io/v1";
+  auto list = client_.List(ns.empty() ? api + "/resourceclaims" : api + "/namespaces/" + ns + "/resourceclaims");
+  if (list.ok()) return std::move(list.value()["items"]);
+  if (list.status().code() == StatusCode::kNotFound) return nlohmann::json::array();
+  return Explain(list.status());
+}
+
 Result<nlohmann::json> ClusterReader::PodEvents(const std::string& ns, const std::string& name) {
   auto list = client_.List(kube::EventsPath(ns), "", "involvedObject.kind=Pod,involvedObject.name=" + name);
   if (!list.ok()) return Explain(list.status());

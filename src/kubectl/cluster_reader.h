@@ -26,6 +26,10 @@ class ClusterReader {
   Result<nlohmann::json> Pod(const std::string& ns, const std::string& name);
   // One node; NOT_FOUND `node "x" not found`.
   Result<nlohmann::json> Node(const std::string& name);
+  // Items of the ResourceClaim list (resource.k8s.io/v1) of `ns` ("" for
+  // every namespace); an empty array where the API server does not serve
+  // that API (a cluster without DRA v1).
+  Result<nlohmann::json> ResourceClaims(const std::string& ns);
   // Items of the Events about pod ns/name.
   Result<nlohmann::json> PodEvents(const std::string& ns, const std::string& name);
 

@@ -88,6 +88,14 @@ OrderedJson NodeJson(const NodeView& n) {
   for (const GpuView& g : n.gpus) {
     OrderedJson shares = OrderedJson::array();
     for (const ShareView& s : g.shares) {
+      if (!s.claim.empty()) {
+        shares.push_back({{"namespace", s.ns},
+                          {"pod", s.pod},
+                          {"claim", s.claim},
+                          {"memMiB", s.mem_mib},
+                          {"coreMilli", s.core_milli}});
+        continue;
+      }
       shares.push_back({{"namespace", s.ns},
                         {"pod", s.pod},
                         {"container", s.container},
@@ -106,6 +114,7 @@ OrderedJson NodeJson(const NodeView& n) {
                     {"coreUsedMilli", g.used.core_used_milli},
                     {"sharers", g.used.sharers},
                     {"pods", g.pods},
+                    {"claims", g.claims},
                     {"shares", std::move(shares)}});
   }
   return {{"name", n.name},
@@ -212,6 +221,7 @@ std::string RenderNodeDetail(const NodeView& node, const ViewOptions& options) {
   for (const auto& g : node.gpus) {
     std::string held = g.shares.empty() ? "free" : Plural(g.pods, "pod", "pods") + ", " +
                                                        Plural(static_cast<int>(g.shares.size()), "share", "shares");
+    if (g.claims > 0) held += " (" + Plural(g.claims, "claim", "claims") + ")";
     std::vector<Cell> row = {{std::to_string(g.info.index), Style::kBold},
                              {ModelText(g, node), g.info.healthy ? Style::kBold : Style::kBad},
                              {held, Style::kBold},

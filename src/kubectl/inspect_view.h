@@ -15,15 +15,17 @@
 
 namespace tessera::kubectl {
 
-// NODE GPU MODEL MEMORY MEM CORE PODS, one row per GPU; a total row after
+// NODE GPU MODEL MEMORY MEM CORE PODS, one row per GPU (memory and compute
+// held by device-plugin containers and DRA claims together); a total row after
 // each node with more than one GPU and one for the cluster; with
 // options.wide also UUID, NUMA, SLOTS (containers sharing the GPU / its
-// limit) and HELD BY. Then one line each for
+// limit; containers only) and HELD BY (claims as pod[claim:name]). Then one line each for
 // pods waiting to be placed and nodes left out.
 std::string RenderInventoryTable(const Inventory& inv, const ViewOptions& options);
 
 // A node's summary, then a table of its GPUs, each followed by the
-// container shares on it (namespace/pod[container], memory, core).
+// container shares on it (namespace/pod[container], memory, core) and the
+// DRA claims' (namespace/pod[claim:name]).
 std::string RenderNodeDetail(const NodeView& node, const ViewOptions& options);
 
 // The -o json|yaml document (schema in docs/kubectl-tessera.md). With

@@ -100,5 +100,60 @@ TEST(InspectViewTest, JsonCarriesTheLedgersNumbers) {
   EXPECT_EQ(one["totals"]["gpus"], 1);
 }
 
+// Sample() with DRA claims beside the pods.
+Inventory WithClaims() {
+  const Json nodes = Json::array({GpuNode("a100-0", 2, "A100", 40960), GpuNode("t4", 1, "T4", 15360)});
+  const Json pods = Json::array({
+      AssignedPod("default", "bert-serving-0", OnNode("a100-0", "server", {{0, "", 6144, 200}})),
+      AssignedPod("default", "finetune", OnNode("a100-0", "trainer", {{1, "", 40960, 1000}})),
+  });
+  const Json claims = Json::array({
+      testing::AllocatedClaim("default", "infer-gpu", {{"a100-0", 0, "8Gi", "20"}}, "infer"),
+      testing::AllocatedClaim("ml", "loose", {{"t4", 0, "4Gi", ""}}),
+      testing::AllocatedClaim("ml", "elsewhere", {{"h100-9", 0, "1Gi", ""}}),
+      testing::AllocatedClaim("ml", "too-much", {{"a100-0", 1, "1Gi", "1"}}, "late"),
+  });
+  return BuildInventory(nodes, pods, claims);
+}
+
+TEST(InspectViewTest, ClaimsAreSharesBesideThePodsMarkedAsClaims) {
+  const Inventory inv = WithClaims();
+  const NodeView& a100 = *inv.FindNode("a100-0");
+  const GpuView& gpu0 = a100.gpus[0];
+  EXPECT_EQ(gpu0.used.mem_used_mib, 6144 + 8192);
+  EXPECT_EQ(gpu0.used.core_used_milli, 200 + 200);
+  EXPECT_EQ(gpu0.used.sharers, 1) << "a claim takes no device-plugin slot";
+  EXPECT_EQ(gpu0.pods, 2);
+  EXPECT_EQ(gpu0.claims, 1);
+  ASSERT_EQ(gpu0.shares.size(), 2u);
+  EXPECT_EQ(gpu0.shares[1].Holder(), "default/infer[claim:infer-gpu]");
+  EXPECT_EQ(inv.FindNode("t4")->gpus[0].shares[0].Holder(), "ml/claim:loose");
+  EXPECT_EQ(inv.FindNode("t4")->totals.pods, 1) << "a claim reserved for no pod counts as one holder";
+  EXPECT_EQ(inv.totals.mem_used_mib, 6144 + 8192 + 40960 + 1024 + 4096);
+  // A claim on a node this view lacks, and one past a full GPU (still shown).
+  ASSERT_EQ(inv.problems.size(), 2u);
+  EXPECT_EQ(inv.problems[0].object, "claim ml/elsewhere");
+  EXPECT_NE(inv.problems[0].message.find("h100-9"), std::string::npos) << inv.problems[0].message;
+  EXPECT_EQ(inv.problems[1].object, "claim ml/too-much");
+  EXPECT_NE(inv.problems[1].message.find("over-committed"), std::string::npos) << inv.problems[1].message;
+
+  const std::string detail = RenderNodeDetail(a100, {});
+  EXPECT_NE(detail.find("2 pods, 2 shares (1 claim)"), std::string::npos) << detail;
+  EXPECT_NE(detail.find("  default/infer[claim:infer-gpu]   8.0          20%"), std::string::npos) << detail;
+  const std::vector<std::string> wide =
+      Lines(RenderInventoryTable(inv, {.table = {}, .unit = MemUnit::kGiB, .wide = true}));
+  EXPECT_NE(wide[1].find("default/bert-serving-0[server] 6.0/20%, default/infer[claim:infer-gpu] 8.0/20%"),
+            std::string::npos)
+      << wide[1];
+
+  const auto doc = InventoryToJson(inv);
+  const auto& share = doc["nodes"][0]["gpus"][0]["shares"][1];
+  EXPECT_EQ(share["claim"], "infer-gpu");
+  EXPECT_EQ(share["pod"], "infer");
+  EXPECT_FALSE(share.contains("container"));
+  EXPECT_EQ(share["memMiB"], 8192);
+  EXPECT_EQ(doc["nodes"][0]["gpus"][0]["claims"], 1);
+}
+
 }  // namespace
 }  // namespace tessera::kubectl

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "core/codec.h"
+#include "kubectl/claims.h"
 #include "kubectl/object_fields.h"
 
 namespace tessera::kubectl {
@@ -23,6 +24,11 @@ struct Candidate {
 };
 
 }  // namespace
+
+std::string ShareView::Holder() const {
+  if (claim.empty()) return ns + "/" + pod + "[" + container + "]";
+  return pod.empty() ? ns + "/" + ClaimLabel(claim) : ns + "/" + pod + "[" + ClaimLabel(claim) + "]";
+}
 
 void Totals::Add(const GpuView& gpu) {
   ++gpus;
@@ -50,7 +56,15 @@ const NodeView* Inventory::FindNode(std::string_view name) const {
 }
 
 Inventory BuildInventory(const Json& nodes, const Json& pods, const core::ResourceNames& names) {
+  return BuildInventory(nodes, pods, Json::array(), names);
+}
+
+Inventory BuildInventory(const Json& nodes, const Json& pods, const Json& claims, const core::ResourceNames& names) {
   Inventory inv;
+  ClaimShares dra = ClaimSharesFrom(claims);
+  inv.problems = std::move(dra.problems);
+  std::map<std::string, std::vector<const ClaimShare*>> claims_on;  // by node
+  for (const ClaimShare& c : dra.shares) claims_on[c.node].push_back(&c);
   core::Ledger ledger;
   std::map<std::string, std::string> labels;
   if (nodes.is_array()) {
@@ -143,7 +157,7 @@ Inventory BuildInventory(const Json& nodes, const Json& pods, const core::Resour
     view.memory_mib = state.info.memory_mib;
     view.memory_used_mib = state.mem_used_mib;
     for (size_t i = 0; i < state.info.gpus.size(); ++i) {
-      view.gpus.push_back({state.info.gpus[i], state.gpus[i], {}, 0});
+      view.gpus.push_back({state.info.gpus[i], state.gpus[i], {}, 0, 0});
     }
     const std::vector<std::string> keys = ledger.PodsOn(view.name);
     for (const std::string& key : keys) {
@@ -153,19 +167,44 @@ Inventory BuildInventory(const Json& nodes, const Json& pods, const core::Resour
         for (const auto& g : c.gpus) {
           if (g.index < 0 || static_cast<size_t>(g.index) >= view.gpus.size()) continue;
           view.gpus[g.index].shares.push_back(
-              {key.substr(0, slash), key.substr(slash + 1), c.name, g.mem_mib, g.core_milli});
+              {key.substr(0, slash), key.substr(slash + 1), c.name, g.mem_mib, g.core_milli, ""});
         }
       }
     }
-    std::set<std::string> node_pods;
     for (GpuView& gpu : view.gpus) {
       std::sort(gpu.shares.begin(), gpu.shares.end(), [](const ShareView& a, const ShareView& b) {
         return std::tie(a.ns, a.pod, a.container) < std::tie(b.ns, b.pod, b.container);
       });
+    }
+    for (const ClaimShare* c : claims_on[view.name]) {
+      const std::string who = "claim " + c->ns + "/" + c->claim;
+      if (c->index < 0 || static_cast<size_t>(c->index) >= view.gpus.size()) {
+        inv.problems.push_back({who, "allocated GPU " + std::to_string(c->index) + " of node " + view.name +
+                                         ", which has no such GPU in its inventory"});
+        continue;
+      }
+      GpuView& gpu = view.gpus[static_cast<size_t>(c->index)];
+      const int64_t mem = c->mem_mib > 0 ? c->mem_mib : gpu.info.memory_mib;
+      gpu.used.mem_used_mib += mem;
+      gpu.used.core_used_milli += c->core_milli;
+      if (gpu.used.mem_used_mib > gpu.info.memory_mib || gpu.used.core_used_milli > core::kCoreMilliPerGpu) {
+        inv.problems.push_back({who, "over-committed: with the shares counted before it GPU " +
+                                         std::to_string(c->index) + " of node " + view.name + " holds " +
+                                         std::to_string(gpu.used.mem_used_mib) + " of " +
+                                         std::to_string(gpu.info.memory_mib) + " MiB and " +
+                                         std::to_string(gpu.used.core_used_milli / 10) +
+                                         " % of compute (the node agent refuses whichever reached it second)"});
+      }
+      gpu.shares.push_back({c->ns, c->pod, "", mem, c->core_milli, c->claim});
+      ++gpu.claims;
+    }
+    std::set<std::string> node_pods;
+    for (GpuView& gpu : view.gpus) {
       std::set<std::string> gpu_pods;
       for (const auto& s : gpu.shares) {
-        gpu_pods.insert(s.ns + "/" + s.pod);
-        node_pods.insert(s.ns + "/" + s.pod);
+        const std::string holder = s.claim.empty() || !s.pod.empty() ? s.ns + "/" + s.pod : s.Holder();
+        gpu_pods.insert(holder);
+        node_pods.insert(holder);
       }
       gpu.pods = static_cast<int>(gpu_pods.size());
       view.totals.Add(gpu);
@@ -174,6 +213,13 @@ Inventory BuildInventory(const Json& nodes, const Json& pods, const core::Resour
     view.totals.pods = static_cast<int>(node_pods.size());
     inv.totals.pods += view.totals.pods;
     inv.nodes.push_back(std::move(view));
+  }
+  for (const auto& [node, on] : claims_on) {
+    if (inv.FindNode(node) != nullptr || ledger.FindNode(node) != nullptr) continue;
+    for (const ClaimShare* c : on) {
+      inv.problems.push_back({"claim " + c->ns + "/" + c->claim,
+                              "allocated on node " + node + ", which is not a GPU node this view knows"});
+    }
   }
   std::sort(inv.nodes.begin(), inv.nodes.end(), [](const NodeView& a, const NodeView& b) { return a.name < b.name; });
   std::sort(inv.pending.begin(), inv.pending.end());

@@ -1,5 +1,6 @@
 // The allocation view kubectl-tessera prints: per node and GPU what is held
-// and by which containers, built from Node and Pod objects with core::Ledger
+// and by which containers and DRA claims, built from Node and Pod objects
+// (and ResourceClaims, claims.h) with core::Ledger
 // and the same pod rules as tessera-scheduler's ClusterState (a bound,
 // non-terminal pod with a tessera.io/assignment holds its share until it is
 // deleted), so the two agree by construction. Pure; thread-safe.
@@ -19,20 +20,24 @@
 
 namespace tessera::kubectl {
 
-// One container's share of one GPU.
+// One container's share of one GPU (device-plugin path), or one DRA
+// claim's (`claim` set; `pod` the first pod it is reserved for, or "").
 struct ShareView {
   std::string ns, pod, container;
   int64_t mem_mib = 0;
   int64_t core_milli = 0;
-  std::string Holder() const { return ns + "/" + pod + "[" + container + "]"; }
+  std::string claim;  // DRA: the ResourceClaim's name; "" for a container's share
+  // "ns/pod[container]"; a claim's "ns/pod[claim:name]", or "ns/claim:name" when reserved for no pod.
+  std::string Holder() const;
   bool operator==(const ShareView&) const = default;
 };
 
 struct GpuView {
   core::GpuInfo info;
-  core::GpuUsage used;             // exactly what the ledger holds
-  std::vector<ShareView> shares;   // sorted by namespace, pod, container
-  int pods = 0;                    // distinct pods among the shares
+  core::GpuUsage used;             // what the ledger holds, plus the claims' memory and compute
+  std::vector<ShareView> shares;   // containers' then claims', each sorted by namespace, pod, container/claim
+  int pods = 0;                    // distinct pods among the shares (a claim reserved for none counts as one)
+  int claims = 0;                  // of the shares, DRA claims'
 };
 
 // Sums over some GPUs (a node's, or the cluster's).
@@ -83,6 +88,13 @@ inline constexpr std::string_view kModelLabel = "tessera.io/gpu-model";
 // as tessera-scheduler reports a conflict. Never fails: what cannot be read
 // becomes a Problem.
 Inventory BuildInventory(const nlohmann::json& nodes, const nlohmann::json& pods,
+                         const core::ResourceNames& names = {});
+// The same, with the DRA shares of `claims` (the "items" of a ResourceClaim
+// list; claims.h reads them) on their nodes' GPUs beside the pods'. A claim
+// on a node or GPU this view lacks, or one that takes a GPU past its memory
+// or compute beside the shares counted before it, is a Problem (the latter
+// still shown: the node agent refuses whichever reached the node second).
+Inventory BuildInventory(const nlohmann::json& nodes, const nlohmann::json& pods, const nlohmann::json& claims,
                          const core::ResourceNames& names = {});
 
 }  // namespace tessera::kubectl

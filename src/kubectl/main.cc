@@ -62,10 +62,19 @@ std::string Serialize(const Flags& f, const nlohmann::ordered_json& doc) {
   return f.output == "yaml" ? ToYaml(doc) : ToJsonText(doc);
 }
 
+// The ResourceClaims of `ns` ("" for all), or none with a warning when they
+// cannot be read (a user allowed to list pods but not claims still sees the pods).
+nlohmann::json ClaimsOrNone(ClusterReader& reader, const std::string& ns) {
+  auto claims = reader.ResourceClaims(ns);
+  if (claims.ok()) return std::move(claims).value();
+  std::fprintf(stderr, "warning: DRA claims not shown: %s\n", claims.status().message().c_str());
+  return nlohmann::json::array();
+}
+
 Status Inspect(ClusterReader& reader, const Flags& f, const ViewOptions& view) {
   TESSERA_ASSIGN_OR_RETURN(nlohmann::json nodes, reader.Nodes());
   TESSERA_ASSIGN_OR_RETURN(nlohmann::json pods, reader.Pods(""));
-  const Inventory inv = BuildInventory(nodes, pods);
+  const Inventory inv = BuildInventory(nodes, pods, ClaimsOrNone(reader, ""));
   const NodeView* only = nullptr;
   if (f.details && !f.detail_node.empty()) {
     only = inv.FindNode(f.detail_node);
@@ -114,7 +123,7 @@ Status InspectPod(ClusterReader& reader, const Flags& f, const std::string& ns, 
 Status Top(ClusterReader& reader, const Flags& f, const std::string& ns, const ViewOptions& view) {
   const std::string scope = f.all_namespaces ? "" : ns;
   TESSERA_ASSIGN_OR_RETURN(nlohmann::json pods, reader.Pods(scope));
-  const TopView top = BuildTop(pods);
+  const TopView top = BuildTop(pods, ClaimsOrNone(reader, scope));
   if (Structured(f)) {
     Write(Serialize(f, TopToJson(top)));
     return Status::Ok();

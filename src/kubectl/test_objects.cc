@@ -48,4 +48,25 @@ core::Assignment OnNode(const std::string& node, const std::string& container,
   return a;
 }
 
+nlohmann::json AllocatedClaim(const std::string& ns, const std::string& name, const std::vector<ClaimResult>& results,
+                              const std::string& pod) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const ClaimResult& r : results) {
+    nlohmann::json consumed = nlohmann::json::object();
+    if (!r.memory.empty()) consumed["memory"] = r.memory;
+    if (!r.compute.empty()) consumed["compute"] = r.compute;
+    list.push_back({{"request", "gpu"},
+                    {"driver", "gpu.tessera.io"},
+                    {"pool", r.node},
+                    {"device", "gpu-" + std::to_string(r.index)},
+                    {"consumedCapacity", consumed}});
+  }
+  nlohmann::json claim = {{"apiVersion", "resource.k8s.io/v1"},
+                          {"kind", "ResourceClaim"},
+                          {"metadata", {{"namespace", ns}, {"name", name}, {"uid", name + "-uid"}}},
+                          {"status", {{"allocation", {{"devices", {{"results", list}}}}}}}};
+  if (!pod.empty()) claim["status"]["reservedFor"] = {{{"resource", "pods"}, {"name", pod}, {"uid", pod + "-uid"}}};
+  return claim;
+}
+
 }  // namespace tessera::kubectl::testing

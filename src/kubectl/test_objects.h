@@ -1,4 +1,4 @@
-// Node and Pod objects as the API server returns them, for kubectl-tessera's
+// Node, Pod and ResourceClaim objects as the API server returns them, for kubectl-tessera's
 // unit tests. Test-only.
 #pragma once
 
@@ -22,5 +22,18 @@ nlohmann::json AssignedPod(const std::string& ns, const std::string& name, const
 // One container `container` holding (index, mem, core milli) shares.
 core::Assignment OnNode(const std::string& node, const std::string& container,
                         const std::vector<core::GpuShare>& shares);
+
+// One allocation result of a claim: GPU gpu-<index> of `node`, with the
+// consumed memory and compute quantities ("" leaves one out).
+struct ClaimResult {
+  std::string node;
+  int index = 0;
+  std::string memory, compute;
+};
+
+// A ResourceClaim ns/name allocated through driver gpu.tessera.io with
+// `results` (each with consumedCapacity), reserved for pod `pod` ("": none).
+nlohmann::json AllocatedClaim(const std::string& ns, const std::string& name, const std::vector<ClaimResult>& results,
+                              const std::string& pod = "");
 
 }  // namespace tessera::kubectl::testing

@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "core/codec.h"
+#include "kubectl/claims.h"
 #include "kubectl/object_fields.h"
 #include "kubectl/pod_view.h"
 
@@ -27,9 +28,13 @@ int64_t Percent(double utilization) { return std::llround(utilization * 100); }
 
 }  // namespace
 
-TopView BuildTop(const Json& pods) {
+TopView BuildTop(const Json& pods) { return BuildTop(pods, Json::array()); }
+
+TopView BuildTop(const Json& pods, const Json& claims) {
   TopView top;
   if (!pods.is_array()) return top;
+  const ClaimShares dra = ClaimSharesFrom(claims);
+  constexpr std::string_view kClaimEntry = "claim/";  // tessera-node's usage entry of a claim
   for (const Json& pod : pods) {
     const std::string phase = StringAt(pod, {"status", "phase"});
     if (phase == "Succeeded" || phase == "Failed") continue;
@@ -50,9 +55,18 @@ TopView BuildTop(const Json& pods) {
     ++top.pods_with_usage;
     for (const auto& c : usage->containers) {
       for (const auto& g : c.gpus) {
-        TopRow row{ns, name, c.name, StringAt(pod, {"spec", "nodeName"}), g.index, g.uuid, g.mem_used_mib,
+        TopRow row{ns, name, c.name, StringAt(pod, {"spec", "nodeName"}), "", g.index, g.uuid, g.mem_used_mib,
                    -1, -1, g.utilization, usage->at};
-        if (assignment) {
+        if (c.name.starts_with(kClaimEntry)) {
+          row.claim = c.name.substr(kClaimEntry.size());
+          row.container = ClaimLabel(row.claim);
+          for (const ClaimShare& share : dra.shares) {
+            if (share.ns != ns || share.claim != row.claim || share.index != g.index) continue;
+            if (!row.node.empty() && share.node != row.node) continue;
+            if (share.mem_mib > 0) row.mem_limit_mib = share.mem_mib;
+            row.core_limit_milli = share.core_milli;
+          }
+        } else if (assignment) {
           if (const core::GpuShare* share = ShareOf(*assignment, c.name, g.index)) {
             row.mem_limit_mib = share->mem_mib;
             row.core_limit_milli = share->core_milli;
@@ -111,6 +125,7 @@ OrderedJson TopToJson(const TopView& top) {
     rows.push_back({{"namespace", r.ns},
                     {"pod", r.pod},
                     {"container", r.container},
+                    {"claim", r.claim},
                     {"node", r.node},
                     {"gpu", r.gpu},
                     {"uuid", r.uuid},

@@ -1,6 +1,7 @@
-// `kubectl tessera top`: what each container uses of its GPUs now, from the
-// tessera.io/usage pod annotation (written by tessera-node), beside the share
-// its tessera.io/assignment grants. Pure; thread-safe.
+// `kubectl tessera top`: what each container (and each DRA claim) uses of its
+// GPUs now, from the tessera.io/usage pod annotation (written by
+// tessera-node), beside the share its tessera.io/assignment (or the claim's
+// allocation) grants. Pure; thread-safe.
 //
 //   TopView top = BuildTop(pods["items"]);
 //   std::cout << RenderTop(top, options, std::chrono::system_clock::now(), "namespace default");
@@ -17,7 +18,8 @@
 namespace tessera::kubectl {
 
 struct TopRow {
-  std::string ns, pod, container, node;
+  std::string ns, pod, container, node;  // a DRA claim's row: container "claim:<name>"
+  std::string claim;                     // DRA: the claim's name; "" for a container
   int gpu = 0;
   std::string uuid;
   int64_t mem_used_mib = 0;
@@ -34,7 +36,12 @@ struct TopView {
 };
 
 // `pods`: items of a Pod list. Succeeded and Failed pods are skipped.
-TopView BuildTop(const nlohmann::json& pods);
+// `claims`: items of a ResourceClaim list; a usage entry "claim/<name>"
+// (a claim the pod was reserved for, as tessera-node writes it) becomes a
+// row with container "claim:<name>" and the claim's share on that GPU as its
+// limits (a claim without a memory size holds the whole card: shown as "?").
+TopView BuildTop(const nlohmann::json& pods, const nlohmann::json& claims);
+TopView BuildTop(const nlohmann::json& pods);  // no claims read
 
 // The table, or, when no pod reports usage, one short line saying so; `scope`
 // ("namespace default", "all namespaces") names where it looked.

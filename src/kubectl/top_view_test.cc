@@ -47,5 +47,27 @@ TEST(TopViewTest, UsageBesideTheShare) {
   EXPECT_EQ(doc["usage"][0]["at"], "2026-03-01T12:29:58Z");
 }
 
+TEST(TopViewTest, AClaimsUsageBesideItsAllocation) {
+  // tessera-node writes a claim the pod was reserved for as the entry "claim/<name>".
+  core::PodUsage usage{.at = kNow - seconds(3),
+                       .containers = {{.name = "claim/gpu-x", .gpus = {{1, "GPU-n-1", 2048, 0.1}}}}};
+  Json pod = testing::AssignedPod("default", "infer", testing::OnNode("n", "c", {}));
+  pod["metadata"]["annotations"].erase("tessera.io/assignment");
+  pod = WithUsage(pod, usage);
+  const Json claims = Json::array({testing::AllocatedClaim("default", "gpu-x", {{"n", 1, "4Gi", "30"}}, "infer")});
+  const TopView top = BuildTop(Json::array({pod}), claims);
+  ASSERT_EQ(top.rows.size(), 1u);
+  EXPECT_EQ(top.rows[0].container, "claim:gpu-x");
+  EXPECT_EQ(top.rows[0].claim, "gpu-x");
+  EXPECT_EQ(top.rows[0].mem_limit_mib, 4096);
+  EXPECT_EQ(top.rows[0].core_limit_milli, 300);
+  EXPECT_EQ(RenderTop(top, {}, kNow, "namespace default"),
+            "NAMESPACE  POD    CONTAINER    NODE  GPU  MEMORY GiB  UTIL  CORE LIMIT  AGE\n"
+            "default    infer  claim:gpu-x  n       1   2.0 / 4.0   10%         30%   3s\n");
+  EXPECT_EQ(TopToJson(top)["usage"][0]["claim"], "gpu-x");
+  // Without the claims read, its limits are unknown.
+  EXPECT_EQ(BuildTop(Json::array({pod})).rows[0].mem_limit_mib, -1);
+}
+
 }  // namespace
 }  // namespace tessera::kubectl

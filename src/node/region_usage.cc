@@ -14,14 +14,14 @@ namespace {
 
 constexpr uint64_t kBytesPerMiB = 1ull << 20;
 
-auto Key(const ContainerGpu& c) { return std::tie(c.pod.uid, c.container, c.ordinal); }
+auto Key(const ContainerGpu& c) { return std::tie(c.pod.uid, c.container, c.claim_uid, c.ordinal); }
 
 bool SortedBefore(const ContainerGpu& a, const ContainerGpu& b) {
   return std::tie(a.pod.ns, a.pod.name, a.container, a.ordinal) < std::tie(b.pod.ns, b.pod.name, b.container, b.ordinal);
 }
 
 const ContainerGpu* Find(const UsageSnapshot& snapshot, const ContainerGpu& like) {
-  for (const ContainerGpu& c : snapshot.containers) {
+  for (const ContainerGpu& c : like.claim_uid.empty() ? snapshot.containers : snapshot.claims) {
     if (Key(c) == Key(like)) return &c;
   }
   return nullptr;
@@ -149,10 +149,59 @@ UsageSnapshot JoinUsage(const std::vector<PodAssignment>& pods, const std::vecto
   return out;
 }
 
+void AddClaimUsage(UsageSnapshot& snapshot, const std::vector<ClaimRecord>& claims, const RegionLookup& lookup,
+                   const UsageSnapshot* previous) {
+  const auto wall = previous != nullptr ? snapshot.taken - previous->taken : std::chrono::steady_clock::duration::zero();
+  for (const ClaimRecord& claim : claims) {
+    const std::vector<core::GpuShare>& shares = claim.holder.shares;
+    const int n = static_cast<int>(shares.size());
+    const std::optional<std::vector<RegionCounters>> counters = lookup(claim.holder.uid, kClaimRegionContainer, n);
+    for (int i = 0; i < n; ++i) {
+      const core::GpuShare& share = shares[static_cast<size_t>(i)];
+      auto totals = std::find_if(snapshot.gpus.begin(), snapshot.gpus.end(), [&](const GpuTotals& t) {
+        return share.uuid.empty() ? t.gpu.index == share.index : t.gpu.uuid == share.uuid;
+      });
+      if (totals == snapshot.gpus.end()) continue;
+      ContainerGpu c;
+      c.pod = claim.pods.empty() ? PodRef{claim.Namespace(), "", ""} : claim.pods.front();
+      c.container = kClaimRegionContainer;
+      c.claim = claim.Name();
+      c.claim_uid = claim.holder.uid;
+      c.ordinal = i;
+      c.gpu = totals->gpu;
+      const int64_t mem_mib = share.mem_mib > 0 ? std::min(share.mem_mib, totals->gpu.memory_mib)
+                                                : totals->gpu.memory_mib;
+      c.limit_bytes = static_cast<uint64_t>(std::max<int64_t>(mem_mib, 0)) * kBytesPerMiB;
+      c.core_share = static_cast<double>(share.core_milli) / static_cast<double>(core::kCoreMilliPerGpu);
+      if (counters && static_cast<int>(counters->size()) > i) {
+        c.measured = true;
+        c.counters = (*counters)[static_cast<size_t>(i)];
+      }
+      c.utilization = Utilization(c, previous != nullptr ? Find(*previous, c) : nullptr, wall);
+      if (!totals->device_measured) {
+        totals->used_bytes += c.counters.used_bytes;
+        totals->utilization = std::min(1.0, totals->utilization + c.utilization);
+      }
+      totals->allocated_bytes += c.limit_bytes;
+      totals->core_allocated += c.core_share;
+      totals->claims += 1;
+      snapshot.claims.push_back(std::move(c));
+    }
+  }
+  std::sort(snapshot.claims.begin(), snapshot.claims.end(), [](const ContainerGpu& a, const ContainerGpu& b) {
+    return std::tie(a.pod.ns, a.claim, a.ordinal) < std::tie(b.pod.ns, b.claim, b.ordinal);
+  });
+}
+
 std::vector<OomRefusal> NewOomRefusals(const UsageSnapshot* previous, const UsageSnapshot& now) {
   std::vector<OomRefusal> out;
   if (previous == nullptr) return out;
-  for (const ContainerGpu& c : now.containers) {
+  std::vector<const ContainerGpu*> all;
+  for (const ContainerGpu& c : now.containers) all.push_back(&c);
+  // A claim reserved for no pod has nobody to tell.
+  for (const ContainerGpu& c : now.claims) if (!c.pod.name.empty()) all.push_back(&c);
+  for (const ContainerGpu* share : all) {
+    const ContainerGpu& c = *share;
     if (!c.measured) continue;
     const ContainerGpu* before = Find(*previous, c);
     const uint64_t earlier = before != nullptr && before->measured ? before->counters.oom_refusals : 0;
@@ -166,21 +215,35 @@ std::vector<OomRefusal> NewOomRefusals(const UsageSnapshot* previous, const Usag
 
 std::string OomRefusalMessage(const OomRefusal& r) {
   const ContainerGpu& c = r.share;
+  if (!c.claim.empty()) {
+    return "claim " + c.claim + ": " + std::to_string(r.refused) + " GPU memory allocation(s) refused with " +
+           "CUDA_ERROR_OUT_OF_MEMORY on GPU " + std::to_string(c.gpu.index) + " (" + c.gpu.uuid + "): its share is " +
+           std::to_string(MiB(c.limit_bytes)) + " MiB and its containers hold " +
+           std::to_string(MiB(c.counters.used_bytes)) +
+           " MiB; raise the claim's capacity.requests.memory or lower the workload's memory use";
+  }
   return "container " + c.container + ": " + std::to_string(r.refused) + " GPU memory allocation(s) refused with " +
          "CUDA_ERROR_OUT_OF_MEMORY on GPU " + std::to_string(c.gpu.index) + " (" + c.gpu.uuid + "): its share is " +
          std::to_string(MiB(c.limit_bytes)) + " MiB and it holds " + std::to_string(MiB(c.counters.used_bytes)) +
          " MiB; raise tessera.io/gpu-mem or lower the workload's memory use";
 }
 
+static std::string UsageEntryName(const ContainerGpu& c) { return c.claim.empty() ? c.container : "claim/" + c.claim; }
+
 std::map<std::string, core::PodUsage> PodUsages(const UsageSnapshot& snapshot) {
   std::map<std::string, core::PodUsage> out;
-  for (const ContainerGpu& c : snapshot.containers) {
+  std::vector<const ContainerGpu*> all;
+  for (const ContainerGpu& c : snapshot.containers) all.push_back(&c);
+  for (const ContainerGpu& c : snapshot.claims) if (!c.pod.uid.empty()) all.push_back(&c);
+  for (const ContainerGpu* share : all) {
+    const ContainerGpu& c = *share;
     if (!c.measured) continue;
     core::PodUsage& pod = out[c.pod.uid];
     pod.at = snapshot.at;
-    if (pod.containers.empty() || pod.containers.back().name != c.container) {
+    const std::string name = UsageEntryName(c);
+    if (pod.containers.empty() || pod.containers.back().name != name) {
       core::ContainerUsage container;
-      container.name = c.container;
+      container.name = name;
       pod.containers.push_back(std::move(container));
     }
     core::GpuUse use;

@@ -21,6 +21,7 @@
 #include "core/model.h"
 #include "core/status.h"
 #include "core/pod_usage.h"
+#include "node/claim_record.h"
 #include "node/identify.h"
 #include "node/inventory.h"
 #include "node/pod_views.h"
@@ -57,10 +58,13 @@ std::string RegionHostDir(const std::string& root, const std::string& uid, const
 // containers the node agent has allocated (tessera.io/allocated).
 std::vector<PodAssignment> ActiveAssignments(const PodViews& pods, const std::string& node);
 
-// One container's share of one GPU and its use of it.
+// One container's share of one GPU and its use of it; or, for a DRA claim,
+// the claim's share (one region shared by every container using the claim).
 struct ContainerGpu {
-  PodRef pod;
-  std::string container;
+  PodRef pod;                // a claim's: the first pod it is reserved for (empty when none)
+  std::string container;     // a claim's: kClaimRegionContainer
+  std::string claim;         // DRA: the ResourceClaim's name (namespace: pod.ns); "" for a device-plugin container
+  std::string claim_uid;     // DRA: the claim's uid
   int ordinal = 0;           // the GPU's CUDA ordinal inside the container: its slot in the region
   core::GpuInfo gpu;         // the node's GPU (index, uuid, model)
   uint64_t limit_bytes = 0;  // the share's memory
@@ -79,14 +83,16 @@ struct GpuTotals {
   uint64_t allocated_bytes = 0;  // memory the shares on it hold
   double core_allocated = 0;     // compute the shares hold, in GPUs
   double utilization = 0;        // fraction of its time kernels ran, capped at 1
-  int containers = 0;            // containers holding a share of it
+  int containers = 0;            // device-plugin containers holding a share of it
+  int claims = 0;                // DRA claims holding a share of it
   bool device_measured = false;  // used_bytes (and utilization, when the device gave it) are the device's
 };
 
 struct UsageSnapshot {
   core::WallTime at{};                            // wall clock when taken
   std::chrono::steady_clock::time_point taken{};  // the same instant, for rates
-  std::vector<ContainerGpu> containers;           // by namespace, pod, container, ordinal
+  std::vector<ContainerGpu> containers;           // device-plugin path: by namespace, pod, container, ordinal
+  std::vector<ContainerGpu> claims;               // DRA path: by namespace, claim, ordinal
   std::vector<GpuTotals> gpus;                    // every GPU of the inventory, by index
 };
 
@@ -104,7 +110,16 @@ UsageSnapshot JoinUsage(const std::vector<PodAssignment>& pods, const std::vecto
                         const RegionLookup& lookup, core::WallTime at, std::chrono::steady_clock::time_point taken,
                         const UsageSnapshot* previous, const std::vector<GpuLoad>* device_load = nullptr);
 
-// Allocations refused at a container's limit since `previous`. With no
+// Adds the shares of the claims the DRA driver prepared on this node
+// (ReadClaimRecords) to `snapshot` (JoinUsage's, same `previous`): one row
+// per claim and GPU in snapshot.claims, counted in its GPU's totals
+// (allocated memory and compute; memory in use and utilization only where
+// the device did not measure them). `lookup` is called with the claim's uid
+// and kClaimRegionContainer. A share on a GPU the snapshot lacks is left out.
+void AddClaimUsage(UsageSnapshot& snapshot, const std::vector<ClaimRecord>& claims, const RegionLookup& lookup,
+                   const UsageSnapshot* previous);
+
+// Allocations refused at a container's (or a claim's) limit since `previous`. With no
 // previous snapshot (the agent just started) there are none: refusals from
 // before it started were reported, if at all, by the agent that saw them.
 struct OomRefusal {
@@ -115,7 +130,9 @@ std::vector<OomRefusal> NewOomRefusals(const UsageSnapshot* previous, const Usag
 std::string OomRefusalMessage(const OomRefusal& refusal);
 
 // The tessera.io/usage value each pod (by uid) should carry: its measured
-// containers only; pods with none are absent.
+// containers, then its measured claims, each claim as one entry named
+// "claim/<claim name>" (a name no container can have); pods with none are
+// absent.
 std::map<std::string, core::PodUsage> PodUsages(const UsageSnapshot& snapshot);
 
 // When a pod's usage annotation is written again.

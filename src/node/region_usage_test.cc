@@ -324,5 +324,128 @@ TEST(UsageMetricsTest, SeriesFollowTheLatestSnapshot) {
   EXPECT_EQ(registry.Render().find("pod=\"p1\""), std::string::npos);
 }
 
+// A prepared claim's record: its shares and the pod it is reserved for.
+ClaimRecord Claim(const std::string& name, std::vector<core::GpuShare> shares, const std::string& pod = "cp") {
+  ClaimRecord r{GpuHolder{GpuHolder::Kind::kClaim, name + "-uid", "ns/" + name, std::move(shares)}, {}};
+  if (!pod.empty()) r.pods.push_back({"ns", pod, pod + "-uid"});
+  return r;
+}
+
+TEST(ClaimUsageTest, ClaimsAreRowsOfTheirOwnCountedInTheGpuTotals) {
+  std::vector<json> items = {Pod("p1", {{"main", {{0, "GPU-a", 4096, 300}}}}, "main")};
+  FakeRegions regions;
+  regions.by_container["p1-uid/main"] = {Used(1000)};
+  regions.by_container["c1-uid/claim"] = {Used(500), Used(20)};
+  UsageSnapshot s = JoinUsage(ActiveAssignments(testing::DecodedAll(items), "n1"), Gpus(), regions.Lookup(), kWall,
+                              kT0, nullptr);
+  AddClaimUsage(s, {Claim("c1", {{0, "GPU-a", 8192, 300}, {1, "GPU-b", 2048, 0}}), Claim("c0", {{1, "GPU-b", 0, 0}}, ""),
+                    Claim("gone", {{7, "GPU-z", 1, 1}})},
+                regions.Lookup(), nullptr);
+  ASSERT_EQ(s.containers.size(), 1u) << "claims are not containers";
+  ASSERT_EQ(s.claims.size(), 3u);
+  // By namespace, claim, ordinal; a claim reserved for no pod has no pod name.
+  EXPECT_EQ(s.claims[0].claim, "c0");
+  EXPECT_EQ(s.claims[0].pod.name, "");
+  EXPECT_FALSE(s.claims[0].measured);
+  EXPECT_EQ(s.claims[0].limit_bytes, 40960 * kMiB) << "no size: the whole card";
+  const ContainerGpu& c = s.claims[1];
+  EXPECT_EQ(c.claim, "c1");
+  EXPECT_EQ(c.claim_uid, "c1-uid");
+  EXPECT_EQ(c.pod, (PodRef{"ns", "cp", "cp-uid"}));
+  EXPECT_EQ(c.container, "claim");
+  EXPECT_EQ(c.ordinal, 0);
+  EXPECT_TRUE(c.measured);
+  EXPECT_EQ(c.counters.used_bytes, 500 * kMiB);
+  EXPECT_EQ(c.limit_bytes, 8192 * kMiB);
+  EXPECT_DOUBLE_EQ(c.core_share, 0.3);
+  EXPECT_EQ(s.claims[2].ordinal, 1);
+  EXPECT_EQ(s.claims[2].gpu.uuid, "GPU-b");
+  EXPECT_EQ(s.claims[2].counters.used_bytes, 20 * kMiB);
+
+  EXPECT_EQ(s.gpus[0].used_bytes, 1500 * kMiB);
+  EXPECT_EQ(s.gpus[0].allocated_bytes, (4096 + 8192) * kMiB);
+  EXPECT_DOUBLE_EQ(s.gpus[0].core_allocated, 0.6);
+  EXPECT_EQ(s.gpus[0].containers, 1);
+  EXPECT_EQ(s.gpus[0].claims, 1);
+  EXPECT_EQ(s.gpus[1].claims, 2);
+  EXPECT_EQ(s.gpus[1].allocated_bytes, (2048 + 40960) * kMiB);
+}
+
+TEST(ClaimUsageTest, UtilizationRefusalsAndTheAnnotationFollowClaimsToo) {
+  FakeRegions regions;
+  regions.by_container["c1-uid/claim"] = {Used(500, 0, 0)};
+  UsageSnapshot before = JoinUsage({}, Gpus(), regions.Lookup(), kWall, kT0, nullptr);
+  AddClaimUsage(before, {Claim("c1", {{0, "GPU-a", 1024, 300}})}, regions.Lookup(), nullptr);
+  regions.by_container["c1-uid/claim"] = {Used(900, 500'000, 2)};
+  UsageSnapshot now = JoinUsage({}, Gpus(), regions.Lookup(), kWall, kT0 + std::chrono::seconds(1), &before);
+  AddClaimUsage(now, {Claim("c1", {{0, "GPU-a", 1024, 300}})}, regions.Lookup(), &before);
+  ASSERT_EQ(now.claims.size(), 1u);
+  EXPECT_DOUBLE_EQ(now.claims[0].utilization, 0.5);
+  EXPECT_DOUBLE_EQ(now.gpus[0].utilization, 0.5);
+
+  const std::vector<OomRefusal> refused = NewOomRefusals(&before, now);
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_EQ(refused[0].refused, 2u);
+  EXPECT_EQ(refused[0].share.pod.name, "cp");
+  const std::string message = OomRefusalMessage(refused[0]);
+  EXPECT_NE(message.find("claim c1: 2 GPU memory allocation(s) refused"), std::string::npos) << message;
+  EXPECT_NE(message.find("capacity.requests.memory"), std::string::npos) << message;
+
+  const auto usages = PodUsages(now);
+  ASSERT_EQ(usages.count("cp-uid"), 1u);
+  const core::PodUsage& pod = usages.at("cp-uid");
+  ASSERT_EQ(pod.containers.size(), 1u);
+  EXPECT_EQ(pod.containers[0].name, "claim/c1");
+  EXPECT_EQ(pod.containers[0].gpus[0].mem_used_mib, 900);
+  EXPECT_TRUE(core::EncodeUsage(pod).ok());
+}
+
+TEST(ClaimUsageTest, TheDevicesOwnLoadIsNotAddedTo) {
+  FakeRegions regions;
+  regions.by_container["c1-uid/claim"] = {Used(500)};
+  const std::vector<GpuLoad> load = {{0, 7000 * kMiB, 0.25}};
+  UsageSnapshot s = JoinUsage({}, Gpus(), regions.Lookup(), kWall, kT0, nullptr, &load);
+  AddClaimUsage(s, {Claim("c1", {{0, "GPU-a", 1024, 300}})}, regions.Lookup(), nullptr);
+  EXPECT_EQ(s.gpus[0].used_bytes, 7000 * kMiB);
+  EXPECT_DOUBLE_EQ(s.gpus[0].utilization, 0.25);
+  EXPECT_EQ(s.gpus[0].allocated_bytes, 1024 * kMiB);
+}
+
+TEST(UsageMetricsTest, ClaimsHaveSeriesOfTheirOwnAndCountInTheGpuSeries) {
+  metrics::Registry registry;
+  SnapshotStore store;
+  ASSERT_TRUE(RegisterUsageMetrics(registry, "n1", store).ok());
+  std::vector<json> items = {Pod("p1", {{"main", {{0, "GPU-a", 4096, 300}}}}, "main")};
+  FakeRegions regions;
+  regions.by_container["p1-uid/main"] = {Used(1000)};
+  regions.by_container["c1-uid/claim"] = {Used(500, 1'000'000, 3)};
+  UsageSnapshot s = JoinUsage(ActiveAssignments(testing::DecodedAll(items), "n1"), Gpus(), regions.Lookup(), kWall,
+                              kT0, nullptr);
+  AddClaimUsage(s, {Claim("c1", {{0, "GPU-a", 8192, 200}})}, regions.Lookup(), nullptr);
+  store.Set(std::move(s));
+  const std::string text = registry.Render();
+  const std::string gpu = R"({node="n1",gpu="0",uuid="GPU-a",model="A100"})";
+  const std::string claim = R"({node="n1",gpu="0",uuid="GPU-a",model="A100",namespace="ns",claim="c1",pod="cp"})";
+  const std::string container =
+      R"({node="n1",gpu="0",uuid="GPU-a",model="A100",namespace="ns",pod="p1",container="main"})";
+  for (const std::string& line : {"tessera_claim_gpu_memory_used_bytes" + claim + " 524288000",
+                                  "tessera_claim_gpu_memory_limit_bytes" + claim + " 8589934592",
+                                  "tessera_claim_gpu_core_share_ratio" + claim + " 0.2",
+                                  "tessera_claim_gpu_seconds_total" + claim + " 1",
+                                  "tessera_claim_gpu_oom_refusals_total" + claim + " 3",
+                                  "tessera_container_gpu_memory_used_bytes" + container + " 1048576000",
+                                  "tessera_gpu_memory_used_bytes" + gpu + " 1572864000",
+                                  "tessera_gpu_memory_allocated_bytes" + gpu + " 12884901888",
+                                  "tessera_gpu_core_allocated_ratio" + gpu + " 0.5",
+                                  "tessera_gpu_containers" + gpu + " 1",
+                                  "tessera_gpu_claims" + gpu + " 1"}) {
+    EXPECT_NE(text.find(line + "\n"), std::string::npos) << line << "\nin\n" << text;
+  }
+  EXPECT_EQ(text.find("tessera_container_gpu_memory_used_bytes{node=\"n1\",gpu=\"0\",uuid=\"GPU-a\",model=\"A100\","
+                      "namespace=\"ns\",pod=\"cp\""),
+            std::string::npos)
+      << "a claim is not a container";
+}
+
 }  // namespace
 }  // namespace tessera::node

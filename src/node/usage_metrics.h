@@ -1,4 +1,5 @@
-// tessera-node's GPU and container series (tessera_gpu_*, tessera_container_*)
+// tessera-node's GPU, container and claim series (tessera_gpu_*,
+// tessera_container_*, tessera_claim_*)
 // served from the latest UsageSnapshot, which the usage pass replaces and each
 // scrape reads: nothing is kept per series, so a container that went away
 // leaves no stale series behind.
@@ -32,7 +33,10 @@ class SnapshotStore {
 };
 
 // Adds the families, labelled node, gpu (index), uuid, model and, for
-// containers, namespace, pod, container. `store` must outlive `registry`'s
+// device-plugin containers (tessera_container_gpu_*), namespace, pod,
+// container; for DRA claims (tessera_claim_gpu_*, the same series),
+// namespace, claim, pod (the first pod the claim is reserved for). The GPU
+// series count both paths' shares. `store` must outlive `registry`'s
 // renders. ALREADY_EXISTS when they are there.
 Status RegisterUsageMetrics(metrics::Registry& registry, const std::string& node, const SnapshotStore& store);
 

@@ -15,9 +15,10 @@ UsageReporter::UsageReporter(UsageReporterOptions options, kube::Api& api, Usage
       store_(store),
       log_(std::move(log)) {}
 
-std::optional<std::vector<RegionCounters>> UsageReporter::LookupRegion(const std::string& uid,
+std::optional<std::vector<RegionCounters>> UsageReporter::LookupRegion(const std::string& root,
+                                                                       const std::string& uid,
                                                                        const std::string& container, int n) {
-  const std::string dir = RegionHostDir(options_.region_root, uid, container);
+  const std::string dir = RegionHostDir(root, uid, container);
   auto counters = ReadRegionCounters(dir, n);
   if (counters.ok()) {
     warned_regions_.erase(dir);
@@ -47,9 +48,24 @@ void UsageReporter::Pass() {
   }
   UsageSnapshot snapshot = JoinUsage(
       ActiveAssignments(*pods, options_.node), gpus,
-      [this](const std::string& uid, const std::string& container, int n) { return LookupRegion(uid, container, n); },
+      [this](const std::string& uid, const std::string& container, int n) {
+        return LookupRegion(options_.region_root, uid, container, n);
+      },
       std::chrono::system_clock::now(), std::chrono::steady_clock::now(), last_ ? &*last_ : nullptr,
       load ? &*load : nullptr);
+  if (auto claims = ReadClaimRecords(options_.region_root); claims.ok()) {
+    for (const std::string& why : claims->unreadable) {
+      if (warned_regions_.insert(why).second) log_->warn("prepared claim record {}; its share is not shown", why);
+    }
+    AddClaimUsage(
+        snapshot, claims->records,
+        [this](const std::string& uid, const std::string& container, int n) {
+          return LookupRegion(ClaimsRoot(options_.region_root), uid, container, n);
+        },
+        last_ ? &*last_ : nullptr);
+  } else if (warned_regions_.insert(std::string(claims.status().message())).second) {
+    log_->warn("{}; claims' shares are not shown", claims.status().message());
+  }
   for (const OomRefusal& r : NewOomRefusals(last_ ? &*last_ : nullptr, snapshot)) {
     const std::string message = OomRefusalMessage(r);
     log_->info("{}/{}: {}", r.share.pod.ns, r.share.pod.name, message);
@@ -74,8 +90,12 @@ void UsageReporter::PublishUsage(const UsageSnapshot& snapshot) {
     }
     // A plain reference to capture: clang before 16 cannot capture a structured binding.
     const std::string& pod_uid = uid;
-    const ContainerGpu& any = *std::find_if(snapshot.containers.begin(), snapshot.containers.end(),
-                                            [&pod_uid](const ContainerGpu& c) { return c.pod.uid == pod_uid; });
+    auto of_pod = [&pod_uid](const ContainerGpu& c) { return c.pod.uid == pod_uid; };
+    auto found = std::find_if(snapshot.containers.begin(), snapshot.containers.end(), of_pod);
+    // PodUsages names only pods of the snapshot's containers or claims.
+    const ContainerGpu& any = found != snapshot.containers.end()
+                                  ? *found
+                                  : *std::find_if(snapshot.claims.begin(), snapshot.claims.end(), of_pod);
     auto encoded = core::EncodeUsage(usage);
     if (!encoded.ok()) {
       log_->warn("usage of {}/{} not written: {}", any.pod.ns, any.pod.name, encoded.status().message());

@@ -1,5 +1,6 @@
 // tessera-node's usage pass: the regions of the containers with a share on
-// this node, read and joined with their assignments (region_usage.h decides; this
+// this node, read and joined with their assignments, and the claims the DRA
+// driver prepared with their records (region_usage.h decides; this
 // does the I/O and reports): the latest snapshot goes to /metrics (a
 // SnapshotStore), each new OOM refusal is logged and raised as a Warning
 // Event on its pod, and each pod's tessera.io/usage annotation is written
@@ -36,7 +37,7 @@ namespace tessera::node {
 
 struct UsageReporterOptions {
   std::string node;         // this Node's name
-  std::string region_root;  // --region-root: <root>/<pod uid>/<container> holds each region
+  std::string region_root;  // --region-root: <root>/<pod uid>/<container> holds each region, <root>/dra each claim's
   // Least time between two writes of one pod's annotation; 0: never written.
   std::chrono::milliseconds annotation_interval{10000};
 };
@@ -69,8 +70,9 @@ class UsageReporter {
     core::PodUsage usage;
     std::chrono::steady_clock::time_point when;
   };
-  std::optional<std::vector<RegionCounters>> LookupRegion(const std::string& uid, const std::string& container,
-                                                          int n);
+  // The region <root>/<uid>/<container> (a pod's container, or a claim under ClaimsRoot).
+  std::optional<std::vector<RegionCounters>> LookupRegion(const std::string& root, const std::string& uid,
+                                                          const std::string& container, int n);
   void PublishUsage(const UsageSnapshot& snapshot);
 
   const UsageReporterOptions options_;
@@ -81,7 +83,7 @@ class UsageReporter {
   std::shared_ptr<spdlog::logger> log_;
   std::optional<UsageSnapshot> last_;
   std::map<std::string, Published> published_;  // by pod uid
-  std::set<std::string> warned_regions_;
+  std::set<std::string> warned_regions_;  // and unreadable claim records: each warned once
   bool warned_load_ = false;
 };
 

@@ -7,11 +7,13 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "core/codec.h"
 #include "kube/fake_api.h"
 #include "kube/paths.h"
+#include "node/claim_record.h"
 #include "node/node_pods.h"
 #include "node/test_fixtures.h"
 #include "region/region.h"
@@ -147,6 +149,39 @@ TEST_F(UsageReporterTest, AFailedWriteIsRetriedAndANewerPodIsNeverWritten) {
   EXPECT_EQ(api_.CountCalls("PATCH"), 3) << "tried, refused by the uid precondition";
   EXPECT_FALSE((*api_.Peek(kube::PodPath("ns", "a")))["metadata"]["annotations"].contains(
       std::string(core::kUsageAnnotation)));
+}
+
+TEST_F(UsageReporterTest, APreparedClaimIsReadFromItsRecordAndRegion) {
+  // As the DRA driver leaves a claim reserved for pod a: its record and its region.
+  const ClaimRecord record{GpuHolder{GpuHolder::Kind::kClaim, "claim-uid", "ns/c", {{1, "", 2048, 100}}},
+                           {{"ns", "a", uid_}}};
+  std::filesystem::create_directories(ClaimRegionDir(root_.path(), "claim-uid"));
+  {
+    std::ofstream out(ClaimRecordPath(root_.path(), "claim-uid"));
+    out << EncodeClaimRecord(record).dump();
+  }
+  auto region = region::Region::OpenDir(ClaimRegionDir(root_.path(), "claim-uid"));
+  ASSERT_TRUE(region.ok()) << region.status().ToString();
+  region->layout()->gpus[0].used_bytes = 512 * kMiB;
+  // A folder whose record cannot be read is skipped.
+  std::filesystem::create_directories(ClaimsRoot(root_.path()) + "/bad");
+  std::ofstream(ClaimRecordPath(root_.path(), "bad")) << "{";
+
+  UsageReporter usage = Make();
+  usage.Pass();
+  auto snapshot = store_.Get();
+  ASSERT_EQ(snapshot->claims.size(), 1u);
+  EXPECT_EQ(snapshot->claims[0].claim, "c");
+  EXPECT_EQ(snapshot->claims[0].pod.name, "a");
+  EXPECT_EQ(snapshot->claims[0].counters.used_bytes, 512 * kMiB);
+  EXPECT_EQ(snapshot->gpus[1].claims, 1);
+  EXPECT_EQ(snapshot->gpus[1].allocated_bytes, 2048 * kMiB);
+
+  core::PodUsage published = Published();
+  ASSERT_EQ(published.containers.size(), 2u);
+  EXPECT_EQ(published.containers[0].name, "main");
+  EXPECT_EQ(published.containers[1].name, "claim/c");
+  EXPECT_EQ(published.containers[1].gpus[0].mem_used_mib, 512);
 }
 
 }  // namespace

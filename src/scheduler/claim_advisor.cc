@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <regex>
 
 #include "core/quantity.h"
 #include "kube/events.h"
@@ -31,6 +32,108 @@ const json& Arr(const json& j, const char* key) {
   return it != j.end() && it->is_array() ? *it : kEmpty;
 }
 
+// The expression's terms joined by `&&` at the top level (outside quotes,
+// parentheses and brackets); none when a top-level `||` or `?` makes the
+// terms not each required, and none for text this simple scan could split
+// wrongly: escapes, triple-quoted or raw strings, comments.
+std::vector<std::string> TopLevelConjuncts(const std::string& e) {
+  if (e.find('\\') != std::string::npos || e.find("\"\"\"") != std::string::npos ||
+      e.find("'''") != std::string::npos) {
+    return {};
+  }
+  std::vector<std::string> out;
+  int depth = 0;
+  char quote = 0;
+  size_t start = 0;
+  for (size_t i = 0; i < e.size(); ++i) {
+    const char c = e[i];
+    if (quote != 0) {
+      if (c == '\\') ++i;
+      else if (c == quote) quote = 0;
+      continue;
+    }
+    if (c == '"' || c == '\'') quote = c;
+    else if (c == '/' && i + 1 < e.size() && e[i + 1] == '/') return {};  // a comment
+    else if (c == '(' || c == '[' || c == '{') ++depth;
+    else if (c == ')' || c == ']' || c == '}') --depth;
+    else if (depth == 0 && c == '?') return {};
+    else if (depth == 0 && i + 1 < e.size() && c == '|' && e[i + 1] == '|') return {};
+    else if (depth == 0 && i + 1 < e.size() && c == '&' && e[i + 1] == '&') {
+      out.push_back(e.substr(start, i - start));
+      start = i + 2;
+      ++i;
+    }
+  }
+  if (quote != 0 || depth != 0) return {};  // not an expression we can read
+  out.push_back(e.substr(start));
+  return out;
+}
+
+// `term` without surrounding blanks and parentheses that enclose all of it.
+std::string Unwrap(std::string term) {
+  while (true) {
+    const size_t first = term.find_first_not_of(" \t\n\r");
+    const size_t last = term.find_last_not_of(" \t\n\r");
+    if (first == std::string::npos) return "";
+    term = term.substr(first, last - first + 1);
+    if (term.size() < 2 || term.front() != '(' || term.back() != ')') return term;
+    int depth = 0;
+    for (size_t i = 0; i + 1 < term.size(); ++i) {  // does the first '(' close before the end?
+      if (term[i] == '(') ++depth;
+      if (term[i] == ')' && --depth == 0) return term;
+    }
+    term = term.substr(1, term.size() - 2);
+  }
+}
+
+// "models published: A100, H100", at most 10 values named.
+std::string Published(const std::string& attribute, const std::set<std::string>& values) {
+  constexpr size_t kMost = 10;
+  std::string out = attribute + "s published: ";
+  size_t n = 0;
+  for (const std::string& v : values) {
+    if (n == kMost) {
+      out += ", ... (" + std::to_string(values.size()) + " in all)";
+      break;
+    }
+    out += (n++ == 0 ? "" : ", ") + v;
+  }
+  return out;
+}
+
+// Why no GPU of the driver matches the claim's own selectors of `request`,
+// "" when one may (or they say nothing RequiredEqualities can read).
+std::string SelectorReason(const json& request, const DraGpus& gpus, const std::string& driver) {
+  std::vector<AttributeEquals> wanted;
+  for (const json& selector : Arr(request, "selectors")) {
+    for (AttributeEquals& e : RequiredEqualities(Str(Obj(selector, "cel"), "expression"), driver)) {
+      wanted.push_back(std::move(e));
+    }
+  }
+  // Only attributes some GPU publishes as a string are judged.
+  std::map<std::string, std::set<std::string>> published;
+  for (const auto& attributes : gpus.string_attributes) {
+    for (const auto& [name, value] : attributes) published[name].insert(value);
+  }
+  std::erase_if(wanted, [&](const AttributeEquals& e) { return !published.contains(e.name); });
+  if (wanted.empty()) return "";
+  for (const auto& attributes : gpus.string_attributes) {
+    if (std::all_of(wanted.begin(), wanted.end(), [&](const AttributeEquals& e) {
+          const auto it = attributes.find(e.name);
+          return it != attributes.end() && it->second == e.value;
+        })) {
+      return "";
+    }
+  }
+  std::string has, values;
+  std::set<std::string> named;
+  for (const AttributeEquals& e : wanted) {
+    has += (has.empty() ? "" : " and ") + e.name + " " + e.value;
+    if (named.insert(e.name).second) values += (values.empty() ? "" : "; ") + Published(e.name, published[e.name]);
+  }
+  return "selects a GPU with " + has + ", but no GPU of driver " + driver + " has " + has + " (" + values + ")";
+}
+
 // Why one request (an `exactly` or one subrequest of `firstAvailable`) can
 // never be met, "" when it might or is not the driver's.
 std::string RequestReason(const json& request, const std::set<std::string>& classes, const DraGpus& gpus,
@@ -40,6 +143,7 @@ std::string RequestReason(const json& request, const std::set<std::string>& clas
     return "asks a GPU of driver " + driver +
            ", but no node publishes one now (tessera-node runs the driver with --dra; chart value dra.enabled)";
   }
+  if (std::string why = SelectorReason(request, gpus, driver); !why.empty()) return why;
   const json& capacity = Obj(Obj(request, "capacity"), "requests");
   if (const std::string memory = Str(capacity, "memory"); !memory.empty()) {
     auto mib = core::ParseMemoryMiB(memory);
@@ -68,6 +172,26 @@ std::string RequestReason(const json& request, const std::set<std::string>& clas
 
 }  // namespace
 
+std::vector<AttributeEquals> RequiredEqualities(const std::string& expression, const std::string& driver) {
+  // device.attributes["<domain>"].name or ["name"], == a string literal; either order.
+  static const std::regex kAttribute(
+      R"re(device\.attributes\[\s*(["'])([^"'\\]+)\1\s*\](?:\.([A-Za-z_][A-Za-z0-9_]*)|\[\s*(["'])([A-Za-z_][A-Za-z0-9_]*)\4\s*\]))re");
+  static const std::regex kLiteral(R"re((["'])([^"'\\]*)\1)re");
+  std::vector<AttributeEquals> out;
+  for (const std::string& conjunct : TopLevelConjuncts(expression)) {
+    const std::string term = Unwrap(conjunct);
+    const size_t eq = term.find("==");
+    if (eq == std::string::npos || term.find("==", eq + 2) != std::string::npos) continue;
+    std::string left = Unwrap(term.substr(0, eq)), right = Unwrap(term.substr(eq + 2));
+    std::smatch attribute, literal;
+    if (!std::regex_match(left, attribute, kAttribute)) std::swap(left, right);
+    if (!std::regex_match(left, attribute, kAttribute) || !std::regex_match(right, literal, kLiteral)) continue;
+    if (attribute[2].str() != driver) continue;
+    out.push_back({attribute[3].matched ? attribute[3].str() : attribute[5].str(), literal[2].str()});
+  }
+  return out;
+}
+
 DraGpus DraGpusFrom(const std::vector<json>& slices, const std::string& driver) {
   DraGpus out;
   out.compute_percent = 0;
@@ -79,6 +203,13 @@ DraGpus DraGpusFrom(const std::vector<json>& slices, const std::string& driver) 
     for (const json& device : Arr(spec, "devices")) {
       ++out.devices;
       ++per_node[node];
+      std::map<std::string, std::string> strings;
+      for (const auto& [name, value] : Obj(device, "attributes").items()) {
+        if (value.is_object() && value.contains("string") && value["string"].is_string()) {
+          strings[name] = value["string"].get<std::string>();
+        }
+      }
+      out.string_attributes.push_back(std::move(strings));
       const json& capacity = Obj(device, "capacity");
       auto mib = core::ParseMemoryMiB(Str(Obj(capacity, "memory"), "value"));
       if (mib.ok() && *mib > out.largest_memory_mib) {

@@ -10,11 +10,15 @@
 // What "never" means here: a request of a DeviceClass that selects the
 // driver (a CEL selector naming it, as the chart's does) asks more memory
 // than the largest GPU the driver publishes in any ResourceSlice, more
-// compute than a GPU has, or more GPUs than any one node has; or no node
-// publishes a GPU of the driver at all. A firstAvailable request is never
-// when each of its subrequests is. Selectors of the claim itself are not
-// evaluated: the advice may miss a claim no GPU satisfies for another
-// reason, but never calls a claim impossible that one GPU could take.
+// compute than a GPU has, or more GPUs than any one node has; selects, in
+// its own CEL selectors, a value of a string attribute that no published
+// GPU has (the simple form only: `device.attributes["gpu.tessera.io"].model
+// == "H900"`, alone or as a term of a top-level `&&`; see
+// RequiredEqualities); or no node publishes a GPU of the driver at all. A
+// firstAvailable request is never when each of its subrequests is. What it
+// cannot read (other CEL, attributes no GPU publishes as strings) is left
+// alone: the advice may miss a claim no GPU satisfies for another reason,
+// but never calls a claim impossible that one GPU could take.
 //
 // Thread-safety: the pure functions are thread-safe. Observe, Forget and
 // RunOnce may run on any thread at once (passes one at a time); Start runs
@@ -37,13 +41,13 @@
 #include <thread>
 #include <vector>
 
+#include "core/dra_names.h"
 #include "core/status.h"
 #include "core/thread_annotations.h"
 #include "kube/api.h"
 
 namespace tessera::scheduler {
 
-inline constexpr const char* kDraDriver = "gpu.tessera.io";
 inline constexpr const char* kClaimUnsatisfiableReason = "TesseraClaimUnsatisfiable";
 
 // What the driver's GPUs offer, read from ResourceSlices.
@@ -53,9 +57,12 @@ struct DraGpus {
   std::string largest;             // "gpu-0 on node n1"
   int64_t compute_percent = 100;   // the most compute a GPU offers (percent)
   int most_on_one_node = 0;        // GPUs of the node with most
+  // Each published GPU's string attributes (name -> value), as its slice lists them.
+  std::vector<std::map<std::string, std::string>> string_attributes;
 };
 
 // `slices` are ResourceSlice objects (any driver: others are skipped).
+// Attributes that are not strings are not kept.
 // Capacities that are not quantities are skipped.
 DraGpus DraGpusFrom(const std::vector<nlohmann::json>& slices, const std::string& driver);
 
@@ -63,9 +70,24 @@ DraGpus DraGpusFrom(const std::vector<nlohmann::json>& slices, const std::string
 // `driver` in quotes, as `device.driver == "gpu.tessera.io"` does.
 std::set<std::string> DriverClasses(const std::vector<nlohmann::json>& classes, const std::string& driver);
 
+// One `device.attributes["<driver>"].<name> == "<value>"` of a CEL selector.
+struct AttributeEquals {
+  std::string name, value;
+  bool operator==(const AttributeEquals&) const = default;
+};
+
+// What a CEL `expression` surely requires of a device of `driver`: each term
+// of its top-level conjunction that is an equality of one of the driver's
+// attributes (written `.name` or `["name"]`) with a string literal (either
+// side, either quote, no escapes), in order. Other terms say nothing and are
+// skipped; an expression with a top-level `||` or `?:` requires nothing
+// alone and yields none. Never fails: what it cannot read yields none.
+std::vector<AttributeEquals> RequiredEqualities(const std::string& expression, const std::string& driver);
+
 // Why `claim` (a ResourceClaim object) can never be allocated on the
 // driver's GPUs, "" when it might (or asks nothing of the driver's classes).
-// The message names the claim, the request and the largest GPU.
+// The message names the claim, the request and the largest GPU, or the
+// attribute values the GPUs publish.
 std::string UnsatisfiableReason(const nlohmann::json& claim, const std::set<std::string>& classes,
                                 const DraGpus& gpus, const std::string& driver);
 
@@ -78,7 +100,7 @@ bool UnschedulableWithClaims(const nlohmann::json& pod);
 std::vector<std::string> PodClaimNames(const nlohmann::json& pod);
 
 struct ClaimAdvisorOptions {
-  std::string driver = kDraDriver;
+  std::string driver = core::kDraDriver;
   std::chrono::milliseconds period{2000};
   // OK when this replica may post Events (the leader, caches synced); the
   // advisor skips a pass otherwise. Empty: always.

@@ -18,7 +18,7 @@ using nlohmann::json;
 const std::string kApi = "/apis/resource.k8s.io/v1";
 
 json Slice(const std::string& node, const std::vector<std::pair<std::string, std::string>>& devices,
-           const std::string& driver = kDraDriver) {
+           const std::string& driver = core::kDraDriver) {
   json list = json::array();
   for (const auto& [name, memory] : devices) {
     list.push_back({{"name", name},
@@ -55,7 +55,7 @@ json OneGpuClaim(const std::string& name, const std::string& memory, const std::
 DraGpus TwoNodes() {
   return DraGpusFrom({Slice("n1", {{"gpu-0", "40Gi"}, {"gpu-1", "40Gi"}}), Slice("n2", {{"gpu-0", "80Gi"}}),
                       Slice("n3", {{"gpu-0", "999Gi"}}, "other.example.com")},
-                     kDraDriver);
+                     core::kDraDriver);
 }
 
 TEST(ClaimAdvisorTest, ReadsTheDriversGpusFromTheSlices) {
@@ -71,14 +71,14 @@ TEST(ClaimAdvisorTest, TheClassesOfTheDriverAreThoseWhoseSelectorNamesIt) {
   EXPECT_EQ(DriverClasses({DeviceClass("gpu.tessera.io", "device.driver == \"gpu.tessera.io\""),
                            DeviceClass("big", "device.driver == \"gpu.tessera.io\" && device.capacity[...] > 1"),
                            DeviceClass("nvidia", "device.driver == \"gpu.nvidia.com\"")},
-                          kDraDriver),
+                          core::kDraDriver),
             (std::set<std::string>{"big", "gpu.tessera.io"}));
 }
 
 TEST(ClaimAdvisorTest, SaysWhyAClaimCanNeverBeAllocated) {
   const DraGpus gpus = TwoNodes();
   auto reason_with = [&](const json& requests, const DraGpus& with) {
-    return UnsatisfiableReason(Claim("c", requests), kOurs, with, kDraDriver);
+    return UnsatisfiableReason(Claim("c", requests), kOurs, with, core::kDraDriver);
   };
   auto reason = [&](const json& requests) { return reason_with(requests, gpus); };
   EXPECT_EQ(reason({{{"name", "gpu"}, {"exactly", Request("96Gi", "10")}}}),
@@ -107,9 +107,86 @@ TEST(ClaimAdvisorTest, SaysWhyAClaimCanNeverBeAllocated) {
             "(96Gi); the largest GPU of driver gpu.tessera.io has 81920 MiB (gpu-0 on node n2); \"huge\" asks 1048576 "
             "MiB of GPU memory (1Ti); the largest GPU of driver gpu.tessera.io has 81920 MiB (gpu-0 on node n2)");
   // No GPU of the driver anywhere.
-  EXPECT_EQ(reason_with({{{"name", "gpu"}, {"exactly", Request("1Gi", "")}}}, DraGpusFrom({}, kDraDriver)),
+  EXPECT_EQ(reason_with({{{"name", "gpu"}, {"exactly", Request("1Gi", "")}}}, DraGpusFrom({}, core::kDraDriver)),
             "claim ns/c request \"gpu\" asks a GPU of driver gpu.tessera.io, but no node publishes one now "
             "(tessera-node runs the driver with --dra; chart value dra.enabled)");
+}
+
+TEST(ClaimAdvisorTest, RequiredEqualitiesReadsOnlyTheSimpleForms) {
+  const std::string d = core::kDraDriver;
+  using E = std::vector<AttributeEquals>;
+  EXPECT_EQ(RequiredEqualities(R"(device.attributes["gpu.tessera.io"].model == "H900")", d), (E{{"model", "H900"}}));
+  EXPECT_EQ(RequiredEqualities(R"( ( 'A100' == device.attributes['gpu.tessera.io']["model"] ) )", d),
+            (E{{"model", "A100"}}));
+  EXPECT_EQ(RequiredEqualities(R"(device.attributes["gpu.tessera.io"].model == "A100" && )"
+                               R"(device.capacity["gpu.tessera.io"].memory.compareTo(quantity("1Gi")) >= 0 && )"
+                               R"((device.attributes["gpu.tessera.io"].uuid == "GPU-x"))",
+                               d),
+            (E{{"model", "A100"}, {"uuid", "GPU-x"}}));
+  // Not required alone, not the driver's, not a literal, or not read: nothing.
+  for (const std::string& e :
+       {std::string(R"(device.attributes["gpu.tessera.io"].model == "A100" || true)"),
+        std::string(R"(device.attributes["gpu.tessera.io"].model == "A100" ? true : false)"),
+        std::string(R"(!(device.attributes["gpu.tessera.io"].model == "A100"))"),
+        std::string(R"(device.attributes["gpu.nvidia.com"].model == "A100")"),
+        std::string(R"(device.attributes["gpu.tessera.io"].model == device.attributes["gpu.tessera.io"].uuid)"),
+        std::string(R"(device.attributes["gpu.tessera.io"].model.lowerAscii() == "a100")"),
+        std::string(R"(device.attributes["gpu.tessera.io"].model != "A100")"),
+        std::string(R"(device.attributes["gpu.tessera.io"].model == "A\"100")"),
+        std::string(R"(device.attributes["gpu.tessera.io"].model in ["A100", "H100"])"),
+        std::string(R"(device.attributes["gpu.tessera.io"].model == "A100)"),
+        std::string("true // && device.attributes[\"gpu.tessera.io\"].model == \"H900\""),
+        std::string(R"(device.attributes["gpu.tessera.io"].model == r"A100" && "\\" == "\\")"),
+        std::string(R"(device.attributes["gpu.tessera.io"].model == """A100""")"), std::string("")}) {
+    EXPECT_EQ(RequiredEqualities(e, d), E{}) << e;
+  }
+}
+
+json ModelSlice(const std::string& node, const std::vector<std::pair<std::string, std::string>>& models) {
+  json slice = Slice(node, {});
+  for (const auto& [name, model] : models) {
+    slice["spec"]["devices"].push_back(
+        {{"name", name},
+         {"attributes", {{"model", {{"string", model}}}, {"uuid", {{"string", node + "-" + name}}}, {"index", {{"int", 0}}}}},
+         {"capacity", {{"memory", {{"value", "40Gi"}}}, {"compute", {{"value", "100"}}}}}});
+  }
+  return slice;
+}
+
+TEST(ClaimAdvisorTest, SaysWhenTheClaimsOwnSelectorsMatchNoPublishedGpu) {
+  const DraGpus gpus =
+      DraGpusFrom({ModelSlice("n1", {{"gpu-0", "A100"}, {"gpu-1", "H100"}}), ModelSlice("n2", {{"gpu-0", "A100"}})},
+                  core::kDraDriver);
+  auto reason = [&](const std::vector<std::string>& expressions) {
+    json request = Request("1Gi", "10");
+    for (const std::string& e : expressions) request["selectors"].push_back({{"cel", {{"expression", e}}}});
+    return UnsatisfiableReason(Claim("c", {{{"name", "gpu"}, {"exactly", request}}}), kOurs, gpus,
+                               core::kDraDriver);
+  };
+  const std::string model = R"(device.attributes["gpu.tessera.io"].model == )";
+  EXPECT_EQ(reason({model + "\"H900\""}),
+            "claim ns/c request \"gpu\" selects a GPU with model H900, but no GPU of driver gpu.tessera.io has model "
+            "H900 (models published: A100, H100)");
+  EXPECT_EQ(reason({model + "\"H100\""}), "");
+  // Each value exists, never on one GPU: no GPU takes both selectors.
+  EXPECT_EQ(reason({model + "\"H100\"", R"(device.attributes["gpu.tessera.io"].uuid == "n2-gpu-0")"}),
+            "claim ns/c request \"gpu\" selects a GPU with model H100 and uuid n2-gpu-0, but no GPU of driver "
+            "gpu.tessera.io has model H100 and uuid n2-gpu-0 (models published: A100, H100; uuids published: "
+            "n1-gpu-0, n1-gpu-1, n2-gpu-0)");
+  // What it cannot read, or an attribute no GPU publishes as a string, is left alone.
+  EXPECT_EQ(reason({model + "\"H900\" || true"}), "");
+  EXPECT_EQ(reason({R"(device.attributes["gpu.tessera.io"].productName == "H900")"}), "");
+  EXPECT_EQ(reason({R"(device.attributes["gpu.tessera.io"].index == "7")"}), "");
+  // A firstAvailable alternative that selects a published model keeps the claim possible.
+  json h900 = Request("1Gi", "");
+  h900["name"] = "h900";
+  h900["selectors"] = {{{"cel", {{"expression", model + "\"H900\""}}}}};
+  json a100 = h900;
+  a100["name"] = "a100";
+  a100["selectors"][0]["cel"]["expression"] = model + "\"A100\"";
+  EXPECT_EQ(UnsatisfiableReason(Claim("c", {{{"name", "gpu"}, {"firstAvailable", {h900, a100}}}}), kOurs, gpus,
+                                core::kDraDriver),
+            "");
 }
 
 json Pod(const std::string& name, const std::string& uid, bool unschedulable, const std::string& claim) {

@@ -210,6 +210,68 @@ TEST_F(KubectlTesseraTest, TopShowsUsageOnceANodeAgentWritesIt) {
   EXPECT_TRUE(found) << json.out;
 }
 
+// A DRA claim as kube-scheduler leaves it (written here through the status
+// subresource: no driver or allocator is needed to show it) beside a
+// device-plugin pod on the same GPU, in inspect and in top.
+TEST_F(KubectlTesseraTest, ClaimsAreSharesBesideThePods) {
+  AddNodes("T4", 1, 1, 15360);
+  ASSERT_TRUE(Submit("svc", {{"main", 1, 8192, 50}}).ok());
+  auto svc = WaitForPod(*client_, ns_, "svc", IsBound, seconds(60));
+  ASSERT_TRUE(svc.ok()) << svc.status().ToString();
+  const std::string node = group_ + "-t4-0";
+  const std::string claims = "/apis/resource.k8s.io/v1/namespaces/" + ns_ + "/resourceclaims";
+  nlohmann::json claim = {
+      {"apiVersion", "resource.k8s.io/v1"},
+      {"kind", "ResourceClaim"},
+      {"metadata", {{"name", "infer-gpu"}}},
+      {"spec",
+       {{"devices",
+         {{"requests",
+           {{{"name", "gpu"},
+             {"exactly",
+              {{"deviceClassName", "gpu.tessera.io"},
+               {"capacity", {{"requests", {{"memory", "4Gi"}, {"compute", "30"}}}}}}}}}}}}}}};
+  auto created = client_->Create(claims, claim);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  nlohmann::json status = {
+      {"status",
+       {{"allocation",
+         {{"devices",
+           {{"results",
+             {{{"request", "gpu"},
+               {"driver", "gpu.tessera.io"},
+               {"pool", node},
+               {"device", "gpu-0"},
+               {"shareID", "6f1c2e5a-0d3b-4c8e-9a7f-1b2c3d4e5f60"},
+               {"consumedCapacity", {{"memory", "4Gi"}, {"compute", "30"}}}}}}}}}},
+        {"reservedFor",
+         {{{"resource", "pods"}, {"name", "svc"}, {"uid", (*svc)["metadata"]["uid"]}}}}}}};
+  auto allocated = client_->Patch(claims + "/infer-gpu/status", kube::PatchType::kMerge, status);
+  ASSERT_TRUE(allocated.ok()) << allocated.status().ToString();
+
+  Output json = Shell(Plugin() + " inspect -o json");
+  ASSERT_EQ(json.rc, 0) << json.out;
+  const GpuTotals plugin = FromPlugin(nlohmann::json::parse(json.out), {node});
+  ASSERT_EQ(plugin.size(), 1u);
+  EXPECT_EQ(plugin.begin()->second, (std::array<int64_t, 4>{8192 + 4096, 500 + 300, 1, 15360}));
+  Output detail = Shell("COLUMNS=200 " + Plugin() + " inspect -d " + node);
+  ASSERT_EQ(detail.rc, 0) << detail.out;
+  EXPECT_NE(detail.out.find("2 shares (1 claim)"), std::string::npos) << detail.out;
+  EXPECT_TRUE(std::regex_search(detail.out, std::regex("\n +" + ns_ + "/svc\\[claim:infer-gpu\\] +4\\.0 +30%\n")))
+      << detail.out;
+
+  // tessera-node writes the claim's use as the entry claim/<name>.
+  core::PodUsage usage{.at = std::chrono::system_clock::now(),
+                       .containers = {{.name = "claim/infer-gpu", .gpus = {{0, SimGpuUuid(node, 0), 1024, 0.2}}}}};
+  nlohmann::json patch = {{"metadata", {{"annotations", {{"tessera.io/usage", core::EncodeUsage(usage).value()}}}}}};
+  ASSERT_TRUE(client_->Patch("/api/v1/namespaces/" + ns_ + "/pods/svc", kube::PatchType::kMerge, patch).ok());
+  Output top = Shell("COLUMNS=200 " + Plugin() + " top -n " + ns_);
+  ASSERT_EQ(top.rc, 0) << top.out;
+  EXPECT_TRUE(
+      std::regex_search(top.out, std::regex(ns_ + " +svc +claim:infer-gpu +" + node + " +0 +1\\.0 / 4\\.0 +20% +30%")))
+      << top.out;
+}
+
 TEST_F(KubectlTesseraTest, ErrorsAreOneLineWithExitCodes) {
   Output pod = Shell(Plugin() + " -n " + ns_ + " inspect pod nope", true);
   EXPECT_EQ(pod.rc, 1);
