@@ -1,10 +1,10 @@
 // ClusterState's DRA part (cluster_state.h, "DRA"): the driver's
 // ResourceSlices and the ResourceClaims' bookings in the ledger.
+#include "scheduler/cluster_state.h"
+
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
-
-#include "scheduler/cluster_state.h"
 
 namespace tessera::scheduler {
 namespace {
@@ -156,37 +156,53 @@ void ClusterState::UnbookClaim(const std::string& key, ClaimRecord& rec, bool re
 
 void ClusterState::BookClaim(const std::string& key, ClaimRecord& rec) {
   if (!rec.node.empty() || !rec.claim.allocated || rec.claim.shares.empty()) return;
-  auto wait = [&](std::string why) {
-    if (rec.problem != why) log_->info("claim {} holds nothing yet: {}", key, why);
-    rec.problem = std::move(why);
-    claims_waiting_.insert(key);
-  };
+  std::string why;  // set when it cannot be booked now
   std::string node;
   core::PodRequest req;
   req.key = ClaimLedgerKey(key);
   core::Assignment assignment;
   for (const DraDeviceShare& share : rec.claim.shares) {
     auto pool = pools_.find(share.pool);
-    if (pool == pools_.end()) return wait("no ResourceSlice of pool " + share.pool + " seen yet");
+    if (pool == pools_.end()) {
+      why = "no ResourceSlice of pool " + share.pool + " seen yet";
+      break;
+    }
     auto index = pool->second.index.find(share.device);
-    if (index == pool->second.index.end())
-      return wait("pool " + share.pool + " publishes no device " + share.device);
-    if (!node.empty() && node != pool->second.node)
-      return wait("its devices are on two nodes (" + node + ", " + pool->second.node + ")");
+    if (index == pool->second.index.end()) {
+      why = "pool " + share.pool + " publishes no device " + share.device;
+      break;
+    }
+    if (!node.empty() && node != pool->second.node) {
+      why = "its devices are on two nodes (" + node + ", " + pool->second.node + ")";
+      break;
+    }
     node = pool->second.node;
     const core::NodeState* state = ledger_.FindNode(node);
-    if (state == nullptr) return wait("node " + node + " is not a GPU node known to tessera-scheduler");
-    if (index->second >= static_cast<int>(state->info.gpus.size()))
-      return wait("device " + share.device + " is GPU " + std::to_string(index->second) + ", which node " + node +
-                  " does not list");
+    if (state == nullptr) {
+      why = "node " + node + " is not a GPU node known to tessera-scheduler";
+      break;
+    }
+    if (index->second >= static_cast<int>(state->info.gpus.size())) {
+      why = "device " + share.device + " is GPU " + std::to_string(index->second) + ", which node " + node +
+            " does not list";
+      break;
+    }
     const core::GpuInfo& gpu = state->info.gpus[static_cast<size_t>(index->second)];
     const int64_t mem = share.mem_mib == kWholeCardMemory ? gpu.memory_mib : share.mem_mib;
     req.containers.push_back({share.device, 1, mem, share.core_milli, {}});
     assignment.containers.push_back({share.device, {{gpu.index, gpu.uuid, mem, share.core_milli}}});
   }
   assignment.node = node;
-  if (Status st = ledger_.Assume(req, assignment, /*takes_slots=*/false); !st.ok()) {
-    return wait("its shares do not fit the ledger: " + st.message());
+  if (why.empty()) {
+    if (Status st = ledger_.Assume(req, assignment, /*takes_slots=*/false); !st.ok()) {
+      why = "its shares do not fit the ledger: " + st.message();
+    }
+  }
+  if (!why.empty()) {
+    if (rec.problem != why) log_->info("claim {} holds nothing yet: {}", key, why);
+    rec.problem = std::move(why);
+    claims_waiting_.insert(key);
+    return;
   }
   (void)ledger_.Confirm(req.key);
   if (!rec.counted) {  // a new holder, for the policies that learn the workload
