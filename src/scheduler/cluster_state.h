@@ -130,7 +130,7 @@ struct ClusterStateOptions {
   // system_clock.
   std::function<std::chrono::system_clock::time_point()> wall_now;
   // DRA: the driver whose slices and claims are read, and the DeviceClasses
-  // whose requests are its GPUs (the chart's class has the driver's name).
+  // whose requests are its GPUs (SchedulerConfig::dra_device_classes).
   std::string dra_driver = core::kDraDriver;
   std::set<std::string, std::less<>> dra_classes = {core::kDraDriver};
 };

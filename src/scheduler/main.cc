@@ -84,7 +84,9 @@ int Run(const SchedulerConfig& config) {
       .load = {.learn = scores_load && config.interference.learn_from_usage,
                .default_factor = config.interference.policy.default_factor,
                .history = config.interference.history},
-      .wall_now = {}});
+      .wall_now = {},
+      .dra_driver = core::kDraDriver,
+      .dra_classes = {config.dra_device_classes.begin(), config.dra_device_classes.end()}});
   kube::Informer nodes(client, "/api/v1/nodes");
   kube::Informer pods(client, "/api/v1/pods");
   // DRA (docs/notes/dra.md): the driver's slices say which GPU each device
