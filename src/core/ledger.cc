@@ -73,7 +73,7 @@ Status Ledger::UpdateNode(NodeInfo node) {
   if (node.cpu_milli < st.cpu_used_milli || node.memory_mib < st.mem_used_mib)
     return FailedPrecondition("node " + node.name + ": new CPU/memory capacity is below what its pods hold");
   for (size_t i = 0; i < st.gpus.size(); ++i) {
-    const bool used = st.gpus[i].sharers > 0;
+    const bool used = st.gpus[i].sharers > 0 || st.gpus[i].mem_used_mib > 0 || st.gpus[i].core_used_milli > 0;
     if (i >= node.gpus.size() && used)
       return FailedPrecondition("node " + node.name + ": GPU " + std::to_string(i) +
                                 " disappeared while pods hold it");
@@ -119,7 +119,7 @@ const NodeState* Ledger::FindNode(std::string_view name) const {
   return idx < 0 ? nullptr : &nodes_[idx];
 }
 
-Status Ledger::CheckFits(const PodRequest& pod, const Assignment& a) const {
+Status Ledger::CheckFits(const PodRequest& pod, const Assignment& a, bool takes_slots) const {
   const NodeState* node = FindNode(a.node);
   if (node == nullptr) return NotFound(pod.key + ": node " + a.node + " is not known");
   if (a.containers.size() != pod.containers.size())
@@ -156,7 +156,7 @@ Status Ledger::CheckFits(const PodRequest& pod, const Assignment& a) const {
         return InvalidArgument(where + ": GPU model " + gi.model + " is not allowed");
       add_core[s.index] += s.core_milli;
       add_mem[s.index] += s.mem_mib;
-      add_sharers[s.index] += 1;
+      add_sharers[s.index] += takes_slots ? 1 : 0;
     }
   }
   if (pod.cpu_milli > node->CpuFree())
@@ -191,7 +191,7 @@ void Ledger::Apply(const Hold& hold, int sign) {
       GpuUsage& g = node.gpus[s.index];
       g.core_used_milli += sign * s.core_milli;
       g.mem_used_mib += sign * s.mem_mib;
-      g.sharers += sign;
+      if (hold.takes_slots) g.sharers += sign;
     }
   }
   const int kind = GpuPodKind(hold.request);
@@ -203,10 +203,10 @@ void Ledger::Apply(const Hold& hold, int sign) {
   node.version = next_version_++;
 }
 
-Status Ledger::Assume(const PodRequest& pod, const Assignment& assignment) {
+Status Ledger::Assume(const PodRequest& pod, const Assignment& assignment, bool takes_slots) {
   if (pods_.count(pod.key)) return AlreadyExists("pod " + pod.key + " is already placed");
-  TESSERA_RETURN_IF_ERROR(CheckFits(pod, assignment));
-  auto it = pods_.emplace(pod.key, Hold{pod, assignment, HoldState::kAssumed}).first;
+  TESSERA_RETURN_IF_ERROR(CheckFits(pod, assignment, takes_slots));
+  auto it = pods_.emplace(pod.key, Hold{pod, assignment, HoldState::kAssumed, takes_slots}).first;
   Apply(it->second, +1);
   return Status();
 }

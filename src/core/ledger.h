@@ -88,7 +88,11 @@ class Ledger {
   // the node. On error nothing changes: INVALID_ARGUMENT for a mismatch,
   // NOT_FOUND for an unknown node, RESOURCE_EXHAUSTED when it does not fit,
   // ALREADY_EXISTS when the pod is already held.
-  Status Assume(const PodRequest& pod, const Assignment& assignment);
+  // `takes_slots` false books a holder that is not a device-plugin container
+  // (a DRA claim): its shares take memory and compute but no sharer slot
+  // (GpuInfo::max_sharers, the node's device-plugin slots), and are not
+  // counted in GpuUsage::sharers.
+  Status Assume(const PodRequest& pod, const Assignment& assignment, bool takes_slots = true);
   // Marks an assumed pod confirmed. NOT_FOUND if unknown; confirming twice is OK.
   Status Confirm(std::string_view pod_key);
   // Releases everything the pod holds. NOT_FOUND if unknown.
@@ -96,7 +100,7 @@ class Ledger {
 
   // Checks whether `assignment` would fit without booking it (same errors as
   // Assume, except ALREADY_EXISTS).
-  Status CheckFits(const PodRequest& pod, const Assignment& assignment) const;
+  Status CheckFits(const PodRequest& pod, const Assignment& assignment, bool takes_slots = true) const;
 
   // Nodes in insertion order. Indexes are stable until RemoveNode.
   const std::vector<NodeState>& nodes() const { return nodes_; }
@@ -124,6 +128,7 @@ class Ledger {
     PodRequest request;
     Assignment assignment;
     HoldState state = HoldState::kAssumed;
+    bool takes_slots = true;
   };
   void Apply(const Hold& hold, int sign);
 

@@ -96,6 +96,28 @@ TEST(Ledger, SharerLimitBoundsContainersPerGpu) {
   EXPECT_TRUE(l.Assume(Pod("c", 1, 1024, 100), On("n1", {0}, 1024, 100)).ok());
 }
 
+TEST(Ledger, HoldersWithoutSlotsTakeShareButNoSharerSlot) {
+  Ledger l;
+  NodeInfo n = MakeNode("n1", 1);
+  n.gpus[0].max_sharers = 1;
+  ASSERT_TRUE(l.AddNode(n).ok());
+  // A DRA claim: memory and compute, no device-plugin slot.
+  ASSERT_TRUE(l.Assume(Pod("claim:c", 1, 8192, 300), On("n1", {0}, 8192, 300), /*takes_slots=*/false).ok());
+  EXPECT_EQ(l.FindNode("n1")->gpus[0].sharers, 0);
+  EXPECT_EQ(l.FindNode("n1")->gpus[0].mem_used_mib, 8192);
+  // The one slot is still free for a pod, and the claim's memory is not.
+  EXPECT_EQ(l.Assume(Pod("a", 1, 9000, 100), On("n1", {0}, 9000, 100)).code(), StatusCode::kResourceExhausted);
+  ASSERT_TRUE(l.Assume(Pod("a", 1, 8192, 100), On("n1", {0}, 8192, 100)).ok());
+  EXPECT_EQ(l.FindNode("n1")->gpus[0].sharers, 1);
+  // A GPU held only by the claim cannot disappear under it.
+  ASSERT_TRUE(l.Forget("a").ok());
+  NodeInfo none = n;
+  none.gpus.clear();
+  EXPECT_EQ(l.UpdateNode(none).code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(l.Forget("claim:c").ok());
+  EXPECT_EQ(l.FindNode("n1")->gpus[0], GpuUsage{});
+}
+
 TEST(Ledger, RefusesOverCommitAndNamesTheShortfall) {
   Ledger l;
   ASSERT_TRUE(l.AddNode(MakeNode("n1", 1)).ok());

@@ -139,6 +139,19 @@ Result<PodView> Decode(const Json& pod, const ResourceNames& names) {
     }
   }
 
+  if (const Json* refs = Member(spec, "resourceClaims"); refs != nullptr && refs->is_array()) {
+    const Json* generated = Member(status, "resourceClaimStatuses");
+    for (const Json& ref : *refs) {
+      PodView::ClaimRef c{Text(&ref, "name"), Text(&ref, "resourceClaimName")};
+      if (c.claim.empty() && generated != nullptr && generated->is_array()) {
+        for (const Json& g : *generated) {
+          if (Text(&g, "name") == c.name) c.claim = Text(&g, "resourceClaimName");
+        }
+      }
+      v.claims.push_back(std::move(c));
+    }
+  }
+
   v.wants_gpu = WantsGpu(pod, names);
   v.request = PodRequestFromJson(pod, names);
   if (v.request.ok()) {

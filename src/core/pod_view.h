@@ -108,6 +108,17 @@ struct PodView {
   // not objects are left out.
   std::vector<Container> containers;
 
+  // DRA: the ResourceClaims the pod uses (spec.resourceClaims), in spec
+  // order. `claim` is the claim's name: resourceClaimName when the pod names
+  // one, else the name status.resourceClaimStatuses gives the claim made
+  // from its template ("" until the resourceclaim controller made it).
+  struct ClaimRef {
+    std::string name;   // the pod's name for it (spec.resourceClaims[].name)
+    std::string claim;  // the ResourceClaim's metadata.name; "" not known yet
+    bool operator==(const ClaimRef&) const = default;
+  };
+  std::vector<ClaimRef> claims;
+
   bool terminal() const { return phase == "Succeeded" || phase == "Failed"; }
 };
 

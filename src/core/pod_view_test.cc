@@ -103,6 +103,24 @@ TEST(PodViewTest, CreationTimeWhenNotStartedAndDeletion) {
   EXPECT_FALSE(DecodePod(pod, ResourceNames{})->terminating);
 }
 
+TEST(PodViewTest, ClaimsByNameAndFromTemplates) {
+  Json pod = Json::parse(R"({
+    "metadata": {"name": "p", "namespace": "ml"},
+    "spec": {"resourceClaims": [
+      {"name": "own", "resourceClaimName": "shared-claim"},
+      {"name": "gpu", "resourceClaimTemplateName": "gpu-share"},
+      {"name": "later", "resourceClaimTemplateName": "gpu-share"}]},
+    "status": {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "p-gpu-x7k2"}]}
+  })");
+  Result<PodView> v = DecodePod(pod, ResourceNames{});
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  ASSERT_EQ(v->claims.size(), 3u);
+  EXPECT_EQ(v->claims[0], (PodView::ClaimRef{"own", "shared-claim"}));
+  EXPECT_EQ(v->claims[1], (PodView::ClaimRef{"gpu", "p-gpu-x7k2"}));
+  EXPECT_EQ(v->claims[2], (PodView::ClaimRef{"later", ""}));  // not made yet
+  EXPECT_TRUE(DecodePod(FullPod(), ResourceNames{})->claims.empty());
+}
+
 TEST(PodViewTest, PodsWithoutIdentityFailWithAClearError) {
   for (const char* text : {R"([1,2])", R"("pod")", R"({})", R"({"metadata":{}})", R"({"metadata":{"name":""}})",
                            R"({"metadata":{"name":7}})", R"({"metadata":"x"})"}) {

@@ -142,6 +142,8 @@ std::vector<core::PodRequest> ClusterView::HeldRequests() const {
   std::vector<core::PodRequest> out;
   for (const auto& [key, rec] : state_->pods_)
     if (core::HoldsShare(rec.stage)) out.push_back(rec.request);
+  for (const auto& [key, rec] : state_->claims_)
+    if (!rec.node.empty()) out.push_back(rec.request);
   return out;
 }
 
@@ -269,7 +271,9 @@ void ClusterState::UpsertNode(const Json& node) {
   ApplyParked(name);
   if (had_agent != entry.has_agent) {
     log_->info("node {} {} a node agent", name, entry.has_agent ? "has" : "no longer has");
-    for (const std::string& key : ledger_.PodsOn(name)) SettleAdmission(key, pods_.at(key));
+    for (const std::string& key : ledger_.PodsOn(name)) {
+      if (!IsClaimLedgerKey(key)) SettleAdmission(key, pods_.at(key));
+    }
   }
 }
 
@@ -603,7 +607,11 @@ void ClusterState::Hold(const std::string& key, PodRecord record) {
 void ClusterState::NoteNewHold(PodRecord& rec) {
   if (rec.counted) return;
   rec.counted = true;
-  new_holds_.push_back(rec.request);
+  PushNewHold(rec.request);
+}
+
+void ClusterState::PushNewHold(const core::PodRequest& request) {
+  new_holds_.push_back(request);
   if (new_holds_.size() > kNewHoldsKept) {
     new_holds_.pop_front();
     ++new_holds_first_;
@@ -663,6 +671,17 @@ void ClusterState::Release(const std::string& key, core::PodEvent event) {
 // Takes every pod off `node` in the ledger and parks it there.
 void ClusterState::Evict(const std::string& node, const std::string& why) {
   for (const std::string& key : ledger_.PodsOn(node)) {
+    if (IsClaimLedgerKey(key)) {  // a claim: held again when the node is back (RetryClaims)
+      auto claim = claims_.find(std::string_view(key).substr(kClaimLedgerPrefix.size()));
+      if (claim != claims_.end()) {
+        UnbookClaim(claim->first, claim->second, /*retry=*/false);
+        claim->second.problem = why;
+        claims_waiting_.insert(claim->first);
+      } else {
+        (void)ledger_.Forget(key);
+      }
+      continue;
+    }
     (void)ledger_.Forget(key);
     load_.Released(key);
     PodRecord& rec = pods_.at(key);
@@ -712,8 +731,11 @@ void ClusterState::GiveUpStaleAwaiting(const std::string& node, Clock::time_poin
 // Retries the pods parked on `node`: pods seen by the watch first, then own
 // assumptions, each group in key order (the order a fresh list delivers).
 void ClusterState::ApplyParked(const std::string& node) {
+  if (ledger_.FindNode(node) == nullptr) return;
+  // Claims first: kube-scheduler has allocated them already.
+  RetryClaims(node);
   auto p = parked_.find(node);
-  if (p == parked_.end() || ledger_.FindNode(node) == nullptr) return;
+  if (p == parked_.end()) return;
   const std::set<std::string> keys = p->second;
   for (bool assumed : {false, true}) {
     for (const std::string& key : keys) {
@@ -738,6 +760,8 @@ StateSummary ClusterState::SummaryLocked() const {
     s.pods_conflict += rec.stage == core::PodStage::kConflict;
   }
   s.pods_pending = static_cast<int>(pending_.size());
+  s.claims_waiting = static_cast<int>(claims_waiting_.size());
+  for (const auto& [key, rec] : claims_) s.claims_held += !rec.node.empty();
   s.conflicts_total = conflicts_total_;
   s.expired_total = expired_total_;
   s.workloads_learned = static_cast<int64_t>(load_.history().size());
@@ -770,6 +794,8 @@ std::vector<std::string> ClusterState::Problems() const {
   std::vector<std::string> out;
   for (const auto& [key, rec] : pods_)
     if (!core::HoldsShare(rec.stage)) out.push_back(key + ": " + rec.problem);
+  for (const std::string& key : claims_waiting_) out.push_back("claim " + key + ": " + claims_.at(key).problem);
+  std::sort(out.begin(), out.end());
   return out;
 }
 

@@ -37,6 +37,20 @@
 // conflict, released) by that table only; the indexes that follow a stage
 // (the pods awaiting admission per node, the parked pods per node) change
 // with it, in one place (Advance).
+// DRA (issue 22; docs/notes/dra.md): the driver's ResourceSlices say which
+// GPU each device is (its `index` attribute) and the order kube-scheduler's
+// allocator tries them in (ClusterView::DraDeviceOrder); an allocated
+// ResourceClaim's shares on the driver's devices are booked in the ledger
+// under the key "claim:<namespace>/<name>" (ClaimLedgerKey), beside the
+// pods' shares and taking no device-plugin slot, so the device-plugin path
+// is never placed on room a claim holds. kube-scheduler's allocator has
+// already given the claim its devices, so a claim is booked as it is: one
+// whose pool has no slice yet, whose node is not a GPU node here, or that
+// does not fit (a pod placed on the room in the same instant) holds nothing
+// and is retried when its node, its slice or the node's room changes
+// (Problems() lists it); the node agent's book refuses the second of the
+// two. A claim's booking changes only when its allocation does; a slice
+// deleted (kubelets delete them as they start) leaves claims booked.
 // A LoadTracker (load_tracker.h) follows every pending and held pod's
 // predicted GPU load and learns from the tessera.io/usage annotations of held
 // pods; a pod re-booked at a new prediction gives its node a new ledger
@@ -69,6 +83,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "core/dra_names.h"
 #include "core/ledger.h"
 #include "core/model.h"
 #include "core/pod_lifecycle.h"
@@ -77,6 +92,7 @@
 #include "core/preemption.h"
 #include "core/status.h"
 #include "core/thread_annotations.h"
+#include "scheduler/dra_objects.h"
 #include "scheduler/load_tracker.h"
 
 namespace spdlog {
@@ -113,7 +129,20 @@ struct ClusterStateOptions {
   // Wall clock for the load history (usage times are wall times). nullptr:
   // system_clock.
   std::function<std::chrono::system_clock::time_point()> wall_now;
+  // DRA: the driver whose slices and claims are read, and the DeviceClasses
+  // whose requests are its GPUs (SchedulerConfig::dra_device_classes).
+  std::string dra_driver = core::kDraDriver;
+  std::set<std::string, std::less<>> dra_classes = {core::kDraDriver};
 };
+
+// The ledger key of an allocated ResourceClaim "namespace/name" is this
+// prefix and the key (no pod key has a colon).
+inline constexpr std::string_view kClaimLedgerPrefix = "claim:";
+inline std::string ClaimLedgerKey(std::string_view claim_key) {
+  return std::string(kClaimLedgerPrefix) + std::string(claim_key);
+}
+// Whether a ledger key is a claim's (ClaimLedgerKey), not a pod's.
+inline bool IsClaimLedgerKey(std::string_view ledger_key) { return ledger_key.starts_with(kClaimLedgerPrefix); }
 
 // One GPU's use, for logs and tests.
 struct GpuSummary {
@@ -140,6 +169,8 @@ struct StateSummary {
   int pods_waiting = 0;      // assignment names a node that is unknown or not a GPU node
   int pods_conflict = 0;     // assignment does not fit its node
   int pods_pending = 0;      // unbound GPU pods whose request is kept for Bind
+  int claims_held = 0;       // allocated ResourceClaims of the driver booked in the ledger
+  int claims_waiting = 0;    // allocated ones not booked (see the file comment)
   int64_t conflicts_total = 0;  // pods that ever entered the conflict state
   int64_t expired_total = 0;    // assumptions released by ExpireAssumed
   int64_t workloads_learned = 0;  // workloads with a utilization history
@@ -168,10 +199,12 @@ class ClusterView {
   uint64_t topology_version() const;
   // Every GPU model in the ledger with the memory of its largest GPU.
   const std::map<std::string, int64_t, std::less<>>& Models() const;
-  // Requests of the pods holding shares, by key.
+  // Requests of the pods holding shares, by key, then of the claims booked
+  // (as the ledger holds them: one container per device).
   std::vector<core::PodRequest> HeldRequests() const;
-  // Requests of pods that started holding a share since `*cursor` (in the
-  // order they did), and advances the cursor. Keeps the last 8192 only.
+  // Requests of pods (and claims) that started holding a share since
+  // `*cursor` (in the order they did), and advances the cursor. Keeps the
+  // last 8192 only.
   std::vector<core::PodRequest> NewHoldsSince(uint64_t* cursor) const;
   // The pods holding shares on `node`, for preemption planning: key, uid,
   // spec.priority, start time, whether deletion was requested, and what they
@@ -194,6 +227,12 @@ class ClusterView {
   // (copy the node to choose GPUs outside Read). The pointer is valid inside
   // this Read only.
   Result<const core::NodeState*> BindTarget(std::string_view pod_key, std::string_view node) const;
+  // DRA: the GPU indexes of `node` in the order its slices of the driver
+  // list them (pools by name, slices by name, devices as listed: the
+  // allocator's order); nullptr when the node publishes none.
+  const std::vector<int>* DraDeviceOrder(std::string_view node) const;
+  // The ResourceClaim "namespace/name" as last seen; nullptr when unknown.
+  const DraClaim* Claim(std::string_view key) const;
 
  private:
   friend class ClusterState;
@@ -219,6 +258,13 @@ class ClusterState {
   // logged and ignored.
   void UpsertPod(const nlohmann::json& pod);
   void DeletePod(const nlohmann::json& pod);
+  // The ResourceSlice and ResourceClaim informers' callbacks (DRA; see the
+  // file comment). Slices of other drivers are ignored; malformed objects
+  // are logged and ignored.
+  void UpsertSlice(const nlohmann::json& slice);
+  void DeleteSlice(const nlohmann::json& slice);
+  void UpsertClaim(const nlohmann::json& claim);
+  void DeleteClaim(const nlohmann::json& claim);
 
   // For a pod assumed by Assume, before its Binding is sent: blocks
   // until no other pod awaits admission on its node (see the header), then
@@ -320,6 +366,13 @@ class ClusterState {
     std::string not_gpu_reason;   // empty: the node is in the ledger
     bool has_agent = false;       // carries tessera.io/node-agent: pods there are admitted by Allocate
   };
+  struct ClaimRecord {
+    DraClaim claim;
+    std::string node;     // where its shares are booked; "" while it holds none
+    std::string problem;  // why an allocated claim holds none
+    core::PodRequest request;  // what the ledger holds for it (one container per device)
+    bool counted = false;      // reported by NewHoldsSince already
+  };
   struct PendingPod {
     std::string uid;
     Status error;                 // OK when `request` is valid
@@ -340,11 +393,21 @@ class ClusterState {
   bool NodeHasAgent(const std::string& node) const TESSERA_REQUIRES(mu_);
   void Hold(const std::string& key, PodRecord record) TESSERA_REQUIRES(mu_);
   void NoteNewHold(PodRecord& rec) TESSERA_REQUIRES(mu_);
+  void PushNewHold(const core::PodRequest& request) TESSERA_REQUIRES(mu_);
   void TryPlace(const std::string& key, PodRecord& record) TESSERA_REQUIRES(mu_);
   // Gives back what the pod holds and forgets it; `event` is kGone or kForgotten.
   void Release(const std::string& key, core::PodEvent event = core::PodEvent::kGone) TESSERA_REQUIRES(mu_);
   void Evict(const std::string& node, const std::string& why) TESSERA_REQUIRES(mu_);
   void ApplyParked(const std::string& node) TESSERA_REQUIRES(mu_);
+  // DRA (cluster_state_dra.cc). Books an allocated claim's shares (nothing
+  // for one not allocated); sets its problem when they cannot be booked.
+  void BookClaim(const std::string& key, ClaimRecord& rec) TESSERA_REQUIRES(mu_);
+  // Gives back what the claim holds; `retry` retries what waits for the room.
+  void UnbookClaim(const std::string& key, ClaimRecord& rec, bool retry) TESSERA_REQUIRES(mu_);
+  // Books the allocated claims holding nothing, those on `node` (all when "").
+  void RetryClaims(const std::string& node) TESSERA_REQUIRES(mu_);
+  // Rebuilds node's device order and the pools' device maps from slices_.
+  void RebuildDraNode(const std::string& node) TESSERA_REQUIRES(mu_);
   // Moves the pods that have awaited admission on `node` for
   // kAdmissionGiveUpFactor admission waits to kAdmissionAbandoned, so they
   // no longer hold its binds back.
@@ -385,6 +448,19 @@ class ClusterState {
   int64_t conflicts_total_ TESSERA_GUARDED_BY(mu_) = 0;
   int64_t expired_total_ TESSERA_GUARDED_BY(mu_) = 0;
   LoadTracker load_ TESSERA_GUARDED_BY(mu_);
+  // DRA: the driver's slices by name; per pool its node and device -> GPU
+  // index (kept when its slices are deleted); per node the allocator's
+  // device order; the claims by key and the keys of allocated ones holding
+  // nothing.
+  struct DraPool {
+    std::string node;
+    std::map<std::string, int, std::less<>> index;
+  };
+  std::map<std::string, DraSlice, std::less<>> slices_ TESSERA_GUARDED_BY(mu_);
+  std::map<std::string, DraPool, std::less<>> pools_ TESSERA_GUARDED_BY(mu_);
+  std::map<std::string, std::vector<int>, std::less<>> dra_order_ TESSERA_GUARDED_BY(mu_);
+  std::map<std::string, ClaimRecord, std::less<>> claims_ TESSERA_GUARDED_BY(mu_);
+  std::set<std::string, std::less<>> claims_waiting_ TESSERA_GUARDED_BY(mu_);
   int64_t usage_rejected_total_ TESSERA_GUARDED_BY(mu_) = 0;
 };
 

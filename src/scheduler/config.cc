@@ -61,7 +61,7 @@ Result<SchedulerConfig> ParseConfig(const std::string& yaml_text, const std::str
   TESSERA_RETURN_IF_ERROR(UnknownKeys(
       root, {"listenAddress", "port", "tls", "kubeconfig", "policy", "resourceNames", "assumeTTLSeconds",
              "admissionWaitMillis", "leaderElection", "logLevel", "seed", "apiQPS", "apiBurst", "frontEnds",
-             "preemption", "interference", "filterReturnsBest"},
+             "preemption", "interference", "filterReturnsBest", "dra"},
       where));
   TESSERA_RETURN_IF_ERROR(Read(root, "listenAddress", config.listen_address, where));
   TESSERA_RETURN_IF_ERROR(Read(root, "port", config.port, where));
@@ -114,6 +114,11 @@ Result<SchedulerConfig> ParseConfig(const std::string& yaml_text, const std::str
       TESSERA_RETURN_IF_ERROR(Read(h, "gpuMemPercentage", names.mem_percent, w));
       TESSERA_RETURN_IF_ERROR(Read(h, "gpuCores", names.core, w));
     }
+  }
+  if (const YAML::Node dra = root["dra"]) {
+    if (!dra.IsMap()) return InvalidArgument(where + "dra: expected a mapping with deviceClasses");
+    TESSERA_RETURN_IF_ERROR(UnknownKeys(dra, {"deviceClasses"}, where + "dra: "));
+    TESSERA_RETURN_IF_ERROR(Read(dra, "deviceClasses", config.dra_device_classes, where + "dra."));
   }
   if (const YAML::Node pe = root["preemption"]) {
     if (!pe.IsMap()) return InvalidArgument(where + "preemption: expected a mapping");
@@ -252,6 +257,10 @@ Status ValidateConfig(const SchedulerConfig& config) {
   for (const char* level : kLevels) level_ok = level_ok || config.log_level == level;
   if (!level_ok) {
     return InvalidArgument("logLevel: \"" + config.log_level + "\" is not one of trace, debug, info, warn, error");
+  }
+  for (const std::string& c : config.dra_device_classes) {
+    if (c.empty() || c.size() > 253 || c.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-.") != std::string::npos)
+      return InvalidArgument("dra.deviceClasses: \"" + c + "\" is not a DeviceClass name (a DNS subdomain)");
   }
   if (config.leader_election.enabled &&
       (config.leader_election.namespace_.empty() || config.leader_election.name.empty())) {

@@ -3,6 +3,7 @@
 #pragma once
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "core/load.h"
 #include "core/podspec.h"
@@ -57,6 +58,11 @@ struct SchedulerConfig {
   LeaderElectionConfig leader_election;
   PreemptionSettings preemption;
   InterferenceSettings interference;
+  // DRA (`dra.deviceClasses`): the DeviceClasses whose requests are
+  // Tessera's GPUs, so claim pods asking for them are steered
+  // (docs/scheduler-extender.md, "DRA claim pods"). The chart passes its
+  // dra.deviceClassName.
+  std::vector<std::string> dra_device_classes = {"gpu.tessera.io"};
   std::string log_level = "info";
   uint64_t seed = 1;
 

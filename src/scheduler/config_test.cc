@@ -72,6 +72,16 @@ TEST(ConfigTest, RejectsMistakesWithTheFieldName) {
   ExpectError("policy: [unclosed", "YAML");
 }
 
+TEST(ConfigTest, DraDeviceClasses) {
+  auto config = ParseConfig("dra: {deviceClasses: [gpu.tessera.io, gpu-small.example.com]}", "t.yaml");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->dra_device_classes, (std::vector<std::string>{"gpu.tessera.io", "gpu-small.example.com"}));
+  EXPECT_EQ(SchedulerConfig{}.dra_device_classes, std::vector<std::string>{"gpu.tessera.io"});
+  ExpectError("dra: {deviceClasses: [Bad_Name]}", "dra.deviceClasses: \"Bad_Name\"");
+  ExpectError("dra: {classes: [x]}", "unknown key \"classes\"");
+  ExpectError("dra: {deviceClasses: gpu}", "dra.deviceClasses");
+}
+
 TEST(ConfigTest, FrontEndsAreOffByDefaultAndConfigurable) {
   auto defaults = ParseConfig("", "c.yaml");
   ASSERT_TRUE(defaults.ok());
@@ -125,6 +135,7 @@ TEST(ConfigTest, ShippedExampleParsesToTheDefaults) {
   EXPECT_EQ(config->assume_ttl, defaults.assume_ttl);
   EXPECT_EQ(config->leader_election.name, defaults.leader_election.name);
   EXPECT_EQ(config->preemption.enabled, defaults.preemption.enabled);
+  EXPECT_EQ(config->dra_device_classes, defaults.dra_device_classes);
   EXPECT_EQ(config->preemption.nomination_ttl, defaults.preemption.nomination_ttl);
   EXPECT_EQ(config->preemption.max_victims, defaults.preemption.max_victims);
   EXPECT_EQ(config->interference.policy.ceiling, defaults.interference.policy.ceiling);

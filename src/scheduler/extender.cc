@@ -128,6 +128,7 @@ Extender::Extender(ClusterState& state, Binder& binder, ExtenderOptions options)
       binder_(binder),
       options_(std::move(options)),
       log_(options_.logger ? options_.logger : spdlog::default_logger()),
+      claims_rng_(options_.seed),
       pods_(options_.remembered_requests) {}
 
 Status Extender::MakePolicyLocked(const core::TargetWorkload& workload) {

@@ -38,6 +38,17 @@
 //    tessera.io/assigned-at annotations. On failure the share is released and
 //    the error returned in ExtenderBindingResult.Error (HTTP 200), so
 //    kube-scheduler retries.
+//  - PrioritizeClaims and FilterClaims answer kube-scheduler's second
+//    extenders entry, for pods whose GPUs are DRA ResourceClaims of
+//    Tessera's driver (extender_claims.cc; docs/notes/dra.md, "Placement
+//    under DRA"). kube-scheduler's allocator picks a claim's GPUs (first fit
+//    in the node's ResourceSlice order), so PrioritizeClaims scores each node
+//    by the GPUs the allocator will take there: core::AllocatorPick over the
+//    node's slice order (ClusterView::DraDeviceOrder), then the policy's
+//    ScorePick, scaled as Prioritize scales. A pod without such a claim gets
+//    an empty list (no opinion; to kube-scheduler the same as one equal
+//    score), found by a scan of the body for "resourceClaims" without
+//    decoding it. FilterClaims passes every node (the allocator filtered).
 // Policies that need a view of the workload learn it from the pods that hold
 // shares (tessera: as arrivals; fgd: its target workload is rebuilt from the
 // live pods as their number doubles, and at least every 4096 new pods);
@@ -176,6 +187,10 @@ class Extender {
   HttpReply Bind(std::string_view body);
   // ExtenderPreemptionArgs -> ExtenderPreemptionResult (200), or 400.
   HttpReply Preempt(std::string_view body);
+  // The second entry's verbs, for claim pods (see the file comment):
+  // ExtenderArgs -> HostPriorityList / ExtenderFilterResult (200), or 400.
+  HttpReply PrioritizeClaims(std::string_view body);
+  HttpReply FilterClaims(std::string_view body);
 
   // Pods that filter found no room for, kept a few seconds so that a share
   // freed just after can wake them (see rejected_pods.h).
@@ -264,6 +279,7 @@ class Extender {
   Mutex bind_mu_ TESSERA_ACQUIRED_BEFORE(policy_mu_);
   std::unique_ptr<core::PlacementPolicy> policy_ TESSERA_GUARDED_BY(policy_mu_);
   std::unique_ptr<core::Placer> placer_ TESSERA_GUARDED_BY(policy_mu_);
+  core::Rng claims_rng_ TESSERA_GUARDED_BY(policy_mu_);  // PrioritizeClaims' ScorePick
   uint64_t holds_cursor_ TESSERA_GUARDED_BY(policy_mu_) = 0;
   int64_t learned_ TESSERA_GUARDED_BY(policy_mu_) = 0;        // pods fed to the policy so far
   int64_t next_rebuild_ TESSERA_GUARDED_BY(policy_mu_) = 32;  // fgd: rebuild the target workload at this count

@@ -11,6 +11,7 @@
 #include <ctime>
 
 #include "core/codec.h"
+#include "core/dra_names.h"
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kube/informer.h"
@@ -83,9 +84,23 @@ int Run(const SchedulerConfig& config) {
       .load = {.learn = scores_load && config.interference.learn_from_usage,
                .default_factor = config.interference.policy.default_factor,
                .history = config.interference.history},
-      .wall_now = {}});
+      .wall_now = {},
+      .dra_driver = core::kDraDriver,
+      .dra_classes = {config.dra_device_classes.begin(), config.dra_device_classes.end()}});
   kube::Informer nodes(client, "/api/v1/nodes");
   kube::Informer pods(client, "/api/v1/pods");
+  // DRA (docs/notes/dra.md): the driver's slices say which GPU each device
+  // is and in what order kube-scheduler's allocator tries them; allocated
+  // claims are booked beside the pods' shares.
+  kube::InformerOptions slice_options;
+  slice_options.field_selector = std::string("spec.driver=") + core::kDraDriver;
+  kube::Informer slices(client, "/apis/resource.k8s.io/v1/resourceslices", slice_options);
+  kube::Informer claims(client, "/apis/resource.k8s.io/v1/resourceclaims");
+  (void)slices.AddHandlers({
+      .on_add = [&](const nlohmann::json& s) { state.UpsertSlice(s); },
+      .on_update = [&](const nlohmann::json&, const nlohmann::json& s) { state.UpsertSlice(s); },
+      .on_delete = [&](const nlohmann::json& s) { state.DeleteSlice(s); },
+  });
   (void)nodes.AddHandlers({
       .on_add = [&](const nlohmann::json& n) { state.UpsertNode(n); },
       .on_update = [&](const nlohmann::json&, const nlohmann::json& n) { state.UpsertNode(n); },
@@ -116,6 +131,12 @@ int Run(const SchedulerConfig& config) {
             after_pod_event();
           },
       .on_delete = [&](const nlohmann::json& p) { state.DeletePod(p); claim_advisor.Forget(p); after_pod_event(); },
+  });
+
+  (void)claims.AddHandlers({
+      .on_add = [&](const nlohmann::json& c) { state.UpsertClaim(c); after_pod_event(); },
+      .on_update = [&](const nlohmann::json&, const nlohmann::json& c) { state.UpsertClaim(c); after_pod_event(); },
+      .on_delete = [&](const nlohmann::json& c) { state.DeleteClaim(c); after_pod_event(); },
   });
 
   std::unique_ptr<kube::LeaderElector> elector;
@@ -183,7 +204,9 @@ int Run(const SchedulerConfig& config) {
   extender_ptr = extender->get();
   ExtenderServer server(**extender, server_options);
 
-  for (kube::Informer* informer : {&nodes, &pods}) {
+  // The DRA informers do not gate readiness or binds: a cluster without
+  // resource.k8s.io/v1 (before 1.34) must still schedule device-plugin pods.
+  for (kube::Informer* informer : {&nodes, &pods, &slices, &claims}) {
     if (Status s = informer->Start(); !s.ok()) {
       spdlog::critical("{}", s.message());
       return 1;
@@ -241,6 +264,8 @@ int Run(const SchedulerConfig& config) {
   spdlog::info("shutting down: the HTTP server closes its keep-alive connections (at most {} s idle)",
                server_options.keep_alive_seconds);
   server.Stop();
+  claims.Stop();
+  slices.Stop();
   pods.Stop();
   nodes.Stop();
   spdlog::info("stopped");

@@ -196,6 +196,19 @@ void ExtenderServer::Route() {
     });
     MethodNotAllowed(s, pattern, "POST", /*get_allowed=*/false);
   }
+  const std::string claims = RegexEscape(NormalizePrefix(options_.claims_prefix));
+  for (const auto& route : {std::pair<Verb, Handler>{Verb::kFilter, &Extender::FilterClaims},
+                             {Verb::kPrioritize, &Extender::PrioritizeClaims}}) {
+    const Handler handler = route.second;
+    const std::string pattern = claims + "/" + VerbName(route.first);
+    s.Post(pattern, [this, handler](const httplib::Request& req, httplib::Response& res) {
+      HttpReply reply = (extender_.*handler)(req.body);
+      res.status = reply.status;
+      if (reply.status == 200) SetUncompressed(res, std::move(reply.body), kJson);
+      else res.set_content(std::move(reply.body), kText);
+    });
+    MethodNotAllowed(s, pattern, "POST", /*get_allowed=*/false);
+  }
   s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", kText); });
   s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
     const Status ready = options_.ready ? options_.ready() : Status();
@@ -232,6 +245,9 @@ void ExtenderServer::Route() {
 
 Result<int> ExtenderServer::Start(const std::string& host, int port) {
   if (server_) return FailedPrecondition("the extender server is already started");
+  if (NormalizePrefix(options_.prefix) == NormalizePrefix(options_.claims_prefix))
+    return InvalidArgument("the claim pods' verbs need a path prefix of their own (claims prefix \"" +
+                           options_.claims_prefix + "\" is the verbs' prefix)");
   if (options_.metrics != nullptr && !verb_metrics_) {
     TESSERA_ASSIGN_OR_RETURN(verb_metrics_, VerbMetrics::Create(*options_.metrics));
   }

@@ -2,6 +2,9 @@
 //
 //   POST {prefix}/filter, {prefix}/prioritize, {prefix}/bind,
 //        {prefix}/preempt                                    the extender verbs
+//   POST {claims_prefix}/filter, {claims_prefix}/prioritize  the verbs for DRA
+//        claim pods (Extender::FilterClaims, PrioritizeClaims): kube-scheduler's
+//        second extenders entry
 //   GET  /healthz    200 "ok" while the process serves
 //   GET  /readyz     200 "ok" when `ready` says so, else 503 with its reason
 //   GET  /metrics    options.metrics rendered (Prometheus text 0.0.4), when set
@@ -38,6 +41,9 @@ struct ServerOptions {
   // Path prefix of the verbs ("" -> /filter; "/tessera" -> /tessera/filter),
   // matching kube-scheduler's urlPrefix path.
   std::string prefix;
+  // Path prefix of the claim pods' verbs (the second extenders entry's
+  // urlPrefix path); must differ from `prefix`. Default "/dra".
+  std::string claims_prefix = "/dra";
   // Larger request bodies get 413. Default 64 MiB (a full NodeList at 5,000
   // nodes is a few MiB).
   size_t max_body_bytes = size_t{64} << 20;
@@ -66,7 +72,8 @@ struct ServerOptions {
   std::shared_ptr<spdlog::logger> logger;
   // Served on GET /metrics, with the verbs' latency and decisions
   // (verb_metrics.h) added to it at the first Start; must outlive the
-  // server. nullptr: no /metrics, nothing measured.
+  // server. nullptr: no /metrics, nothing measured. The claim pods' verbs
+  // are not measured.
   metrics::Registry* metrics = nullptr;
 };
 

@@ -50,6 +50,32 @@ class ServerTest : public ::testing::Test {
   int port_ = 0;
 };
 
+TEST_F(ServerTest, ClaimPodVerbsHaveAPrefixOfTheirOwn) {
+  auto server = Serve();
+  ASSERT_GT(port_, 0);
+  httplib::Client client("127.0.0.1", port_);
+  state_->UpsertSlice(testing::SliceJson("n1", {0, 1}));
+  state_->UpsertClaim(testing::ClaimJson("ns", "c", {{"gpu", 1, 8192, 30}}));
+  const json claim_pod = testing::WithClaims(PodJson("ns", "p", {{"main"}}), {"c"});
+  auto scored = client.Post("/dra/prioritize", FilterBody(claim_pod, {"n1"}), "application/json");
+  ASSERT_TRUE(scored);
+  EXPECT_EQ(scored->status, 200);
+  EXPECT_EQ(scored->body, R"([{"Host":"n1","Score":10}])");
+  // A pod without claims: no opinion.
+  auto other = client.Post("/dra/prioritize", FilterBody(PodJson("ns", "q", {{"main"}}), {"n1"}), "application/json");
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->body, "[]");
+  auto filtered = client.Post("/dra/filter", FilterBody(claim_pod, {"n1"}), "application/json");
+  ASSERT_TRUE(filtered);
+  EXPECT_EQ(json::parse(filtered->body)["NodeNames"], json({"n1"}));
+  EXPECT_EQ(client.Post("/dra/bind", "{}", "application/json")->status, 404);
+  // The two entries cannot share a prefix.
+  ServerOptions same;
+  same.prefix = "/dra";
+  ExtenderServer clash(*extender_, same);
+  EXPECT_EQ(clash.Start("127.0.0.1", 0).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST_F(ServerTest, VerbsRoundTripOverHttp) {
   auto server = Serve();
   ASSERT_GT(port_, 0);

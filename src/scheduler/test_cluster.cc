@@ -125,4 +125,61 @@ std::vector<FakeBinder::Call> FakeBinder::calls() const {
   return calls_;
 }
 
+nlohmann::json SliceJson(const std::string& node, const std::vector<int>& indexes, int64_t mem_mib) {
+  nlohmann::json devices = nlohmann::json::array();
+  for (int i : indexes) {
+    devices.push_back({{"name", "gpu-" + std::to_string(i)},
+                       {"allowMultipleAllocations", true},
+                       {"attributes", {{"index", {{"int", i}}}, {"uuid", {{"string", GpuUuid(node, i)}}}}},
+                       {"capacity", {{"memory", {{"value", std::to_string(mem_mib) + "Mi"}}}, {"compute", {{"value", "100"}}}}}});
+  }
+  return {{"apiVersion", "resource.k8s.io/v1"},
+          {"kind", "ResourceSlice"},
+          {"metadata", {{"name", node + "-gpu.tessera.io"}}},
+          {"spec",
+           {{"driver", "gpu.tessera.io"},
+            {"nodeName", node},
+            {"pool", {{"name", node}, {"generation", 1}, {"resourceSliceCount", 1}}},
+            {"devices", devices}}}};
+}
+
+nlohmann::json ClaimJson(const std::string& ns, const std::string& name, const std::vector<ClaimAsk>& asks,
+                         const std::string& pool, const std::vector<ClaimGot>& got) {
+  nlohmann::json requests = nlohmann::json::array();
+  for (const ClaimAsk& a : asks) {
+    nlohmann::json exactly = {{"deviceClassName", "gpu.tessera.io"}, {"count", a.count}};
+    if (a.mem_mib > 0) exactly["capacity"]["requests"]["memory"] = std::to_string(a.mem_mib) + "Mi";
+    if (a.percent > 0) exactly["capacity"]["requests"]["compute"] = std::to_string(a.percent);
+    requests.push_back({{"name", a.name}, {"exactly", exactly}});
+  }
+  nlohmann::json claim = {{"apiVersion", "resource.k8s.io/v1"},
+                          {"kind", "ResourceClaim"},
+                          {"metadata", {{"name", name}, {"namespace", ns}, {"uid", "uid-claim-" + ns + "-" + name}}},
+                          {"spec", {{"devices", {{"requests", requests}}}}}};
+  if (got.empty()) return claim;
+  nlohmann::json results = nlohmann::json::array();
+  for (const ClaimGot& g : got) {
+    nlohmann::json r = {{"request", asks.empty() ? "gpu" : asks[0].name},
+                        {"driver", "gpu.tessera.io"},
+                        {"pool", pool},
+                        {"device", "gpu-" + std::to_string(g.index)}};
+    if (g.consumed) {
+      r["consumedCapacity"] = nlohmann::json::object();
+      if (g.mem_mib > 0) r["consumedCapacity"]["memory"] = std::to_string(g.mem_mib) + "Mi";
+      if (g.percent > 0) r["consumedCapacity"]["compute"] = std::to_string(g.percent);
+      r["shareID"] = "share-" + name + "-" + std::to_string(g.index);
+    }
+    results.push_back(r);
+  }
+  claim["status"]["allocation"]["devices"]["results"] = results;
+  return claim;
+}
+
+nlohmann::json WithClaims(nlohmann::json pod, const std::vector<std::string>& claim_names) {
+  nlohmann::json refs = nlohmann::json::array();
+  for (const std::string& c : claim_names) refs.push_back({{"name", c}, {"resourceClaimName", c}});
+  pod["spec"]["resourceClaims"] = refs;
+  return pod;
+}
+
 }  // namespace tessera::scheduler::testing

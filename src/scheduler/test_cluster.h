@@ -53,6 +53,32 @@ nlohmann::json PodJson(const std::string& ns, const std::string& name, const std
 nlohmann::json BoundPodJson(nlohmann::json pod, const core::Assignment& assignment,
                             const std::string& phase = "Running");
 
+// DRA: a ResourceSlice of tessera-node's kind for `node` (driver
+// gpu.tessera.io, pool = node) listing devices "gpu-<i>" with attribute
+// index i, in the order of `indexes`, each of `mem_mib`.
+nlohmann::json SliceJson(const std::string& node, const std::vector<int>& indexes, int64_t mem_mib = 40960);
+// A ResourceClaim request of class gpu.tessera.io; 0 leaves memory / compute out.
+struct ClaimAsk {
+  std::string name = "gpu";
+  int count = 1;
+  int64_t mem_mib = 0;
+  int percent = 0;
+};
+// An allocation result on `pool`'s device "gpu-<index>"; a result with
+// `consumed` false has no consumedCapacity (an exclusive allocation).
+struct ClaimGot {
+  int index = 0;
+  int64_t mem_mib = 0;
+  int percent = 0;
+  bool consumed = true;
+};
+// A ResourceClaim (uid "uid-claim-<ns>-<name>") with `asks`; allocated on
+// `pool` with `got` when `got` is not empty.
+nlohmann::json ClaimJson(const std::string& ns, const std::string& name, const std::vector<ClaimAsk>& asks,
+                         const std::string& pool = "", const std::vector<ClaimGot>& got = {});
+// `pod` using the claims `claim_names` (spec.resourceClaims, by name).
+nlohmann::json WithClaims(nlohmann::json pod, const std::vector<std::string>& claim_names);
+
 // ExtenderArgs bodies: NodeNames form (nodeCacheCapable) and Nodes form.
 std::string FilterBody(const nlohmann::json& pod, const std::vector<std::string>& node_names);
 std::string NodesFilterBody(const nlohmann::json& pod, const std::vector<nlohmann::json>& nodes);

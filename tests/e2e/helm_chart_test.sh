@@ -358,9 +358,12 @@ can yes $ext update leases.coordination.k8s.io/tessera-scheduler "$ns"
 can no  $ext update leases.coordination.k8s.io/tessera-scheduler kube-system
 can no  $ext update leases.coordination.k8s.io/other "$ns"
 can no  $ext delete pods;  can no $ext patch nodes;  can no $ext get secrets;  can no $ext create pods
-# ... and the advice on claims no GPU can take (reads only).
-can yes $ext list resourceslices.resource.k8s.io;  can yes $ext list deviceclasses.resource.k8s.io
-can yes $ext get resourceclaims.resource.k8s.io default
+# ... DRA: slices and claims watched (claims booked, claim pods steered), and
+# the advice on claims no GPU can take (reads only).
+for v in get list watch; do
+  can yes $ext $v resourceslices.resource.k8s.io;  can yes $ext $v resourceclaims.resource.k8s.io
+done
+can yes $ext list deviceclasses.resource.k8s.io
 can no  $ext create resourceslices.resource.k8s.io;  can no $ext update resourceclaims.resource.k8s.io default
 # tessera-node: its Node's inventory, its pods' annotations, Events.
 can yes $node get nodes;  can yes $node patch nodes

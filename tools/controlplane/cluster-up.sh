@@ -169,9 +169,13 @@ if [[ "$controller_manager" == 1 ]]; then
     -H "Authorization: Bearer ${token}" "https://127.0.0.1:${api_port}/api/v1/namespaces/default/serviceaccounts/default"
 fi
 
-# The extender entry matches deploy/ (docs/scheduler-extender.md explains it),
-# with the compatibility front ends' names too (docs/migration.md): pods that
-# use them reach the extender, which reads them only when its flags enable them.
+# The extender entries match deploy/ (docs/scheduler-extender.md explains
+# them; the second steers DRA claim pods), but for percentageOfNodesToScore:
+# test clusters have fewer than 100 nodes, where every node is scored anyway,
+# and the throughput benchmark's 5,000 nodes keep kube-scheduler's default.
+# The first entry has the compatibility front ends' names too
+# (docs/migration.md): pods that use them reach the extender, which reads
+# them only when its flags enable them.
 extender_yaml=""
 if [[ -n "${SCHEDULER_NAMES:-}" ]]; then
   # Top-level extenders serve every profile.
@@ -202,7 +206,13 @@ if [[ "$extender" == 1 ]]; then
   - {name: nvidia.com/gpu, ignoredByScheduler: false}
   - {name: nvidia.com/gpumem, ignoredByScheduler: true}
   - {name: nvidia.com/gpumem-percentage, ignoredByScheduler: true}
-  - {name: nvidia.com/gpucores, ignoredByScheduler: true}"
+  - {name: nvidia.com/gpucores, ignoredByScheduler: true}
+- urlPrefix: http://127.0.0.1:${ext_port}/dra
+  prioritizeVerb: prioritize
+  weight: 100
+  nodeCacheCapable: true
+  httpTimeout: 5s
+  ignorable: true"
 else
   # The same pods, scheduled by slots only: the share resources are ignored
   # as the extender configuration's ignoredByScheduler would.

@@ -72,12 +72,24 @@ extenders:
   {{- with .Values.scheduler.extender.extraManagedResources }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
+{{- if .Values.scheduler.extender.claims.enabled }}
+# DRA claim pods: steered by the GPU the DRA allocator will take on each node.
+- urlPrefix: {{ include "tessera.extenderURL" . }}/dra
+  prioritizeVerb: prioritize
+  weight: {{ .Values.scheduler.extender.claims.weight }}
+  nodeCacheCapable: true
+  httpTimeout: {{ .Values.scheduler.extender.httpTimeout }}
+  ignorable: true
+{{- end }}
 {{- end -}}
 
 {{/* kube-scheduler's configuration file (mode deployment: a profile of its own). */}}
 {{- define "tessera.schedulerConfig" -}}
 apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
+{{- if .Values.scheduler.extender.claims.enabled }}
+percentageOfNodesToScore: 100
+{{- end }}
 {{- if eq .Values.scheduler.mode "deployment" }}
 leaderElection:
   leaderElect: {{ gt (int .Values.scheduler.replicas) 1 }}
