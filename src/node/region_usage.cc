@@ -38,6 +38,33 @@ double Utilization(const ContainerGpu& now, const ContainerGpu* before, std::chr
 
 int64_t MiB(uint64_t bytes) { return static_cast<int64_t>(bytes / kBytesPerMiB); }
 
+// The totals of the GPU `share` is on: by uuid, by index when the share has
+// none; end() when the node does not have it.
+std::vector<GpuTotals>::iterator TotalsOf(std::vector<GpuTotals>& gpus, const core::GpuShare& share) {
+  return std::find_if(gpus.begin(), gpus.end(), [&](const GpuTotals& t) {
+    return share.uuid.empty() ? t.gpu.index == share.index : t.gpu.uuid == share.uuid;
+  });
+}
+
+// Fills what `c` (GPU `i` of a container or claim, its names set) holds of
+// `share` on `gpu`: the limit (the card when the share names no memory),
+// the compute share, the region's counters when read, and the utilization
+// since `previous`.
+void FillShare(ContainerGpu& c, const core::GpuInfo& gpu, const core::GpuShare& share, int i,
+               const std::optional<std::vector<RegionCounters>>& counters, const UsageSnapshot* previous,
+               std::chrono::steady_clock::duration wall) {
+  c.ordinal = i;
+  c.gpu = gpu;
+  const int64_t mem_mib = share.mem_mib > 0 ? std::min(share.mem_mib, gpu.memory_mib) : gpu.memory_mib;
+  c.limit_bytes = static_cast<uint64_t>(std::max<int64_t>(mem_mib, 0)) * kBytesPerMiB;
+  c.core_share = static_cast<double>(share.core_milli) / static_cast<double>(core::kCoreMilliPerGpu);
+  if (counters && static_cast<int>(counters->size()) > i) {
+    c.measured = true;
+    c.counters = (*counters)[static_cast<size_t>(i)];
+  }
+  c.utilization = Utilization(c, previous != nullptr ? Find(*previous, c) : nullptr, wall);
+}
+
 }  // namespace
 
 Result<std::vector<RegionCounters>> ReadRegionCounters(const std::string& dir, int gpus) {
@@ -108,24 +135,12 @@ UsageSnapshot JoinUsage(const std::vector<PodAssignment>& pods, const std::vecto
       const std::optional<std::vector<RegionCounters>> counters = lookup(pod.uid, container.name, n);
       for (int i = 0; i < n; ++i) {
         const core::GpuShare& share = container.gpus[static_cast<size_t>(i)];
-        auto totals = std::find_if(out.gpus.begin(), out.gpus.end(), [&](const GpuTotals& t) {
-          return share.uuid.empty() ? t.gpu.index == share.index : t.gpu.uuid == share.uuid;
-        });
+        auto totals = TotalsOf(out.gpus, share);
         if (totals == out.gpus.end()) continue;
         ContainerGpu c;
         c.pod = PodRef{pod.ns, pod.name, pod.uid};
         c.container = container.name;
-        c.ordinal = i;
-        c.gpu = totals->gpu;
-        const int64_t mem_mib = share.mem_mib > 0 ? std::min(share.mem_mib, totals->gpu.memory_mib)
-                                                  : totals->gpu.memory_mib;
-        c.limit_bytes = static_cast<uint64_t>(std::max<int64_t>(mem_mib, 0)) * kBytesPerMiB;
-        c.core_share = static_cast<double>(share.core_milli) / static_cast<double>(core::kCoreMilliPerGpu);
-        if (counters && static_cast<int>(counters->size()) > i) {
-          c.measured = true;
-          c.counters = (*counters)[static_cast<size_t>(i)];
-        }
-        c.utilization = Utilization(c, previous != nullptr ? Find(*previous, c) : nullptr, wall);
+        FillShare(c, totals->gpu, share, i, counters, previous, wall);
         totals->used_bytes += c.counters.used_bytes;
         totals->allocated_bytes += c.limit_bytes;
         totals->core_allocated += c.core_share;
@@ -158,26 +173,14 @@ void AddClaimUsage(UsageSnapshot& snapshot, const std::vector<ClaimRecord>& clai
     const std::optional<std::vector<RegionCounters>> counters = lookup(claim.holder.uid, kClaimRegionContainer, n);
     for (int i = 0; i < n; ++i) {
       const core::GpuShare& share = shares[static_cast<size_t>(i)];
-      auto totals = std::find_if(snapshot.gpus.begin(), snapshot.gpus.end(), [&](const GpuTotals& t) {
-        return share.uuid.empty() ? t.gpu.index == share.index : t.gpu.uuid == share.uuid;
-      });
+      auto totals = TotalsOf(snapshot.gpus, share);
       if (totals == snapshot.gpus.end()) continue;
       ContainerGpu c;
       c.pod = claim.pods.empty() ? PodRef{claim.Namespace(), "", ""} : claim.pods.front();
       c.container = kClaimRegionContainer;
       c.claim = claim.Name();
       c.claim_uid = claim.holder.uid;
-      c.ordinal = i;
-      c.gpu = totals->gpu;
-      const int64_t mem_mib = share.mem_mib > 0 ? std::min(share.mem_mib, totals->gpu.memory_mib)
-                                                : totals->gpu.memory_mib;
-      c.limit_bytes = static_cast<uint64_t>(std::max<int64_t>(mem_mib, 0)) * kBytesPerMiB;
-      c.core_share = static_cast<double>(share.core_milli) / static_cast<double>(core::kCoreMilliPerGpu);
-      if (counters && static_cast<int>(counters->size()) > i) {
-        c.measured = true;
-        c.counters = (*counters)[static_cast<size_t>(i)];
-      }
-      c.utilization = Utilization(c, previous != nullptr ? Find(*previous, c) : nullptr, wall);
+      FillShare(c, totals->gpu, share, i, counters, previous, wall);
       if (!totals->device_measured) {
         totals->used_bytes += c.counters.used_bytes;
         totals->utilization = std::min(1.0, totals->utilization + c.utilization);
