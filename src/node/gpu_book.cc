@@ -1,6 +1,5 @@
 #include "node/gpu_book.h"
 
-#include <algorithm>
 #include <set>
 
 #include "core/codec.h"
@@ -36,6 +35,14 @@ int64_t HeldMiB(const core::GpuShare& s, const core::GpuInfo& gpu) {
   return s.mem_mib == 0 && s.core_milli >= core::kCoreMilliPerGpu ? gpu.memory_mib : s.mem_mib;
 }
 
+// The GPU of `gpus` with `index`, or nullptr.
+const core::GpuInfo* FindGpu(const std::vector<core::GpuInfo>& gpus, int index) {
+  for (const core::GpuInfo& g : gpus) {
+    if (g.index == index) return &g;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 std::string GpuHolder::Describe() const { return (kind == Kind::kPod ? "pod " : "claim ") + key; }
@@ -56,12 +63,12 @@ Status GpuBook::Book(const GpuHolder& holder, const std::vector<core::GpuInfo>& 
   const std::map<int, core::GpuShare> adding = PerGpu(holder);
   std::map<int, const core::GpuInfo*> info;
   for (const auto& [index, add] : adding) {
-    auto it = std::find_if(gpus.begin(), gpus.end(), [index](const core::GpuInfo& g) { return g.index == index; });
-    if (it == gpus.end()) {
+    const core::GpuInfo* gpu = FindGpu(gpus, index);
+    if (gpu == nullptr) {
       return NotFound(holder.Describe() + ": GPU " + std::to_string(index) + " is not one of this node's " +
                       std::to_string(gpus.size()) + " GPU(s)");
     }
-    info[index] = &*it;
+    info[index] = gpu;
   }
   MutexLock lock(mu_);
   // A pod first against the other pods alone, on every GPU: room this node
@@ -88,8 +95,8 @@ Status GpuBook::FitsBesidePods(const GpuHolder& pod, const core::GpuShare& add, 
       ++sharers;
     }
   }
-  const int adding = static_cast<int>(
-      std::count_if(pod.shares.begin(), pod.shares.end(), [&gpu](const core::GpuShare& s) { return s.index == gpu.index; }));
+  int adding = 0;  // this pod's containers on `gpu`
+  for (const core::GpuShare& s : pod.shares) adding += s.index == gpu.index ? 1 : 0;
   const int64_t add_mib = HeldMiB(add, gpu);
   // The words CheckHandOut used when it made this check (Events, logs and tests read them).
   const std::string refused = "pod " + pod.key + ": its tessera.io/assignment is not handed out: ";
@@ -119,8 +126,8 @@ Status GpuBook::FitsBesideAll(const GpuHolder& holder, const core::GpuShare& add
       if (s.index != gpu.index) continue;
       mem += HeldMiB(s, gpu);
       core += s.core_milli;
-      others += (others.empty() ? "" : ", ") + entry.holder.Describe() + " (" + ShareText(HeldMiB(s, gpu), s.core_milli) +
-                ")";
+      others += (others.empty() ? "" : ", ") + entry.holder.Describe() + " (" +
+                ShareText(HeldMiB(s, gpu), s.core_milli) + ")";
     }
   }
   if (others.empty()) others = "no other holder";
