@@ -108,16 +108,17 @@ Result<ContainerEnv> Allocator::AllocateLocked(const std::string& resource, cons
   } release{book_, booked_now};
   if (pod.allocated.empty()) {
     // The pod's first container: its whole assignment must be what it asks
-    // for and fit what this node has not handed out (handout.h).
+    // for (handout.h) and fit what this node has not handed out, to other
+    // pods or to DRA claims (the book, gpu_book.h).
     auto self = std::find_if(read.pods.begin(), read.pods.end(), [&pod](const auto& p) { return p->uid == pod.uid; });
     if (self == read.pods.end()) return Internal("pod " + pod.Key() + " is gone from the pod list just read");
-    if (Status st = CheckHandOut(**self, read.pods, node_, gpus); !st.ok()) {
+    if (Status st = CheckHandOut(**self, gpus); !st.ok()) {
       log_->warn("Allocate of {} [{}]: {}", resource, JoinUuids(device_ids), st.message());
       refused_uids_.insert(pod.uid);
       return st;
     }
-    // The last line against DRA claims on the same GPUs: booked in one step
-    // with its check, so a NodePrepareResources running now sees this pod.
+    // Booked in one step with its check, so a NodePrepareResources running
+    // now sees this pod.
     Result<GpuHolder> holder = HolderOfPod(**self, node_);
     if (!holder.ok()) return Internal("pod " + pod.Key() + ": " + holder.status().message());
     Status st = book_.Book(*holder, gpus);

@@ -70,14 +70,15 @@ class Allocator {
   // resourceVersion; re-read and retried on 409). Only pods whose next
   // container asks for `resource` are candidates (KeepPendingFor); an empty
   // `resource` considers every pod. Before a pod's first container, its
-  // assignment is checked against the pod's own request and what the node
-  // has handed out (CheckHandOut, handout.h): PERMISSION_DENIED when it is
-  // not handed out. The pod is then booked in the node's GpuBook (book())
-  // beside every other pod and every prepared DRA claim: RESOURCE_EXHAUSTED
-  // naming the pod, the GPU and the holders already on it when it does not
-  // fit (a claim took the room; the pod is refused like one CheckHandOut
-  // refuses); it is released again when a later step fails. Errors say
-  // why nothing was allocated (IdentifyContainer's messages, a refused
+  // assignment is checked against the pod's own request and spec
+  // (CheckHandOut, handout.h) and then booked in the node's GpuBook (book()),
+  // the one check against every other pod and every prepared DRA claim:
+  // PERMISSION_DENIED when it is not what the pod asks for or does not fit
+  // beside the other pods (a copied or forged assignment), RESOURCE_EXHAUSTED
+  // naming the pod, the GPU and the holders already on it when it fits
+  // beside the pods but not beside the claims; the booking is released
+  // again when a later step fails. Errors say why nothing was allocated
+  // (IdentifyContainer's messages, a refused
   // assignment, an unknown GPU, an MPS pod whose GPU runs no MPS daemon, an
   // API failure); nothing is marked then. On an error,
   // `named` (when given) receives the pods it concerns: the candidates
@@ -141,7 +142,7 @@ class Allocator {
   GpuBook book_;
   Mutex mu_;  // one handshake at a time
   std::map<std::string, Steer> steered_ TESSERA_GUARDED_BY(mu_);      // by resource
-  std::set<std::string> refused_uids_ TESSERA_GUARDED_BY(mu_);        // pods CheckHandOut refused
+  std::set<std::string> refused_uids_ TESSERA_GUARDED_BY(mu_);        // pods CheckHandOut or the book refused
 };
 
 }  // namespace tessera::node

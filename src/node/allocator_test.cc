@@ -178,6 +178,30 @@ TEST_F(AllocatorTest, APodThatSetsAReservedVariableIsRefusedAndThenLeftOut) {
   EXPECT_TRUE(named.empty());
 }
 
+// A running pod's assignment copied onto a second pod: the book, the one
+// check against other holders, refuses it as a refused assignment (the
+// code the agent's Events and metrics count), and it is left out after.
+TEST_F(AllocatorTest, ACopiedAssignmentIsRefusedByTheBookAsNotHandedOut) {
+  json holder = AssignedPod("holder", "2024-01-01T00:00:01Z", {{"main", 1, 4096, 60}});
+  holder["metadata"]["annotations"]["tessera.io/allocated"] = "main";
+  holder["status"]["phase"] = "Running";
+  Put(holder);
+  const std::string uid = Put(AssignedPod("copy", "2024-01-01T00:00:02Z", {{"main", 1, 4096, 60}}))["metadata"]["uid"];
+  Allocator& allocator = Make();
+  std::vector<PodRef> named;
+  auto env = allocator.Allocate("tessera.io/gpu", {SlotId("GPU-1", 1)}, TwoGpus(), &named);
+  EXPECT_EQ(env.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(env.status().message(),
+            "pod ns/copy: its tessera.io/assignment is not handed out: it wants 60 percent of GPU 1 (GPU-1)'s "
+            "compute, 60 percent of it already handed to 1 container(s): together over 100 percent");
+  EXPECT_EQ(named, (std::vector<PodRef>{{"ns", "copy", uid}}));
+  EXPECT_EQ(observed_, std::vector<StatusCode>{StatusCode::kPermissionDenied});
+  EXPECT_EQ(api_.CountCalls("PATCH"), 0);
+  EXPECT_EQ(allocator.book().Holders().size(), 1u);  // the holder only
+  auto next = allocator.Allocate("tessera.io/gpu", {SlotId("GPU-1", 1)}, TwoGpus(), &named);
+  EXPECT_EQ(next.status().code(), StatusCode::kFailedPrecondition);
+}
+
 // One Allocator serves every resource: each Allocate considers only the
 // containers asking for its resource, even on the same GPU and slot count.
 TEST_F(AllocatorTest, ADraClaimOnTheGpuRefusesThePodAndAnAllocatedPodIsBooked) {

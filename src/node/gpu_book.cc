@@ -35,6 +35,14 @@ int64_t HeldMiB(const core::GpuShare& s, const core::GpuInfo& gpu) {
   return s.mem_mib == 0 && s.core_milli >= core::kCoreMilliPerGpu ? gpu.memory_mib : s.mem_mib;
 }
 
+// The GPU of `gpus` with `index`, or nullptr.
+const core::GpuInfo* FindGpu(const std::vector<core::GpuInfo>& gpus, int index) {
+  for (const core::GpuInfo& g : gpus) {
+    if (g.index == index) return &g;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 std::string GpuHolder::Describe() const { return (kind == Kind::kPod ? "pod " : "claim ") + key; }
@@ -53,45 +61,88 @@ Result<GpuHolder> HolderOfPod(const core::PodView& pod, const std::string& node)
 
 Status GpuBook::Book(const GpuHolder& holder, const std::vector<core::GpuInfo>& gpus) {
   const std::map<int, core::GpuShare> adding = PerGpu(holder);
-  MutexLock lock(mu_);
+  std::map<int, const core::GpuInfo*> info;
   for (const auto& [index, add] : adding) {
-    const core::GpuInfo* info = nullptr;
-    for (const core::GpuInfo& g : gpus) {
-      if (g.index == index) info = &g;
-    }
-    if (info == nullptr) {
+    const core::GpuInfo* gpu = FindGpu(gpus, index);
+    if (gpu == nullptr) {
       return NotFound(holder.Describe() + ": GPU " + std::to_string(index) + " is not one of this node's " +
                       std::to_string(gpus.size()) + " GPU(s)");
     }
-    int64_t mem = 0, core = 0;
-    std::string others;
-    for (const auto& [uid, entry] : entries_) {
-      if (uid == holder.uid) continue;
-      for (const core::GpuShare& s : entry.holder.shares) {
-        if (s.index != index) continue;
-        mem += HeldMiB(s, *info);
-        core += s.core_milli;
-        others += (others.empty() ? "" : ", ") + entry.holder.Describe() + " (" +
-                  ShareText(HeldMiB(s, *info), s.core_milli) + ")";
-      }
-    }
-    if (others.empty()) others = "no other holder";
-    const std::string gpu = "GPU " + std::to_string(index) + " (" + info->uuid + ")";
-    const int64_t add_mib = HeldMiB(add, *info);
-    const std::string refused = holder.Describe() + " cannot have " + ShareText(add_mib, add.core_milli) + " of " +
-                                gpu + ": ";
-    if (info->memory_mib > 0 && mem + add_mib > info->memory_mib) {
-      return ResourceExhausted(refused + std::to_string(mem) + " MiB of its " + std::to_string(info->memory_mib) +
-                               " MiB are held by " + others + "; together over its memory");
-    }
-    if (core + add.core_milli > core::kCoreMilliPerGpu) {
-      return ResourceExhausted(refused + Percent(core) + " of its compute is held by " + others +
-                               "; together over 100 percent");
-    }
+    info[index] = gpu;
   }
+  MutexLock lock(mu_);
+  // A pod first against the other pods alone, on every GPU: room this node
+  // handed out to pods already is a copied or forged assignment's refusal.
+  if (holder.kind == GpuHolder::Kind::kPod) {
+    for (const auto& [index, add] : adding) TESSERA_RETURN_IF_ERROR(FitsBesidePods(holder, add, *info[index]));
+  }
+  for (const auto& [index, add] : adding) TESSERA_RETURN_IF_ERROR(FitsBesideAll(holder, add, *info[index]));
   Put(holder);
   lock.Unlock();
   if (holder.kind == GpuHolder::Kind::kPod) PodsChanged();
+  return Status::Ok();
+}
+
+Status GpuBook::FitsBesidePods(const GpuHolder& pod, const core::GpuShare& add, const core::GpuInfo& gpu) const {
+  int64_t mem = 0, core = 0;
+  int sharers = 0;  // the other pods' containers on `gpu`: one slot each
+  for (const auto& [uid, entry] : entries_) {
+    if (uid == pod.uid || entry.holder.kind != GpuHolder::Kind::kPod) continue;
+    for (const core::GpuShare& s : entry.holder.shares) {
+      if (s.index != gpu.index) continue;
+      mem += HeldMiB(s, gpu);
+      core += s.core_milli;
+      ++sharers;
+    }
+  }
+  int adding = 0;  // this pod's containers on `gpu`
+  for (const core::GpuShare& s : pod.shares) adding += s.index == gpu.index ? 1 : 0;
+  const int64_t add_mib = HeldMiB(add, gpu);
+  // The words CheckHandOut used when it made this check (Events, logs and tests read them).
+  const std::string refused = "pod " + pod.key + ": its tessera.io/assignment is not handed out: ";
+  const std::string name = "GPU " + std::to_string(gpu.index) + " (" + gpu.uuid + ")";
+  const std::string already = " already handed to " + std::to_string(sharers) + " container(s)";
+  if (core + add.core_milli > core::kCoreMilliPerGpu) {
+    return PermissionDenied(refused + "it wants " + Percent(add.core_milli) + " of " + name + "'s compute, " +
+                            Percent(core) + " of it" + already + ": together over 100 percent");
+  }
+  if (gpu.memory_mib > 0 && mem + add_mib > gpu.memory_mib) {
+    return PermissionDenied(refused + "it wants " + std::to_string(add_mib) + " MiB of " + name + ", " +
+                            std::to_string(mem) + " MiB of its " + std::to_string(gpu.memory_mib) + " MiB" + already);
+  }
+  if (gpu.max_sharers > 0 && sharers + adding > gpu.max_sharers) {
+    return PermissionDenied(refused + name + " is" + already + ", its limit is " + std::to_string(gpu.max_sharers) +
+                            " at once");
+  }
+  return Status::Ok();
+}
+
+Status GpuBook::FitsBesideAll(const GpuHolder& holder, const core::GpuShare& add, const core::GpuInfo& gpu) const {
+  int64_t mem = 0, core = 0;
+  std::string others;
+  for (const auto& [uid, entry] : entries_) {
+    if (uid == holder.uid) continue;
+    for (const core::GpuShare& s : entry.holder.shares) {
+      if (s.index != gpu.index) continue;
+      mem += HeldMiB(s, gpu);
+      core += s.core_milli;
+      others += (others.empty() ? "" : ", ") + entry.holder.Describe() + " (" +
+                ShareText(HeldMiB(s, gpu), s.core_milli) + ")";
+    }
+  }
+  if (others.empty()) others = "no other holder";
+  const std::string name = "GPU " + std::to_string(gpu.index) + " (" + gpu.uuid + ")";
+  const int64_t add_mib = HeldMiB(add, gpu);
+  const std::string refused = holder.Describe() + " cannot have " + ShareText(add_mib, add.core_milli) + " of " + name +
+                              ": ";
+  if (gpu.memory_mib > 0 && mem + add_mib > gpu.memory_mib) {
+    return ResourceExhausted(refused + std::to_string(mem) + " MiB of its " + std::to_string(gpu.memory_mib) +
+                             " MiB are held by " + others + "; together over its memory");
+  }
+  if (core + add.core_milli > core::kCoreMilliPerGpu) {
+    return ResourceExhausted(refused + Percent(core) + " of its compute is held by " + others +
+                             "; together over 100 percent");
+  }
   return Status::Ok();
 }
 

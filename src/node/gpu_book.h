@@ -7,7 +7,9 @@
 // other holds; this book is the last line: the device plugin's Allocate
 // (Allocator) and the DRA driver's NodePrepareResources (dra::DraService)
 // both book a holder here, in one step that checks it against every other
-// holder, and refuse what would over-commit a GPU's memory or compute.
+// holder, and refuse what would over-commit a GPU's memory, compute or (for
+// pods) slots. It is the node's only such check: CheckHandOut (handout.h)
+// checks a pod against its own request and spec, not against other holders.
 //
 // What it holds, and from where:
 //   - pods: booked by Book at a pod's first Allocate (before the pod is
@@ -62,13 +64,28 @@ Result<GpuHolder> HolderOfPod(const core::PodView& pod, const std::string& node)
 
 class GpuBook {
  public:
-  // Books `holder` when, with every other holder, no GPU of its shares goes
-  // over its memory (`gpus`' memory_mib; 0: unchecked) or 100 % of its
-  // compute. A holder booked already (the same uid) is checked without its
-  // old entry, which the new one replaces (a repeated prepare). OK and
+  // Books `holder` when it fits on every GPU of its shares; this is the
+  // node's one check of a GPU's room against other holders. A pod must fit
+  // first beside the other pods alone: their memory (`gpus`' memory_mib; 0:
+  // unchecked), 100 % of compute and max_sharers slots (each container of a
+  // pod on a GPU takes one slot; claims take none; 0: unchecked). Then any
+  // holder must fit beside every other, both kinds: memory and compute. A
+  // whole GPU asked without a size holds all its memory. A holder booked
+  // already (the same uid) is checked without its old entry, which the new
+  // one replaces (a repeated prepare, a pod's later container). OK and
   // booked; otherwise nothing changes and:
-  //   RESOURCE_EXHAUSTED: it does not fit; the message names the holder, the
-  //     GPU, the numbers and every holder already on that GPU;
+  //   PERMISSION_DENIED: a pod over what the node handed to other pods (the
+  //     room was given twice: a copied or forged assignment, which the agent
+  //     counts and reports as refused); the message is worded as the agent
+  //     always worded it: "pod ns/p: its tessera.io/assignment is not handed
+  //     out: it wants 60 percent of GPU 1 (GPU-1)'s compute, 60 percent of
+  //     it already handed to 1 container(s): together over 100 percent" (or
+  //     "... MiB of its N MiB already handed to ...", or "GPU 1 (GPU-1) is
+  //     already handed to 4 container(s), its limit is 4 at once");
+  //   RESOURCE_EXHAUSTED: a pod that fits beside the pods but not beside the
+  //     claims, or a claim that does not fit (the other path, or a repeated
+  //     claim, took the room); the message names the holder, the GPU, the
+  //     numbers and every holder already on that GPU;
   //   NOT_FOUND: a share on a GPU index `gpus` does not have.
   Status Book(const GpuHolder& holder, const std::vector<core::GpuInfo>& gpus) TESSERA_EXCLUDES(mu_);
 
@@ -119,6 +136,13 @@ class GpuBook {
     uint64_t booked_at = 0;  // generation_ when booked
   };
   void Put(const GpuHolder& holder) TESSERA_REQUIRES(mu_);
+  // Book's two checks of `add` (the holder's shares on `gpu`, summed):
+  // beside the other pods alone (PERMISSION_DENIED), beside every other
+  // holder (RESOURCE_EXHAUSTED).
+  Status FitsBesidePods(const GpuHolder& pod, const core::GpuShare& add, const core::GpuInfo& gpu) const
+      TESSERA_REQUIRES(mu_);
+  Status FitsBesideAll(const GpuHolder& holder, const core::GpuShare& add, const core::GpuInfo& gpu) const
+      TESSERA_REQUIRES(mu_);
   // Calls the observer (after a change to the pods' side, mu_ released).
   void PodsChanged() TESSERA_EXCLUDES(mu_, observer_mu_);
 

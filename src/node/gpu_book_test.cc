@@ -1,6 +1,7 @@
-// The node's one book of GPU shares: device-plugin pods and DRA claims
-// checked against each other, repeats, releases, and the pods' side kept
-// current from pod lists without losing a pod booked a moment ago.
+// The node's one book of GPU shares: device-plugin pods checked against each
+// other (memory, compute, slots) and against DRA claims, repeats, releases,
+// and the pods' side kept current from pod lists without losing a pod booked
+// a moment ago.
 #include "node/gpu_book.h"
 
 #include <gtest/gtest.h>
@@ -21,14 +22,34 @@ GpuHolder Pod(const std::string& uid, int gpu, int64_t mem_mib, int64_t core_mil
 }
 
 // AssignedPod `name` with uid `uid`, namespace ns, its containers allocated when `allocated`.
-std::shared_ptr<const core::PodView> View(const std::string& name, const std::string& uid, int gpu, int64_t mem_mib,
-                                          int core_percent, bool allocated, const std::string& phase = "Running") {
+nlohmann::json PodJson(const std::string& name, const std::string& uid, int gpu, int64_t mem_mib, int core_percent,
+                       bool allocated, const std::string& phase = "Running") {
   nlohmann::json pod = AssignedPod(name, "2024-01-01T00:00:01Z", {{"main", gpu, mem_mib, core_percent}});
   pod["metadata"]["namespace"] = "ns";
   pod["metadata"]["uid"] = uid;
   if (allocated) pod["metadata"]["annotations"]["tessera.io/allocated"] = "main";
   pod["status"]["phase"] = phase;
-  return testing::Decoded(pod);
+  return pod;
+}
+std::shared_ptr<const core::PodView> View(const std::string& name, const std::string& uid, int gpu, int64_t mem_mib,
+                                          int core_percent, bool allocated, const std::string& phase = "Running") {
+  return testing::Decoded(PodJson(name, uid, gpu, mem_mib, core_percent, allocated, phase));
+}
+
+// What the Allocator does at `pod`'s first Allocate: the book brought up to
+// the node's pods (`others` and `pod`, as one read), then `pod` booked.
+Status BookBeside(const nlohmann::json& pod, const std::vector<nlohmann::json>& others, GpuBook& book) {
+  PodViews all;
+  for (const nlohmann::json& p : others) all.push_back(testing::Decoded(p));
+  auto view = testing::Decoded(pod);
+  all.push_back(view);
+  book.SyncPods(all, "n1", std::nullopt);
+  TESSERA_ASSIGN_OR_RETURN(GpuHolder holder, HolderOfPod(*view, "n1"));
+  return book.Book(holder, TwoGpus());
+}
+Status BookBeside(const nlohmann::json& pod, const std::vector<nlohmann::json>& others) {
+  GpuBook book;
+  return BookBeside(pod, others, book);
 }
 
 TEST(GpuBookTest, AClaimDoesNotGetTheMemoryADevicePluginPodHolds) {
@@ -73,6 +94,88 @@ TEST(GpuBookTest, ARepeatReplacesItsOwnEntryAndReleaseFreesIt) {
   book.Release("c");
   book.Release("never-booked");
   EXPECT_TRUE(book.Book(Pod("p", 0, 1, 0), TwoGpus()).ok());
+}
+
+// A pod against the other pods alone: the checks the node made in
+// CheckHandOut before the book was its one check, with the same code and
+// words (a copied or forged assignment; the agent's Events and metrics count
+// PERMISSION_DENIED as refused).
+TEST(GpuBookTest, APodBesideOtherPodsThatLeaveRoomIsBooked) {
+  EXPECT_TRUE(BookBeside(PodJson("p", "uid-p", 0, 4096, 30, false), {PodJson("a", "uid-a", 0, 8192, 70, true)}).ok());
+}
+
+TEST(GpuBookTest, ACopiedAssignmentThatOverbooksTheGpuIsRefused) {
+  // Three pods of 12 GiB / 40 % copied onto one 16 GiB GPU: the first fits,
+  // the second goes over the memory and the third over the compute.
+  const nlohmann::json first = PodJson("first", "uid-first", 1, 12288, 40, true);
+  const Status mem = BookBeside(PodJson("copy", "uid-copy", 1, 12288, 40, false), {first});
+  EXPECT_EQ(mem.code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(mem.message(),
+            "pod ns/copy: its tessera.io/assignment is not handed out: it wants 12288 MiB of GPU 1 (GPU-1), 12288 "
+            "MiB of its 16384 MiB already handed to 1 container(s)");
+  const Status core = BookBeside(PodJson("copy", "uid-copy", 1, 1024, 40, false),
+                                 {first, PodJson("second", "uid-second", 1, 1024, 40, true)});
+  EXPECT_EQ(core.code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(core.message().find("40 percent of GPU 1 (GPU-1)'s compute, 80 percent of it already handed"),
+            std::string::npos)
+      << core.message();
+}
+
+TEST(GpuBookTest, PodsContainersTakeSlotsAndClaimsTakeNone) {
+  std::vector<nlohmann::json> four;
+  for (int i = 0; i < 4; ++i) {
+    four.push_back(PodJson("s" + std::to_string(i), "uid-s" + std::to_string(i), 0, 1024, 10, true));
+  }
+  const Status st = BookBeside(PodJson("fifth", "uid-fifth", 0, 1024, 10, false), four);
+  EXPECT_EQ(st.code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(st.message().find("GPU 0 (GPU-0) is already handed to 4 container(s), its limit is 4 at once"),
+            std::string::npos)
+      << st.message();
+  // Three pods and two claims: the fourth pod still has a slot.
+  GpuBook book;
+  ASSERT_TRUE(book.Book(Claim("c1", 0, 1024, 100), TwoGpus()).ok());
+  ASSERT_TRUE(book.Book(Claim("c2", 0, 1024, 100), TwoGpus()).ok());
+  four.pop_back();
+  EXPECT_TRUE(BookBeside(PodJson("fourth", "uid-fourth", 0, 1024, 10, false), four, book).ok());
+  EXPECT_EQ(book.Book(Pod("uid-fifth", 0, 1024, 100), TwoGpus()).code(), StatusCode::kPermissionDenied);
+}
+
+TEST(GpuBookTest, OnlyHandedOutLivePodsOfThisNodeCountAgainstAPod) {
+  const nlohmann::json pod = PodJson("p", "uid-p", 0, 4096, 30, false);
+  const nlohmann::json finished = PodJson("full", "uid-full", 0, 16384, 100, true, "Succeeded");
+  const nlohmann::json failed = PodJson("failed", "uid-failed", 0, 16384, 100, true, "Failed");
+  const nlohmann::json not_yet = PodJson("bound", "uid-bound", 0, 16384, 100, false);  // nothing handed out yet
+  nlohmann::json elsewhere = PodJson("elsewhere", "uid-elsewhere", 0, 16384, 100, true);
+  elsewhere["spec"]["nodeName"] = "n2";
+  EXPECT_TRUE(BookBeside(pod, {finished, failed, not_yet, elsewhere}).ok());
+  // Being deleted still counts: its containers may still run.
+  nlohmann::json deleting = PodJson("deleting", "uid-deleting", 0, 16384, 100, true);
+  deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z";
+  EXPECT_EQ(BookBeside(pod, {deleting}).code(), StatusCode::kPermissionDenied);
+  // The pod itself is never counted twice (its later containers).
+  GpuBook book;
+  EXPECT_TRUE(BookBeside(PodJson("p", "uid-p", 0, 4096, 30, true), {}, book).ok());
+  EXPECT_TRUE(BookBeside(pod, {}, book).ok());
+}
+
+// Over the pods alone is a refused assignment; over the pods and the claims
+// together, the other path took the room.
+TEST(GpuBookTest, APodOverThePodsIsRefusedAndOverTheClaimsExhausted) {
+  GpuBook book;
+  ASSERT_TRUE(book.Book(Claim("c", 0, 1024, 300), TwoGpus()).ok());
+  const nlohmann::json a = PodJson("a", "uid-a", 0, 1024, 60, true);
+  Status st = BookBeside(PodJson("b", "uid-b", 0, 1024, 50, false), {a}, book);
+  EXPECT_EQ(st.code(), StatusCode::kPermissionDenied) << st.ToString();
+  st = BookBeside(PodJson("b", "uid-b", 0, 1024, 20, false), {a}, book);
+  EXPECT_EQ(st.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(st.message(),
+            "pod ns/b cannot have 1024 MiB and 20 percent of GPU 0 (GPU-0): 90 percent of its compute is held by "
+            "claim ns/c (1024 MiB and 30 percent), pod ns/a (1024 MiB and 60 percent); together over 100 percent");
+  EXPECT_TRUE(BookBeside(PodJson("b", "uid-b", 0, 1024, 10, false), {a}, book).ok());
+  // A whole GPU asked without a size holds its memory against pods too.
+  GpuBook whole;
+  ASSERT_TRUE(whole.Book(Pod("uid-whole", 1, 0, 1000), TwoGpus()).ok());
+  EXPECT_EQ(whole.Book(Pod("uid-small", 1, 1, 0), TwoGpus()).code(), StatusCode::kPermissionDenied);
 }
 
 TEST(GpuBookTest, AShareOnAGpuTheNodeLacksIsNotFound) {

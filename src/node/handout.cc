@@ -4,17 +4,9 @@
 #include <set>
 
 #include "core/codec.h"
-#include "node/identify.h"
 
 namespace tessera::node {
 namespace {
-
-// What one GPU has handed out.
-struct Booked {
-  int64_t mem_mib = 0;
-  int64_t core_milli = 0;
-  int sharers = 0;
-};
 
 // The pod's assignment, or why it has none the agent can read.
 Result<core::Assignment> AssignmentOf(const core::PodView& pod) {
@@ -31,27 +23,7 @@ std::string ShareText(int64_t mem_mib, int64_t core_milli) {
   return std::to_string(mem_mib) + " MiB and " + Percent(core_milli);
 }
 
-// Part 2's tally: the shares of every other handed-out pod of `node`, per GPU index.
-std::map<int, Booked> HandedOut(const PodViews& node_pods, const std::string& node, const std::string& uid) {
-  std::map<int, Booked> booked;
-  for (const auto& p : node_pods) {
-    if (p->node != node || p->uid == uid) continue;
-    if (p->terminal() || AllocatedContainers(*p).empty()) continue;
-    Result<core::Assignment> a = AssignmentOf(*p);
-    if (!a.ok() || a->node != node) continue;  // never handed out by this agent
-    for (const core::ContainerAssignment& c : a->containers) {
-      for (const core::GpuShare& s : c.gpus) {
-        Booked& b = booked[s.index];
-        b.mem_mib += s.mem_mib;
-        b.core_milli += s.core_milli;
-        b.sharers += 1;
-      }
-    }
-  }
-  return booked;
-}
-
-// Part 3: the first container of `pod` whose spec sets a reserved variable,
+// Part 2: the first container of `pod` whose spec sets a reserved variable,
 // as "container \"c\" sets NAME", or "" when none does.
 std::string ReservedVariableSetBy(const core::PodView& pod) {
   for (const core::PodView::EnvVar& e : pod.spec_env) {
@@ -73,8 +45,7 @@ bool IsReservedVariable(std::string_view name) {
   return false;
 }
 
-Status CheckHandOut(const core::PodView& pod, const PodViews& node_pods, const std::string& node,
-                    const std::vector<core::GpuInfo>& gpus) {
+Status CheckHandOut(const core::PodView& pod, const std::vector<core::GpuInfo>& gpus) {
   const std::string& key = pod.key;
   const std::string refused = "pod " + key + ": its tessera.io/assignment is not handed out: ";
   Result<core::Assignment> assignment = AssignmentOf(pod);
@@ -93,7 +64,6 @@ Status CheckHandOut(const core::PodView& pod, const PodViews& node_pods, const s
   for (const core::ContainerRequest& c : request->containers) asked[c.name] = &c;
 
   // 1. What the pod asks for.
-  std::map<int, Booked> adding;
   for (const core::ContainerAssignment& c : assignment->containers) {
     if (c.gpus.empty()) continue;
     const std::string where = "container \"" + c.name + "\" ";
@@ -129,33 +99,6 @@ Status CheckHandOut(const core::PodView& pod, const PodViews& node_pods, const s
         return PermissionDenied(refused + where + "is given " + gpu + ", a " + info.model +
                                 ", a model its request does not allow");
       }
-      Booked& b = adding[s.index];
-      b.mem_mib += s.mem_mib;
-      b.core_milli += s.core_milli;
-      b.sharers += 1;
-    }
-  }
-
-  // 2. What the node has not handed out yet.
-  const std::map<int, Booked> booked = HandedOut(node_pods, node, pod.uid);
-  for (const auto& [index, add] : adding) {
-    const core::GpuInfo& info = gpus[static_cast<size_t>(index)];
-    auto it = booked.find(index);
-    const Booked held = it != booked.end() ? it->second : Booked{};
-    const std::string gpu = "GPU " + std::to_string(index) + " (" + info.uuid + ")";
-    const std::string already = " already handed to " + std::to_string(held.sharers) + " container(s)";
-    if (held.core_milli + add.core_milli > core::kCoreMilliPerGpu) {
-      return PermissionDenied(refused + "it wants " + Percent(add.core_milli) + " of " + gpu + "'s compute, " +
-                              Percent(held.core_milli) + " of it" + already + ": together over 100 percent");
-    }
-    if (info.memory_mib > 0 && held.mem_mib + add.mem_mib > info.memory_mib) {
-      return PermissionDenied(refused + "it wants " + std::to_string(add.mem_mib) + " MiB of " + gpu + ", " +
-                              std::to_string(held.mem_mib) + " MiB of its " + std::to_string(info.memory_mib) +
-                              " MiB" + already);
-    }
-    if (info.max_sharers > 0 && held.sharers + add.sharers > info.max_sharers) {
-      return PermissionDenied(refused + gpu + " is" + already + ", its limit is " +
-                              std::to_string(info.max_sharers) + " at once");
     }
   }
   return Status::Ok();
