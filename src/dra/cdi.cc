@@ -16,7 +16,8 @@ std::string CdiSpecFileName(std::string_view claim_uid) { return "tessera.io-gpu
 std::string ClaimRegionRoot(const node::MountPaths& paths) { return node::ClaimsRoot(paths.region_root_host); }
 
 Result<CdiSpec> CdiSpecFor(const ClaimRef& claim, const std::vector<ClaimShare>& shares,
-                           const std::vector<core::GpuInfo>& gpus, const node::MountPaths& paths) {
+                           const std::vector<core::GpuInfo>& gpus, const node::MountPaths& paths,
+                           const node::ComputeAnnotations& compute) {
   if (claim.uid.empty()) return InvalidArgument("claim " + claim.Key() + " has no uid");
   for (char c : claim.uid) {
     if (!CdiNameChar(c)) return InvalidArgument("claim " + claim.Key() + " uid \"" + claim.uid + "\" is not a CDI device name");
@@ -26,6 +27,9 @@ Result<CdiSpec> CdiSpecFor(const ClaimRef& claim, const std::vector<ClaimShare>&
   pod.ns = claim.ns;
   pod.name = claim.name;
   pod.uid = claim.uid;
+  pod.priority = compute.priority;
+  pod.core_hard = compute.core_hard;
+  pod.core_limit_milli = compute.core_limit_milli;
   node::PendingContainer container{kClaimContainer, {}};
   for (const ClaimShare& s : shares) container.gpus.push_back(s.gpu);
   node::MountPaths claim_paths = paths;

@@ -23,6 +23,7 @@
 #include "dra/claim.h"
 #include "node/claim_record.h"
 #include "node/container_env.h"
+#include "node/identify.h"
 
 namespace tessera::dra {
 
@@ -47,12 +48,15 @@ struct CdiSpec {
 };
 
 // The spec for `claim` holding `shares` (SharesFromClaim) on `gpus`.
-// TESSERA_POD is the claim's ns/name and TESSERA_CONTAINER "claim". No
-// front-end variables and no MPS (a claim carries no pod annotations).
+// TESSERA_POD is the claim's ns/name and TESSERA_CONTAINER "claim";
+// TESSERA_GPU_CORE_POLICY=hard when `compute` (the annotations of the pod
+// the claim is reserved for, ClaimCompute) asks for it. No front-end
+// variables and no MPS (MPS is not offered under DRA).
 // INVALID_ARGUMENT when the uid is empty or not a CDI device name
 // (alphanumerics, '-', '_', '.', ':'), there are no shares, or
 // BuildContainerEnv refuses (a GPU not in `gpus`).
 Result<CdiSpec> CdiSpecFor(const ClaimRef& claim, const std::vector<ClaimShare>& shares,
-                           const std::vector<core::GpuInfo>& gpus, const node::MountPaths& paths);
+                           const std::vector<core::GpuInfo>& gpus, const node::MountPaths& paths,
+                           const node::ComputeAnnotations& compute = {});
 
 }  // namespace tessera::dra

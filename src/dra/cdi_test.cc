@@ -70,6 +70,23 @@ TEST(CdiSpecTest, OneDevicePerClaimWithTheAllocateEnvAndMounts) {
   EXPECT_EQ(mounts[3]["hostPath"], "/run/tessera/regions/boards");
 }
 
+TEST(CdiSpecTest, AHardPolicyFromTheClaimsPodReachesTheEnv) {
+  node::MountPaths paths;
+  ClaimRef claim{"ns", "c", "0d1e-uid"};
+  std::vector<ClaimShare> shares(1);
+  shares[0].gpu = {0, "GPU-aaaa", 8192, 300};
+  auto plain = CdiSpecFor(claim, shares, testing::TwoGpus(), paths);
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  for (const nlohmann::json& e : plain->json["devices"][0]["containerEdits"]["env"]) {
+    EXPECT_EQ(e.get<std::string>().rfind("TESSERA_GPU_CORE_POLICY=", 0), std::string::npos) << e;
+  }
+  node::ComputeAnnotations hard;
+  hard.core_hard = true;
+  auto spec = CdiSpecFor(claim, shares, testing::TwoGpus(), paths, hard);
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_TRUE(HasEnv(spec->json["devices"][0]["containerEdits"]["env"], "TESSERA_GPU_CORE_POLICY=hard"));
+}
+
 TEST(CdiSpecTest, NamesAndBadInput) {
   EXPECT_EQ(CdiDeviceId("u1"), "tessera.io/gpu=u1");
   EXPECT_EQ(CdiSpecFileName("u1"), "tessera.io-gpu-u1.json");

@@ -1,11 +1,15 @@
 #include "dra/kubelet_plugin.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 
+#include "core/pod_view.h"
 #include "dra/cdi.h"
 #include "kube/api_error.h"
+#include "kube/paths.h"
+#include "node/arbiter_loop.h"
 #include "node/claim_record.h"
 #include "node/node_pods.h"
 
@@ -57,6 +61,52 @@ nlohmann::json WithoutTimeAdded(nlohmann::json devices) {
 }
 
 }  // namespace
+
+Result<node::ComputeAnnotations> ClaimCompute(kube::Api& api, const nlohmann::json& claim,
+                                              const core::ResourceNames& names, spdlog::logger& log) {
+  std::optional<node::ComputeAnnotations> taken;
+  std::string taken_from;
+  std::vector<std::string> differing;
+  for (const node::PodRef& ref : ReservedPods(claim)) {
+    const std::string pod_key = ref.ns + "/" + ref.name;
+    auto object = api.Get(kube::PodPath(ref.ns, ref.name));
+    if (!object.ok()) {
+      if (object.status().code() == StatusCode::kNotFound) continue;  // gone: the next reserved pod
+      if (!taken) {
+        return Status(object.status().code(), "reading pod " + pod_key + " (the claim's annotations): " +
+                                                  std::string(object.status().message()));
+      }
+      continue;  // only compared: the first pod's are taken anyway
+    }
+    auto pod = core::DecodePod(*object, names);
+    if (!pod.ok()) {
+      if (!taken) return Status(pod.status().code(), "pod " + pod_key + ": " + std::string(pod.status().message()));
+      continue;
+    }
+    if (!ref.uid.empty() && pod->uid != ref.uid) continue;  // another pod of that name
+    const node::ComputeAnnotations compute = node::ComputeAnnotationsOf(*pod);
+    if (!taken) {
+      taken = compute;
+      taken_from = pod_key;
+      if (pod->isolation_annotation == core::IsolationName(core::Isolation::kMps)) {
+        log.warn("pod {} asks tessera.io/isolation: mps; MPS is not offered under DRA, its claim is isolated "
+                 "by the interception library",
+                 pod_key);
+      }
+    } else if (compute != *taken) {
+      differing.push_back(pod_key);
+    }
+  }
+  if (!differing.empty()) {
+    std::string list;
+    for (const std::string& d : differing) list += (list.empty() ? "" : ", ") + d;
+    const nlohmann::json meta = claim.value("metadata", nlohmann::json::object());
+    log.warn("the pods of claim {}/{} differ in tessera.io/priority, gpu-core-policy or gpu-core-limit: the "
+             "claim takes those of {}, the first it is reserved for (not those of {})",
+             meta.value("namespace", ""), meta.value("name", ""), taken_from, list);
+  }
+  return taken.value_or(node::ComputeAnnotations{});
+}
 
 // ---- SlicePublisher
 
@@ -154,7 +204,11 @@ Result<std::vector<drapb::Device>> DraService::Prepare(const ClaimRef& claim) {
   const std::vector<core::GpuInfo> gpus = Gpus();
   auto shares = SharesFromClaim(*object, options_.driver, options_.node, gpus);
   if (!shares.ok()) return shares.status();
-  auto spec = CdiSpecFor(claim, *shares, gpus, options_.paths);
+  auto compute = ClaimCompute(api_, *object, options_.paths.resources, *log_);
+  if (!compute.ok()) {
+    return Status(compute.status().code(), who + ": " + std::string(compute.status().message()));
+  }
+  auto spec = CdiSpecFor(claim, *shares, gpus, options_.paths, *compute);
   if (!spec.ok()) return spec.status();
 
   node::GpuHolder holder{node::GpuHolder::Kind::kClaim, claim.uid, claim.Key(), {}};
@@ -164,7 +218,7 @@ Result<std::vector<drapb::Device>> DraService::Prepare(const ClaimRef& claim) {
   }
   {
     MutexLock lock(files_mu_);
-    Status written = WriteFiles(claim, node::ClaimRecord{holder, ReservedPods(*object)}, *spec);
+    Status written = WriteFiles(claim, node::ClaimRecord{holder, ReservedPods(*object)}, *spec, *compute);
     if (!written.ok()) {
       book_.Release(claim.uid);
       return Status(written.code(), who + ": " + std::string(written.message()));
@@ -185,7 +239,8 @@ Result<std::vector<drapb::Device>> DraService::Prepare(const ClaimRef& claim) {
   return devices;
 }
 
-Status DraService::WriteFiles(const ClaimRef& claim, const node::ClaimRecord& record, const CdiSpec& spec) {
+Status DraService::WriteFiles(const ClaimRef& claim, const node::ClaimRecord& record, const CdiSpec& spec,
+                              const node::ComputeAnnotations& compute) {
   std::error_code ec;
   fs::create_directories(spec.region_host_dir, ec);
   if (ec) return Internal("creating region folder " + spec.region_host_dir + ": " + ec.message());
@@ -198,6 +253,22 @@ Status DraService::WriteFiles(const ClaimRef& claim, const node::ClaimRecord& re
   }
   TESSERA_RETURN_IF_ERROR(WriteAtomically(node::ClaimRecordPath(options_.paths.region_root_host, claim.uid),
                                           node::EncodeClaimRecord(record).dump() + "\n"));
+  // The arbiter's record, beside the region folder (out of the containers' reach).
+  node::ArbiterContainer arbiter;
+  arbiter.key = claim.uid + "/" + node::kClaimRegionContainer;
+  arbiter.region_dir = spec.region_host_dir;
+  arbiter.policy = compute.core_hard ? node::CorePolicy::kHard : node::CorePolicy::kShare;
+  arbiter.priority = compute.priority;
+  for (const core::GpuShare& g : record.holder.shares) {
+    node::ArbiterSlot slot;
+    slot.gpu = g.index;
+    slot.share_ppm = static_cast<uint32_t>(std::clamp<int64_t>(g.core_milli, 0, 1000) * 1000);
+    slot.limit_ppm = static_cast<uint32_t>(std::clamp<int64_t>(compute.core_limit_milli, 0, 1000) * 1000);
+    arbiter.slots.push_back(slot);
+  }
+  if (Status st = node::WriteArbiterRecord(spec.region_host_dir, arbiter); !st.ok()) {
+    log_->warn("claim {}: {}; its compute share stays static", claim.Key(), st.message());
+  }
   fs::create_directories(options_.cdi_dir, ec);
   if (ec) return Internal("creating CDI folder " + options_.cdi_dir + ": " + ec.message());
   return WriteAtomically(options_.cdi_dir + "/" + CdiSpecFileName(claim.uid), spec.json.dump(2) + "\n");

@@ -21,8 +21,14 @@
 // with the pods the claim is reserved for), from which Start books the
 // prepared claims again after a restart and the usage pass reads the claims'
 // shares for /metrics and the usage annotation.
+// The pod the claim is reserved for gives its compute annotations
+// (ClaimCompute): TESSERA_GPU_CORE_POLICY=hard in the CDI env when asked,
+// and an arbiter record <region root>/dra/<uid>/claim.arbiter.json beside the
+// region folder (node::WriteArbiterRecord, with the priority, the policy and
+// the burst ceiling), which the node's compute arbiter reads
+// (node::RegionSource) as it reads a device-plugin container's.
 // NodeUnprepareResources removes the spec file and the claim's region
-// folder (the record with it) and releases the claim in the book; a claim
+// folder (the records with it) and releases the claim in the book; a claim
 // never prepared is OK. A failure of one claim is that
 // claim's `error` (it names the claim and the reason); the others go on.
 //
@@ -83,6 +89,7 @@
 #include "kube/informer.h"
 #include "node/claim_record.h"
 #include "node/container_env.h"
+#include "node/identify.h"
 #include "node/gpu_book.h"
 #include "pluginregistration/v1/api.grpc.pb.h"
 
@@ -112,6 +119,20 @@ struct KubeletPluginOptions {
 
 std::string RegistrationSocket(const KubeletPluginOptions& options);  // <registry_dir>/<driver>-reg.sock
 std::string DraSocket(const KubeletPluginOptions& options);           // <plugins_dir>/<driver>/dra.sock
+
+// How the claim `claim` (a ResourceClaim object) is to be arbitrated: the
+// compute annotations (node::ComputeAnnotationsOf: tessera.io/priority,
+// tessera.io/gpu-core-policy, tessera.io/gpu-core-limit) of the first pod
+// in its status.reservedFor that the API server still has under that uid
+// (GET; a pod gone or replaced is skipped). A claim shared by pods whose
+// annotations differ takes the first pod's, and a warning names the pods
+// that differ; a pod asking tessera.io/isolation: mps is warned about (MPS
+// is not offered under DRA; the claim gets the hook). Defaults when the
+// claim is reserved for no pod. Errors: the API's (other than NOT_FOUND)
+// and DecodePod's, naming the pod; the caller fails the prepare, which the
+// kubelet retries.
+Result<node::ComputeAnnotations> ClaimCompute(kube::Api& api, const nlohmann::json& claim,
+                                              const core::ResourceNames& names, spdlog::logger& log);
 
 // Creates or updates the node's ResourceSlice.
 class SlicePublisher {
@@ -167,11 +188,13 @@ class DraService final : public drapb::DRAPlugin::Service {
 
  private:
   std::vector<core::GpuInfo> Gpus() const TESSERA_EXCLUDES(gpus_mu_);
-  // The claim's region folder, its record and its CDI spec, in that order
+  // The claim's region folder, its record, its arbiter record and its CDI spec, in that order
   // (a record without a spec is booked after a restart until the kubelet
   // prepares or unprepares the claim again).
-  Status WriteFiles(const ClaimRef& claim, const node::ClaimRecord& record, const CdiSpec& spec)
-      TESSERA_REQUIRES(files_mu_);
+  // A failure to write the arbiter record is logged, not returned: the
+  // claim's compute share then stays static, as a device-plugin container's.
+  Status WriteFiles(const ClaimRef& claim, const node::ClaimRecord& record, const CdiSpec& spec,
+                    const node::ComputeAnnotations& compute) TESSERA_REQUIRES(files_mu_);
   // Lists the node's pods and books `holder` (the claim) against them and every other claim.
   Status BookClaim(const node::GpuHolder& holder, const std::vector<core::GpuInfo>& gpus);
 

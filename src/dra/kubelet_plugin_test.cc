@@ -8,11 +8,14 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <thread>
 
 #include "dra/cdi.h"
 #include "dra/test_gpus.h"
 #include "kube/fake_api.h"
+#include "kube/paths.h"
+#include "node/arbiter_loop.h"
 #include "node/test_fixtures.h"
 
 namespace tessera::dra {
@@ -96,6 +99,101 @@ TEST_F(KubeletPluginTest, PrepareWritesTheCdiSpecAndAnswersItsIdAndRepeatsAlike)
   }
   EXPECT_FALSE(fs::exists(options_.cdi_dir + "/tessera.io-gpu-uid-1.json"));
   EXPECT_FALSE(fs::exists(options_.paths.region_root_host + "/dra/uid-1"));
+}
+
+// A pod in ns with `annotations`, as the API server has it.
+nlohmann::json AnnotatedPod(const std::string& name, const std::string& uid,
+                            const std::map<std::string, std::string>& annotations) {
+  return {{"metadata", {{"namespace", "ns"}, {"name", name}, {"uid", uid}, {"annotations", annotations}}},
+          {"spec", {{"nodeName", "node-1"}, {"containers", {{{"name", "main"}}}}}}};
+}
+
+nlohmann::json Reserved(const std::string& name, const std::string& uid) {
+  return {{"resource", "pods"}, {"name", name}, {"uid", uid}};
+}
+
+bool HasEnv(const nlohmann::json& spec, const std::string& entry) {
+  const nlohmann::json& env = spec["devices"][0]["containerEdits"]["env"];
+  return std::find(env.begin(), env.end(), entry) != env.end();
+}
+
+TEST_F(KubeletPluginTest, ThePodsAnnotationsReachTheEnvAndTheArbiterRecord) {
+  DraService service(api_, options_, Quiet());
+  service.SetGpus(testing::TwoGpus());
+  const std::string pods = kube::PodsPath("ns");
+  ASSERT_TRUE(api_.Upsert(pods, AnnotatedPod("p1", "pod-uid-1", {{"tessera.io/priority", "high"},
+                                                                 {"tessera.io/gpu-core-limit", "60"}})).ok());
+  // A second pod sharing the claim asks otherwise: the first pod's count (and a warning says so).
+  ASSERT_TRUE(api_.Upsert(pods, AnnotatedPod("p2", "pod-uid-2", {{"tessera.io/priority", "low"}})).ok());
+  nlohmann::json object = testing::Claim("ns", "c", "uid-1", {testing::Result("gpu-1", "8Gi", "30")});
+  object["status"]["reservedFor"] = {Reserved("p1", "pod-uid-1"), Reserved("p2", "pod-uid-2")};
+  ASSERT_TRUE(api_.Upsert(kClaims, object).ok());
+
+  const std::string root = options_.paths.region_root_host;
+  ASSERT_TRUE(service.Prepare({"ns", "c", "uid-1"}).ok());
+  const std::string spec_path = options_.cdi_dir + "/tessera.io-gpu-uid-1.json";
+  EXPECT_FALSE(HasEnv(ReadJson(spec_path), "TESSERA_GPU_CORE_POLICY=hard"));
+  EXPECT_TRUE(fs::exists(root + "/dra/uid-1/claim.arbiter.json"));  // beside the region, out of the container's reach
+  // The node's arbiter finds the claim where claims' regions live.
+  EXPECT_EQ(node::ClaimsRoot(root), root + "/" + node::kClaimsFolder);
+  std::vector<node::ArbiterContainer> found = node::RegionSource(root)();
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].key, "uid-1/claim");
+  EXPECT_EQ(found[0].region_dir, node::ClaimRegionDir(root, "uid-1"));
+  EXPECT_EQ(found[0].priority, core::Priority::kHigh);
+  EXPECT_EQ(found[0].policy, node::CorePolicy::kShare);
+  ASSERT_EQ(found[0].slots.size(), 1u);
+  EXPECT_EQ(found[0].slots[0].gpu, 1);
+  EXPECT_EQ(found[0].slots[0].share_ppm, 300'000u);
+  EXPECT_EQ(found[0].slots[0].limit_ppm, 600'000u);
+
+  // The pod asks `hard` now: a repeated prepare writes it into the env and the record (no ceiling then).
+  ASSERT_TRUE(api_.Upsert(pods, AnnotatedPod("p1", "pod-uid-1", {{"tessera.io/gpu-core-policy", "hard"},
+                                                                 {"tessera.io/gpu-core-limit", "60"}})).ok());
+  ASSERT_TRUE(service.Prepare({"ns", "c", "uid-1"}).ok());
+  EXPECT_TRUE(HasEnv(ReadJson(spec_path), "TESSERA_GPU_CORE_POLICY=hard"));
+  found = node::RegionSource(root)();
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].policy, node::CorePolicy::kHard);
+  EXPECT_EQ(found[0].priority, core::Priority::kNormal);
+  EXPECT_EQ(found[0].slots[0].limit_ppm, 0u);
+
+  ASSERT_TRUE(service.Unprepare({"ns", "c", "uid-1"}).ok());
+  EXPECT_TRUE(node::RegionSource(root)().empty());
+}
+
+TEST_F(KubeletPluginTest, APodGoneOrReplacedIsSkippedAndAnUnreadablePodFailsThePrepare) {
+  DraService service(api_, options_, Quiet());
+  service.SetGpus(testing::TwoGpus());
+  const std::string pods = kube::PodsPath("ns");
+  // "old" is now another pod (another uid); "gone" is not there; "p3" gives the annotations.
+  ASSERT_TRUE(api_.Upsert(pods, AnnotatedPod("old", "pod-uid-new", {{"tessera.io/priority", "high"}})).ok());
+  ASSERT_TRUE(api_.Upsert(pods, AnnotatedPod("p3", "pod-uid-3", {{"tessera.io/priority", "low"}})).ok());
+  nlohmann::json object = testing::Claim("ns", "c", "uid-1", {testing::Result("gpu-0", "1Gi", "10")});
+  object["status"]["reservedFor"] = {Reserved("gone", "pod-uid-0"), Reserved("old", "pod-uid-old"),
+                                     Reserved("p3", "pod-uid-3")};
+  ASSERT_TRUE(api_.Upsert(kClaims, object).ok());
+  auto compute = ClaimCompute(api_, object, {}, *Quiet());
+  ASSERT_TRUE(compute.ok()) << compute.status().message();
+  EXPECT_EQ(compute->priority, core::Priority::kLow);
+  // Reserved for no pod: the defaults.
+  nlohmann::json unreserved = object;
+  unreserved["status"].erase("reservedFor");
+  EXPECT_EQ(ClaimCompute(api_, unreserved, {}, *Quiet()).value(), node::ComputeAnnotations{});
+
+  // The API server failing the pod's GET fails the prepare (the kubelet retries), naming the pod; nothing is written.
+  api_.SetHook([&](const kube::FakeApi::Call& call) {
+    return call.path.find("/pods/") != std::string::npos ? Status(StatusCode::kUnavailable, "API server away")
+                                                         : Status::Ok();
+  });
+  auto prepared = service.Prepare({"ns", "c", "uid-1"});
+  api_.SetHook(nullptr);
+  ASSERT_FALSE(prepared.ok());
+  EXPECT_EQ(prepared.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(prepared.status().message().find("claim ns/c (uid uid-1): reading pod ns/gone"), std::string::npos)
+      << prepared.status().message();
+  EXPECT_FALSE(fs::exists(options_.cdi_dir + "/tessera.io-gpu-uid-1.json"));
+  EXPECT_TRUE(service.Prepare({"ns", "c", "uid-1"}).ok());
 }
 
 TEST_F(KubeletPluginTest, EachBadClaimGetsItsOwnErrorNamingIt) {

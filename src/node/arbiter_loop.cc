@@ -239,49 +239,73 @@ std::unique_ptr<ArbiterLoop> StartArbiter(const std::string& region_root, const 
   return loop;
 }
 
+namespace {
+
+// The records directly in `folder` (a pod uid's folder, or a claim's
+// <root>/dra/<claim uid>), appended to `out`; `owner` names the container
+// in the key when the record has none.
+void ReadRecordsIn(const std::filesystem::path& folder, const std::string& owner,
+                   std::vector<ArbiterContainer>& out) {
+  namespace fs = std::filesystem;
+  const std::string suffix = kRecordSuffix;
+  std::error_code ec;
+  for (fs::directory_iterator f(folder, ec), end; !ec && f != end; f.increment(ec)) {
+    const std::string name = f->path().filename().string();
+    if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), std::string::npos, suffix) != 0) {
+      continue;
+    }
+    std::ifstream in(f->path());
+    std::stringstream buf;
+    buf << in.rdbuf();
+    const nlohmann::json j = nlohmann::json::parse(buf.str(), nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("slots") || !j["slots"].is_array()) continue;
+    const std::string container = name.substr(0, name.size() - suffix.size());
+    ArbiterContainer c;
+    c.region_dir = (folder / container).string();
+    c.key = j.value("key", owner + "/" + container);
+    bool ok = true;
+    for (const auto& s : j["slots"]) {
+      if (!s.is_object() || !s.contains("gpu") || !s["gpu"].is_number_integer()) {
+        ok = false;
+        break;
+      }
+      ArbiterSlot slot;
+      slot.gpu = s["gpu"].get<int>();
+      slot.share_ppm = s.value("share_ppm", 0u);
+      slot.limit_ppm = s.value("limit_ppm", 0u);
+      c.slots.push_back(slot);
+    }
+    if (!ok) continue;
+    c.policy = j.value("policy", "share") == "hard" ? CorePolicy::kHard : CorePolicy::kShare;
+    const std::string p = j.value("priority", "normal");
+    c.priority = p == "high" ? core::Priority::kHigh : p == "low" ? core::Priority::kLow : core::Priority::kNormal;
+    out.push_back(std::move(c));
+  }
+}
+
+}  // namespace
+
 ArbiterLoop::Source RegionSource(std::string region_root) {
   return [root = std::move(region_root)] {
     std::vector<ArbiterContainer> out;
-    // Folders and records may be removed under us (node/region_gc.h):
-    // iteration errors end a listing quietly and a record that cannot be
-    // read is skipped, never thrown over.
+    // Folders and records may be removed under us (node/region_gc.h, a
+    // claim unprepared): iteration errors end a listing quietly and a record
+    // that cannot be read is skipped, never thrown over.
     namespace fs = std::filesystem;
     std::error_code ec;
-    for (fs::directory_iterator pod(root, ec), end; !ec && pod != end; pod.increment(ec)) {
+    for (fs::directory_iterator top(root, ec), end; !ec && top != end; top.increment(ec)) {
       std::error_code ec2;
-      if (!pod->is_directory(ec2)) continue;
-      for (fs::directory_iterator f(pod->path(), ec2); !ec2 && f != end; f.increment(ec2)) {
-        const std::string name = f->path().filename().string();
-        if (name.size() <= std::string(kRecordSuffix).size() ||
-            name.compare(name.size() - std::string(kRecordSuffix).size(), std::string::npos, kRecordSuffix) != 0) {
-          continue;
-        }
-        std::ifstream in(f->path());
-        std::stringstream buf;
-        buf << in.rdbuf();
-        const nlohmann::json j = nlohmann::json::parse(buf.str(), nullptr, /*allow_exceptions=*/false);
-        if (!j.is_object() || !j.contains("slots") || !j["slots"].is_array()) continue;
-        ArbiterContainer c;
-        c.region_dir = (pod->path() / name.substr(0, name.size() - std::string(kRecordSuffix).size())).string();
-        c.key = j.value("key", pod->path().filename().string() + "/" +
-                                   name.substr(0, name.size() - std::string(kRecordSuffix).size()));
-        bool ok = true;
-        for (const auto& s : j["slots"]) {
-          if (!s.is_object() || !s.contains("gpu") || !s["gpu"].is_number_integer()) {
-            ok = false;
-            break;
-          }
-          ArbiterSlot slot;
-          slot.gpu = s["gpu"].get<int>();
-          slot.share_ppm = s.value("share_ppm", 0u);
-          slot.limit_ppm = s.value("limit_ppm", 0u);
-          c.slots.push_back(slot);
-        }
-        if (!ok) continue;
-        c.policy = j.value("policy", "share") == "hard" ? CorePolicy::kHard : CorePolicy::kShare;
-        const std::string p = j.value("priority", "normal");
-        c.priority = p == "high" ? core::Priority::kHigh : p == "low" ? core::Priority::kLow : core::Priority::kNormal;
-        out.push_back(std::move(c));
+      if (top->is_symlink(ec2) || !top->is_directory(ec2)) continue;
+      const std::string name = top->path().filename().string();
+      if (name != kClaimsFolder) {
+        ReadRecordsIn(top->path(), name, out);  // a pod uid's folder
+        continue;
+      }
+      // <root>/dra/<claim uid>/claim.arbiter.json: one level further down.
+      for (fs::directory_iterator claim(top->path(), ec2); !ec2 && claim != end; claim.increment(ec2)) {
+        std::error_code ec3;
+        if (claim->is_symlink(ec3) || !claim->is_directory(ec3)) continue;
+        ReadRecordsIn(claim->path(), claim->path().filename().string(), out);
       }
     }
     return out;

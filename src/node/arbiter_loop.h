@@ -7,10 +7,10 @@
 // static share otherwise, so a dead arbiter never freezes a container.
 //
 // What containers exist comes from a Source callback (in tessera-node:
-// RegionSource, the records Allocate leaves under the region root), so the
-// loop runs and is tested without Kubernetes. A container whose region file
-// does not exist yet (no process started) is skipped; the loop never
-// creates regions.
+// RegionSource, the records Allocate and the DRA driver leave under the
+// region root), so the loop runs and is tested without Kubernetes. A
+// container whose region file does not exist yet (no process started) is
+// skipped; the loop never creates regions.
 //
 // Thread-safety: Step() from one thread at a time (Start() runs it on its
 // own thread); Snapshot() from any thread.
@@ -147,9 +147,17 @@ struct ArbiterConfig {
 // 300 ms.
 std::unique_ptr<ArbiterLoop> StartArbiter(const std::string& region_root, const ArbiterConfig& config);
 
+// The folder under the region root where the DRA driver keeps prepared
+// claims (node::ClaimsRoot): <root>/dra/<claim uid>/{claim, claim.arbiter.json}.
+inline constexpr const char* kClaimsFolder = "dra";
+
 // The Source of tessera-node: every <root>/<pod uid>/<container>.arbiter.json
 // that Allocate wrote (WriteArbiterRecord), with its region directory
-// <root>/<pod uid>/<container>. Unreadable records are skipped.
+// <root>/<pod uid>/<container>, and every
+// <root>/dra/<claim uid>/claim.arbiter.json that the DRA driver wrote at
+// NodePrepareResources, with its region directory <root>/dra/<claim uid>/claim.
+// No other depth is read (the `dra` folder itself holds no records), and
+// symlinked folders are not followed. Unreadable records are skipped.
 ArbiterLoop::Source RegionSource(std::string region_root);
 
 // The record of one container, beside (not inside) its region directory, so

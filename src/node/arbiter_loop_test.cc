@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
@@ -217,6 +218,35 @@ TEST(ArbiterLoopTest, RecordsRoundTripThroughTheRegionSource) {
   EXPECT_EQ(got[0].slots[0].share_ppm, 250'000u);
   EXPECT_EQ(got[0].slots[0].limit_ppm, 0u);
   EXPECT_EQ(got[0].slots[1].limit_ppm, 400'000u);
+}
+
+TEST(ArbiterLoopTest, RegionSourceFindsClaimsOneLevelDownInTheirFolder) {
+  // The DRA driver's claims: <root>/dra/<claim uid>/claim with its record
+  // beside it; the `dra` folder is not read as a pod's, nor deeper folders.
+  TempDir root;
+  ArbiterContainer pod = Container(root.path() + "/uid-1/main", 0, 300'000);
+  pod.key = "uid-1/main";
+  ArbiterContainer claim = Container(root.path() + "/" + kClaimsFolder + "/claim-uid/claim", 1, 200'000);
+  claim.key = "claim-uid/claim";
+  claim.priority = core::Priority::kLow;
+  for (const ArbiterContainer* c : {&pod, &claim}) {
+    std::filesystem::create_directories(c->region_dir);
+    ASSERT_TRUE(WriteArbiterRecord(c->region_dir, *c).ok());
+  }
+  // Not records of anything: one in the `dra` folder itself, one too deep.
+  ArbiterContainer stray = Container(root.path() + "/" + kClaimsFolder + "/stray", 0, 100'000);
+  ASSERT_TRUE(WriteArbiterRecord(stray.region_dir, stray).ok());
+  ArbiterContainer deep = Container(root.path() + "/" + kClaimsFolder + "/claim-uid/claim/deep", 0, 100'000);
+  ASSERT_TRUE(WriteArbiterRecord(deep.region_dir, deep).ok());
+  std::vector<ArbiterContainer> got = RegionSource(root.path())();
+  std::sort(got.begin(), got.end(), [](const auto& a, const auto& b) { return a.key < b.key; });
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].key, "claim-uid/claim");
+  EXPECT_EQ(got[0].region_dir, claim.region_dir);
+  EXPECT_EQ(got[0].priority, core::Priority::kLow);
+  ASSERT_EQ(got[0].slots.size(), 1u);
+  EXPECT_EQ(got[0].slots[0].gpu, 1);
+  EXPECT_EQ(got[1].key, "uid-1/main");
 }
 
 TEST(ArbiterLoopTest, AFolderRemovedUnderTheLoopIsNeitherRecreatedNorKept) {

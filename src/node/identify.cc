@@ -54,6 +54,23 @@ std::string JoinUuids(const std::vector<std::string>& uuids) {
   return out;
 }
 
+ComputeAnnotations ComputeAnnotationsOf(const core::PodView& pod) {
+  ComputeAnnotations out;
+  const std::string& priority = pod.priority_annotation;
+  out.priority = priority == "high" ? core::Priority::kHigh
+                 : priority == "low" ? core::Priority::kLow
+                                     : core::Priority::kNormal;
+  out.core_hard = pod.core_policy_annotation == "hard";
+  if (const std::string& limit = pod.core_limit_annotation; !limit.empty() && !out.core_hard) {
+    int percent = 0;
+    const auto [end, ec] = std::from_chars(limit.data(), limit.data() + limit.size(), percent);
+    if (ec == std::errc() && end == limit.data() + limit.size() && percent >= 1 && percent <= 100) {
+      out.core_limit_milli = percent * 10;
+    }
+  }
+  return out;
+}
+
 std::optional<PendingPod> PendingPodFrom(const core::PodView& pod, const std::string& node) {
   if (pod.node != node || !pod.assignment) return std::nullopt;
   if (pod.terminating || pod.terminal()) return std::nullopt;
@@ -68,18 +85,10 @@ std::optional<PendingPod> PendingPodFrom(const core::PodView& pod, const std::st
   if (pod.isolation_annotation == core::IsolationName(core::Isolation::kMps)) p.isolation = core::Isolation::kMps;
   if (pod.isolation_annotation == core::IsolationName(core::Isolation::kNone)) p.isolation = core::Isolation::kNone;
   p.allocated = AllocatedContainers(pod);
-  const std::string& priority = pod.priority_annotation;
-  p.priority = priority == "high" ? core::Priority::kHigh
-               : priority == "low" ? core::Priority::kLow
-                                   : core::Priority::kNormal;
-  p.core_hard = pod.core_policy_annotation == "hard";
-  if (const std::string& limit = pod.core_limit_annotation; !limit.empty() && !p.core_hard) {
-    int percent = 0;
-    const auto [end, ec] = std::from_chars(limit.data(), limit.data() + limit.size(), percent);
-    if (ec == std::errc() && end == limit.data() + limit.size() && percent >= 1 && percent <= 100) {
-      p.core_limit_milli = percent * 10;
-    }
-  }
+  const ComputeAnnotations compute = ComputeAnnotationsOf(pod);
+  p.priority = compute.priority;
+  p.core_hard = compute.core_hard;
+  p.core_limit_milli = compute.core_limit_milli;
   const std::set<std::string> done(p.allocated.begin(), p.allocated.end());
   for (const core::PodView::Container& c : pod.containers) {
     if (!c.name.empty()) p.specs[c.name] = c;

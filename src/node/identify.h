@@ -43,6 +43,22 @@ inline constexpr const char* kCorePolicyAnnotation = core::kCorePolicyAnnotation
 // may lend a `share` container idle time (core/podspec.h).
 inline constexpr const char* kCoreLimitAnnotation = core::kCoreLimitAnnotation.data();
 
+// How the compute arbiter treats a pod's containers, from its annotations
+// (tessera.io/priority, tessera.io/gpu-core-policy, tessera.io/gpu-core-limit).
+// The device-plugin path (PendingPodFrom) and the DRA driver (a claim takes
+// the annotations of the pod it is reserved for) both read them here.
+struct ComputeAnnotations {
+  core::Priority priority = core::Priority::kNormal;  // unreadable: normal
+  bool core_hard = false;                             // "hard"; anything else: share
+  // The burst ceiling in core milli per GPU: a whole percent 1-100; 0 when
+  // absent, unreadable, or the policy is hard (a hard share has no ceiling).
+  int64_t core_limit_milli = 0;
+  bool operator==(const ComputeAnnotations&) const = default;
+};
+// The compute annotations of `pod`. Lenient: a value it cannot read is the
+// default (the extender refuses such pods before they are bound).
+ComputeAnnotations ComputeAnnotationsOf(const core::PodView& pod);
+
 // A pod bound to this node with an assignment not yet fully allocated.
 struct PendingPod {
   std::string ns, name, uid, resource_version;

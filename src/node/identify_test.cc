@@ -92,6 +92,18 @@ TEST(PendingPodsTest, PriorityAndCorePolicyComeFromTheAnnotations) {
   EXPECT_EQ(PendingPodFrom(*testing::Decoded(low), "n1")->priority, core::Priority::kLow);
 }
 
+TEST(PendingPodsTest, ComputeAnnotationsNeedNoAssignment) {
+  // A DRA claim's pod has no tessera.io/assignment: its annotations still read.
+  json pod = Pod("p", "t", {{"main", {"GPU-a"}}});
+  pod["metadata"]["annotations"].erase("tessera.io/assignment");
+  pod["metadata"]["annotations"]["tessera.io/priority"] = "low";
+  pod["metadata"]["annotations"]["tessera.io/gpu-core-limit"] = "40";
+  const ComputeAnnotations got = ComputeAnnotationsOf(*testing::Decoded(pod));
+  EXPECT_EQ(got, (ComputeAnnotations{core::Priority::kLow, false, 400}));
+  pod["metadata"]["annotations"]["tessera.io/gpu-core-policy"] = "hard";
+  EXPECT_EQ(ComputeAnnotationsOf(*testing::Decoded(pod)), (ComputeAnnotations{core::Priority::kLow, true, 0}));
+}
+
 TEST(PendingPodsTest, BurstCeilingComesFromTheAnnotation) {
   json plain = Pod("p", "t", {{"main", {"GPU-a"}}});
   EXPECT_EQ(PendingPodFrom(*testing::Decoded(plain), "n1")->core_limit_milli, 0);
