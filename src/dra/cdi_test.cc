@@ -107,7 +107,7 @@ TEST(CdiSpecTest, NamesAndBadInput) {
 // no gRPC). This keeps that file what CdiSpecFor gives such a container:
 // when the spec's variables change, the file (and so the GPU run) must too.
 TEST(CdiSpecTest, TheGpuRunsClaimEnvFileIsTheSpecsEnv) {
-  const std::string file = "tests/gpu/claim_env.txt";  // tests run in the source tree
+  const std::string file = std::string(TESSERA_SOURCE_DIR) + "/tests/gpu/claim_env.txt";
   std::ifstream in(file);
   ASSERT_TRUE(in) << "cannot read " << file;
   std::vector<std::string> want;
