@@ -11,7 +11,9 @@
 // "with" mode, tessera-scheduler as its extender) and times the binds: from
 // the first bound pod to the last, so API-server load from creating pods and
 // the scheduler's start-up are outside the window. --pairs N runs the two
-// modes back to back N times and prints a row per pair.
+// modes back to back N times (alternating which goes first) and prints a
+// row per pair, then the ratio's min / median / max and each mode's
+// control-plane CPU per pod.
 //
 // Per mode it also prints the 1-minute load average when the window opened
 // (other work on the machine skews both modes) and the CPU seconds each
@@ -20,6 +22,7 @@
 // DIR/{without,with}/metrics/ (per-verb latency and call counts).
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -302,23 +305,47 @@ int main(int argc, char** argv) {
     }
     return text;
   };
+  // Odd pairs run the baseline first, even pairs the extender first, so
+  // neither mode always inherits the machine the other just left.
+  std::vector<double> ratios;
+  double cpu_ms_without = 0, cpu_ms_with = 0, cpu_ms_extender = 0;
+  int bound_without = 0, bound_with = 0;
   for (int pair = 1; pair <= pairs; ++pair) {
-    auto without = testing::RunMode(false, nodes, pods, qps, dir, repo, bin_dir, {});
-    if (!without.ok()) {
-      std::fprintf(stderr, "without extender: %s\n", without.status().message().c_str());
-      return 1;
+    Result<testing::RunResult> without = Status::Ok(), with = Status::Ok();
+    for (const bool extender : pair % 2 == 1 ? std::vector<bool>{false, true} : std::vector<bool>{true, false}) {
+      auto run = testing::RunMode(extender, nodes, pods, qps, dir, repo, bin_dir,
+                                  extender ? extender_flags : std::vector<std::string>{});
+      if (!run.ok()) {
+        std::fprintf(stderr, "%s extender: %s\n", extender ? "with" : "without", run.status().message().c_str());
+        return 1;
+      }
+      (extender ? with : without) = std::move(run);
     }
-    auto with = testing::RunMode(true, nodes, pods, qps, dir, repo, bin_dir, extender_flags);
-    if (!with.ok()) {
-      std::fprintf(stderr, "with extender: %s\n", with.status().message().c_str());
-      return 1;
+    const double ratio = with->pods_per_second() / without->pods_per_second();
+    ratios.push_back(ratio);
+    for (const auto& [name, seconds] : without->cpu) cpu_ms_without += 1000 * seconds;
+    for (const auto& [name, seconds] : with->cpu) {
+      cpu_ms_with += 1000 * seconds;
+      if (name == "tessera-scheduler") cpu_ms_extender += 1000 * seconds;
     }
+    bound_without += without->bound;
+    bound_with += with->bound;
     std::printf("%-4d %-28s %8.2f %10.1f %8.2f %6.2f  %s\n", pair, "without extender (baseline)", without->seconds,
                 without->pods_per_second(), 1.0, without->load_average, cpu_text(*without).c_str());
     std::printf("%-4d %-28s %8.2f %10.1f %8.2f %6.2f  %s\n", pair, "with tessera-scheduler", with->seconds,
-                with->pods_per_second(), with->pods_per_second() / without->pods_per_second(), with->load_average,
-                cpu_text(*with).c_str());
+                with->pods_per_second(), ratio, with->load_average, cpu_text(*with).c_str());
     std::fflush(stdout);
   }
+  // The spread of the ratio, and where the CPU went: control-plane CPU per
+  // bound pod in each mode (all processes listed above), and the
+  // extender's own part of it.
+  std::vector<double> sorted = ratios;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t mid = sorted.size() / 2;
+  const double median = sorted.size() % 2 == 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+  std::printf("ratio over %d pair(s): min %.2f, median %.2f, max %.2f; CPU ms per pod: without %.2f, with %.2f "
+              "(tessera-scheduler %.2f)\n",
+              pairs, sorted.front(), median, sorted.back(), cpu_ms_without / std::max(1, bound_without),
+              cpu_ms_with / std::max(1, bound_with), cpu_ms_extender / std::max(1, bound_with));
   return 0;
 }
