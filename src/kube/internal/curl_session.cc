@@ -146,6 +146,7 @@ void CurlSession::Configure(void* handle, const HttpRequest& request, void* head
     curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
   }
   curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+  if (!stream && !config_.http2) curl_easy_setopt(h, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_1_1));
   curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
   curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
                    static_cast<long>(std::min<int64_t>(config_.timeout.count(), 10000)));
