@@ -3,9 +3,10 @@
 // consumedCapacity (the maps keyed by kMemoryCapacity and kComputeCapacity,
 // dra_names.h). Memory is a quantity in bytes, taken as whole MiB rounded
 // up; compute is percent of a GPU, taken as core milli (10 per percent)
-// rounded up. Both the extender (src/scheduler/dra_objects.h) and the node
-// agent (src/dra/claim.h) read claims through these, so they agree on what
-// a claim holds. Pure functions; thread-safe.
+// rounded up. The extender (src/scheduler/dra_objects.h), the node agent
+// (src/dra/claim.h) and kubectl-tessera (src/kubectl/claims.h) read claims
+// through these, so they agree on what a claim holds. Pure functions;
+// thread-safe.
 //
 //   TESSERA_ASSIGN_OR_RETURN(DraConsumedCapacity c, ConsumedCapacityOf(result));
 //   int64_t mem = c.mem_mib.value_or(card_mib);  // absent: the whole card
