@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "core/quantity.h"
+#include "core/dra_capacity.h"
 #include "dra/resource_slice.h"
 
 namespace tessera::dra {
@@ -17,14 +17,6 @@ std::string StringAt(const nlohmann::json& j, const char* key) {
 std::string ClaimKey(const nlohmann::json& claim) {
   const nlohmann::json meta = claim.value("metadata", nlohmann::json::object());
   return "ResourceClaim " + StringAt(meta, "namespace") + "/" + StringAt(meta, "name");
-}
-
-// The quantity at consumedCapacity[name] as text, or "" when absent.
-Result<std::string> CapacityText(const nlohmann::json& consumed, const char* name, const std::string& who) {
-  const auto it = consumed.find(name);
-  if (it == consumed.end()) return std::string();
-  if (!it->is_string()) return InvalidArgument(who + ": consumed " + name + " is not a quantity string");
-  return it->get<std::string>();
 }
 
 }  // namespace
@@ -56,24 +48,10 @@ Result<std::vector<ClaimShare>> SharesFromClaim(const nlohmann::json& claim, con
     if (gpu == gpus.end()) return NotFound(who + ": this node has no such GPU");
     if (!gpu->healthy) return NotFound(who + ": GPU " + gpu->uuid + " is unhealthy");
 
-    int64_t mem_mib = gpu->memory_mib;
-    int64_t core_milli = core::kCoreMilliPerGpu;
-    if (const auto consumed = result.find("consumedCapacity"); consumed != result.end() && consumed->is_object()) {
-      TESSERA_ASSIGN_OR_RETURN(std::string mem, CapacityText(*consumed, kMemoryCapacity, who));
-      TESSERA_ASSIGN_OR_RETURN(std::string compute, CapacityText(*consumed, kComputeCapacity, who));
-      core_milli = 0;
-      if (!mem.empty()) {
-        auto mib = core::ParseMemoryMiB(mem);
-        if (!mib.ok()) return InvalidArgument(who + ": consumed memory: " + std::string(mib.status().message()));
-        mem_mib = *mib;
-      }
-      if (!compute.empty()) {
-        auto q = core::ParseQuantity(compute);
-        if (!q.ok()) return InvalidArgument(who + ": consumed compute: " + std::string(q.status().message()));
-        // percent -> core milli (10 per percent): milli-units / 100, rounded up.
-        core_milli = (q->milli + 99) / 100;
-      }
-    }
+    Result<core::DraConsumedCapacity> consumed = core::ConsumedCapacityOf(result);
+    if (!consumed.ok()) return consumed.status().WithContext(who);
+    const int64_t mem_mib = consumed->mem_mib.value_or(gpu->memory_mib);
+    const int64_t core_milli = consumed->core_milli;
     if (mem_mib <= 0) return InvalidArgument(who + ": consumed memory is 0; a share needs at least 1Mi");
     auto same = std::find_if(out.begin(), out.end(), [&](const ClaimShare& s) { return s.device == device; });
     if (same == out.end()) {

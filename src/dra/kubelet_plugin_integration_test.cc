@@ -9,9 +9,7 @@
 #include <fstream>
 
 #include "dra/kubelet_plugin.h"
-#include "dra/test_gpus.h"
-#include "kube/fake_api.h"
-#include "node/test_fixtures.h"
+#include "dra/test_support.h"
 
 namespace tessera::dra {
 namespace {
@@ -19,15 +17,10 @@ namespace {
 namespace fs = std::filesystem;
 
 TEST(KubeletPluginIntegrationTest, KubeletsCallsOverTheSockets) {
-  node::testing::TempDir dir;
+  testing::TempDir dir;
   kube::FakeApi api;
-  KubeletPluginOptions options;
-  options.node = "node-1";
-  options.registry_dir = dir.path() + "/plugins_registry";
-  options.plugins_dir = dir.path() + "/plugins";
-  options.cdi_dir = dir.path() + "/cdi";
-  options.paths.region_root_host = dir.path() + "/regions";
-  KubeletPlugin plugin(api, options, node::testing::Quiet());
+  const KubeletPluginOptions options = testing::NodeOneOptions(dir.path());
+  KubeletPlugin plugin(api, options, testing::Quiet());
   ASSERT_TRUE(plugin.SetGpus(testing::TwoGpus()).ok());
   ASSERT_TRUE(plugin.Start().ok());
   ASSERT_TRUE(api.Peek(ResourceSlicePath("node-1-gpu.tessera.io")).has_value());
@@ -53,8 +46,7 @@ TEST(KubeletPluginIntegrationTest, KubeletsCallsOverTheSockets) {
   EXPECT_EQ(plugin.registration().Registered(), true);
 
   // Prepare through the endpoint it named.
-  ASSERT_TRUE(api.Upsert("/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims",
-                         testing::Claim("ns", "c", "uid-1", {testing::Result("gpu-0", "10Gi", "25")}))
+  ASSERT_TRUE(api.Upsert(testing::kClaims, testing::Claim("ns", "c", "uid-1", {testing::Result("gpu-0", "10Gi", "25")}))
                   .ok());
   auto dra = drapb::DRAPlugin::NewStub(grpc::CreateChannel("unix://" + info.endpoint(), grpc::InsecureChannelCredentials()));
   drapb::NodePrepareResourcesRequest request;

@@ -12,45 +12,29 @@
 #include <thread>
 
 #include "dra/cdi.h"
-#include "dra/test_gpus.h"
-#include "kube/fake_api.h"
+#include "dra/test_support.h"
 #include "kube/paths.h"
 #include "node/arbiter_loop.h"
-#include "node/test_fixtures.h"
 
 namespace tessera::dra {
 namespace {
 
 namespace fs = std::filesystem;
-using node::testing::Quiet;
-using node::testing::TempDir;
 
-const std::string kClaims = "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims";
-
-class KubeletPluginTest : public ::testing::Test {
+class KubeletPluginTest : public testing::PluginTest {
  protected:
-  KubeletPluginTest() {
-    options_.node = "node-1";
-    options_.registry_dir = dir_.path() + "/registry";
-    options_.plugins_dir = dir_.path() + "/plugins";
-    options_.cdi_dir = dir_.path() + "/cdi";
-    options_.paths.region_root_host = dir_.path() + "/regions";
-  }
   nlohmann::json ReadJson(const std::string& path) {
     std::ifstream in(path);
     return nlohmann::json::parse(in);
   }
-  TempDir dir_;
-  kube::FakeApi api_;
-  KubeletPluginOptions options_;
 };
 
 TEST_F(KubeletPluginTest, PrepareWritesTheCdiSpecAndAnswersItsIdAndRepeatsAlike) {
-  DraService service(api_, options_, Quiet());
+  DraService service(api_, options_, testing::Quiet());
   service.SetGpus(testing::TwoGpus());
   nlohmann::json object = testing::Claim("ns", "c", "uid-1", {testing::Result("gpu-1", "8Gi", "30")});
   object["status"]["reservedFor"] = {{{"resource", "pods"}, {"name", "p"}, {"uid", "pod-uid"}}};
-  ASSERT_TRUE(api_.Upsert(kClaims, object).ok());
+  AddClaim(object);
   drapb::NodePrepareResourcesRequest request;
   auto* claim = request.add_claims();
   claim->set_namespace_("ns");
@@ -118,7 +102,7 @@ bool HasEnv(const nlohmann::json& spec, const std::string& entry) {
 }
 
 TEST_F(KubeletPluginTest, ThePodsAnnotationsReachTheEnvAndTheArbiterRecord) {
-  DraService service(api_, options_, Quiet());
+  DraService service(api_, options_, testing::Quiet());
   service.SetGpus(testing::TwoGpus());
   const std::string pods = kube::PodsPath("ns");
   ASSERT_TRUE(api_.Upsert(pods, AnnotatedPod("p1", "pod-uid-1", {{"tessera.io/priority", "high"},
@@ -127,7 +111,7 @@ TEST_F(KubeletPluginTest, ThePodsAnnotationsReachTheEnvAndTheArbiterRecord) {
   ASSERT_TRUE(api_.Upsert(pods, AnnotatedPod("p2", "pod-uid-2", {{"tessera.io/priority", "low"}})).ok());
   nlohmann::json object = testing::Claim("ns", "c", "uid-1", {testing::Result("gpu-1", "8Gi", "30")});
   object["status"]["reservedFor"] = {Reserved("p1", "pod-uid-1"), Reserved("p2", "pod-uid-2")};
-  ASSERT_TRUE(api_.Upsert(kClaims, object).ok());
+  AddClaim(object);
 
   const std::string root = options_.paths.region_root_host;
   ASSERT_TRUE(service.Prepare({"ns", "c", "uid-1"}).ok());
@@ -163,7 +147,7 @@ TEST_F(KubeletPluginTest, ThePodsAnnotationsReachTheEnvAndTheArbiterRecord) {
 }
 
 TEST_F(KubeletPluginTest, APodGoneOrReplacedIsSkippedAndAnUnreadablePodFailsThePrepare) {
-  DraService service(api_, options_, Quiet());
+  DraService service(api_, options_, testing::Quiet());
   service.SetGpus(testing::TwoGpus());
   const std::string pods = kube::PodsPath("ns");
   // "old" is now another pod (another uid); "gone" is not there; "p3" gives the annotations.
@@ -172,14 +156,14 @@ TEST_F(KubeletPluginTest, APodGoneOrReplacedIsSkippedAndAnUnreadablePodFailsTheP
   nlohmann::json object = testing::Claim("ns", "c", "uid-1", {testing::Result("gpu-0", "1Gi", "10")});
   object["status"]["reservedFor"] = {Reserved("gone", "pod-uid-0"), Reserved("old", "pod-uid-old"),
                                      Reserved("p3", "pod-uid-3")};
-  ASSERT_TRUE(api_.Upsert(kClaims, object).ok());
-  auto compute = ClaimCompute(api_, object, {}, *Quiet());
+  AddClaim(object);
+  auto compute = ClaimCompute(api_, object, {}, *testing::Quiet());
   ASSERT_TRUE(compute.ok()) << compute.status().message();
   EXPECT_EQ(compute->priority, core::Priority::kLow);
   // Reserved for no pod: the defaults.
   nlohmann::json unreserved = object;
   unreserved["status"].erase("reservedFor");
-  EXPECT_EQ(ClaimCompute(api_, unreserved, {}, *Quiet()).value(), node::ComputeAnnotations{});
+  EXPECT_EQ(ClaimCompute(api_, unreserved, {}, *testing::Quiet()).value(), node::ComputeAnnotations{});
 
   // The API server failing the pod's GET fails the prepare (the kubelet retries), naming the pod; nothing is written.
   api_.SetHook([&](const kube::FakeApi::Call& call) {
@@ -197,12 +181,12 @@ TEST_F(KubeletPluginTest, APodGoneOrReplacedIsSkippedAndAnUnreadablePodFailsTheP
 }
 
 TEST_F(KubeletPluginTest, EachBadClaimGetsItsOwnErrorNamingIt) {
-  DraService service(api_, options_, Quiet());
+  DraService service(api_, options_, testing::Quiet());
   service.SetGpus(testing::TwoGpus());
-  ASSERT_TRUE(api_.Upsert(kClaims, testing::Claim("ns", "good", "u-good", {testing::Result("gpu-0", "1Gi", "10")})).ok());
-  ASSERT_TRUE(api_.Upsert(kClaims, testing::Claim("ns", "big", "u-big", {testing::Result("gpu-0", "99Gi", "10")})).ok());
-  ASSERT_TRUE(api_.Upsert(kClaims, testing::Claim("ns", "replaced", "u-new", {testing::Result("gpu-0", "1Gi", "")})).ok());
-  ASSERT_TRUE(api_.Upsert(kClaims, testing::Claim("ns", "elsewhere", "u-else", {testing::Result("gpu-9", "1Gi", "")})).ok());
+  AddClaim(testing::Claim("ns", "good", "u-good", {testing::Result("gpu-0", "1Gi", "10")}));
+  AddClaim(testing::Claim("ns", "big", "u-big", {testing::Result("gpu-0", "99Gi", "10")}));
+  AddClaim(testing::Claim("ns", "replaced", "u-new", {testing::Result("gpu-0", "1Gi", "")}));
+  AddClaim(testing::Claim("ns", "elsewhere", "u-else", {testing::Result("gpu-9", "1Gi", "")}));
   drapb::NodePrepareResourcesRequest request;
   for (const auto& [name, uid] : std::vector<std::pair<std::string, std::string>>{
            {"good", "u-good"}, {"big", "u-big"}, {"replaced", "u-old"}, {"elsewhere", "u-else"}, {"gone", "u-gone"}}) {
@@ -228,7 +212,7 @@ TEST_F(KubeletPluginTest, EachBadClaimGetsItsOwnErrorNamingIt) {
 }
 
 TEST_F(KubeletPluginTest, RegistrationAnswersTheDriverItsSocketV1AndTheHealthService) {
-  RegistrationService service(options_, Quiet());
+  RegistrationService service(options_, testing::Quiet());
   pluginregistration::PluginInfo info;
   ASSERT_TRUE(service.GetInfo(nullptr, nullptr, &info).ok());
   EXPECT_EQ(info.type(), "DRAPlugin");
@@ -268,7 +252,7 @@ TEST_F(KubeletPluginTest, PublisherCreatesThenUpdatesOnlyOnChange) {
   EXPECT_EQ(slice["spec"]["pool"]["generation"], 2);
   EXPECT_EQ(slice["spec"]["devices"].size(), 1u);
   // The API server away: the error comes back, and KubeletPlugin tries again next time.
-  KubeletPlugin plugin(api_, options_, Quiet());
+  KubeletPlugin plugin(api_, options_, testing::Quiet());
   api_.SetHook([](const kube::FakeApi::Call&) { return Status(StatusCode::kUnavailable, "API server away"); });
   EXPECT_EQ(plugin.SetGpus(gpus).code(), StatusCode::kUnavailable);
   api_.SetHook(nullptr);
@@ -279,7 +263,7 @@ TEST_F(KubeletPluginTest, PublisherCreatesThenUpdatesOnlyOnChange) {
 // 1.36): the plugin's watch publishes the slice again at once, with the GPUs
 // published last, and puts back a slice someone else changed.
 TEST_F(KubeletPluginTest, ASliceDeletedOrChangedBySomeoneElseIsPublishedAgain) {
-  KubeletPlugin plugin(api_, options_, Quiet());
+  KubeletPlugin plugin(api_, options_, testing::Quiet());
   const std::string path = ResourceSlicePath("node-1-gpu.tessera.io");
   ASSERT_TRUE(plugin.SetGpus(testing::TwoGpus()).ok());
   ASSERT_TRUE(plugin.Start().ok());

@@ -10,20 +10,14 @@
 
 #include "core/codec.h"
 #include "dra/kubelet_plugin.h"
-#include "dra/test_gpus.h"
-#include "kube/fake_api.h"
+#include "dra/test_support.h"
 #include "kube/paths.h"
 #include "node/gpu_book.h"
-#include "node/test_fixtures.h"
 
 namespace tessera::dra {
 namespace {
 
 namespace fs = std::filesystem;
-using node::testing::Quiet;
-using node::testing::TempDir;
-
-const std::string kClaims = "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims";
 
 // A device-plugin pod on node-1 holding `mem_mib` MiB and `core_percent` %
 // of GPU `gpu` (dra::testing::TwoGpus' uuids), its container allocated when
@@ -42,25 +36,17 @@ nlohmann::json DevicePluginPod(const std::string& name, int gpu, int64_t mem_mib
           {"status", {{"phase", phase}}}};
 }
 
-class MixedNodeTest : public ::testing::Test {
+class MixedNodeTest : public testing::PluginTest {
  protected:
-  MixedNodeTest() {
-    options_.node = "node-1";
-    options_.cdi_dir = dir_.path() + "/cdi";
-    options_.paths.region_root_host = dir_.path() + "/regions";
-  }
   void AddClaim(const std::string& name, const std::string& uid, const std::string& device, const std::string& memory,
                 const std::string& compute) {
-    ASSERT_TRUE(api_.Upsert(kClaims, testing::Claim("ns", name, uid, {testing::Result(device, memory, compute)})).ok());
+    PluginTest::AddClaim(testing::Claim("ns", name, uid, {testing::Result(device, memory, compute)}));
   }
   std::string AddPod(const nlohmann::json& pod) {
     return api_.Upsert(kube::PodsPath("ns"), pod).value()["metadata"]["uid"].get<std::string>();
   }
   bool SpecWritten(const std::string& uid) { return fs::exists(options_.cdi_dir + "/" + CdiSpecFileName(uid)); }
 
-  TempDir dir_;
-  kube::FakeApi api_;
-  KubeletPluginOptions options_;
   node::GpuBook book_;  // the Allocator's, in tessera-node
 };
 
@@ -70,7 +56,7 @@ TEST_F(MixedNodeTest, AClaimIsNotPreparedOnMemoryAnAllocatedDevicePluginPodHolds
   AddPod(DevicePluginPod("finished", 1, 40960, 100, true, "Succeeded"));      // holds nothing any more
   AddClaim("c", "uid-c", "gpu-0", "8Gi", "30");
   AddClaim("d", "uid-d", "gpu-1", "8Gi", "30");
-  DraService service(api_, options_, Quiet(), &book_);
+  DraService service(api_, options_, testing::Quiet(), &book_);
   service.SetGpus(testing::TwoGpus());
 
   auto refused = service.Prepare({"ns", "c", "uid-c"});
@@ -87,7 +73,7 @@ TEST_F(MixedNodeTest, AClaimIsNotPreparedOnMemoryAnAllocatedDevicePluginPodHolds
 
 TEST_F(MixedNodeTest, APreparedClaimKeepsTheAllocatorFromHandingOutItsShareUntilUnprepared) {
   AddClaim("c", "uid-c", "gpu-1", "", "80");  // memory: the whole card (the slice's default)
-  DraService service(api_, options_, Quiet(), &book_);
+  DraService service(api_, options_, testing::Quiet(), &book_);
   service.SetGpus(testing::TwoGpus());
   ASSERT_TRUE(service.Prepare({"ns", "c", "uid-c"}).ok());
 
@@ -112,7 +98,7 @@ TEST_F(MixedNodeTest, APreparedClaimKeepsTheAllocatorFromHandingOutItsShareUntil
 
 TEST_F(MixedNodeTest, ARepeatedPrepareIsNotCheckedAgainstItself) {
   AddClaim("c", "uid-c", "gpu-0", "40Gi", "100");
-  DraService service(api_, options_, Quiet(), &book_);
+  DraService service(api_, options_, testing::Quiet(), &book_);
   service.SetGpus(testing::TwoGpus());
   ASSERT_TRUE(service.Prepare({"ns", "c", "uid-c"}).ok());
   EXPECT_TRUE(service.Prepare({"ns", "c", "uid-c"}).ok());
@@ -122,7 +108,7 @@ TEST_F(MixedNodeTest, ARepeatedPrepareIsNotCheckedAgainstItself) {
 TEST_F(MixedNodeTest, AgentRestartBooksThePreparedClaimsAgainFromTheirRecords) {
   AddClaim("c", "uid-c", "gpu-0", "30Gi", "50");
   {
-    DraService before(api_, options_, Quiet());  // the agent before the restart, with its own book
+    DraService before(api_, options_, testing::Quiet());  // the agent before the restart, with its own book
     before.SetGpus(testing::TwoGpus());
     ASSERT_TRUE(before.Prepare({"ns", "c", "uid-c"}).ok());
   }
@@ -130,7 +116,7 @@ TEST_F(MixedNodeTest, AgentRestartBooksThePreparedClaimsAgainFromTheirRecords) {
   fs::create_directories(options_.paths.region_root_host + "/dra/junk");
   { std::ofstream(options_.paths.region_root_host + "/dra/junk/holder.json") << "{not json"; }
 
-  DraService after(api_, options_, Quiet(), &book_);
+  DraService after(api_, options_, testing::Quiet(), &book_);
   after.SetGpus(testing::TwoGpus());
   ASSERT_TRUE(after.RestorePrepared().ok());
   const std::vector<node::GpuHolder> holders = book_.Holders();
@@ -151,7 +137,7 @@ TEST_F(MixedNodeTest, ThePodListUnreadableRefusesThePrepareWithTheReason) {
     if (call.verb == "LIST" && call.path.find("/pods") != std::string::npos) return Internal("apiserver down");
     return Status::Ok();
   });
-  DraService service(api_, options_, Quiet(), &book_);
+  DraService service(api_, options_, testing::Quiet(), &book_);
   service.SetGpus(testing::TwoGpus());
   auto refused = service.Prepare({"ns", "c", "uid-c"});
   EXPECT_FALSE(refused.ok());
@@ -198,7 +184,7 @@ class SliceFollowsPodsTest : public MixedNodeTest {
 TEST_F(SliceFollowsPodsTest, PodsListedAtStartAreSubtractedAndDeletedOnesGiveTheirRoomBack) {
   AddPod(DevicePluginPod("dp", 0, 16384, 40, /*allocated=*/true));
   AddPod(DevicePluginPod("unallocated", 1, 8192, 10, /*allocated=*/false));  // holds nothing yet
-  KubeletPlugin plugin(api_, options_, Quiet(), &book_);
+  KubeletPlugin plugin(api_, options_, testing::Quiet(), &book_);
   ASSERT_TRUE(plugin.SetGpus(testing::TwoGpus()).ok());
   EXPECT_EQ(Offered(0), "40960Mi 100");  // before any LIST the book knows no pod
   ASSERT_TRUE(plugin.Start().ok());
@@ -226,7 +212,7 @@ TEST_F(SliceFollowsPodsTest, PodsListedAtStartAreSubtractedAndDeletedOnesGiveThe
 TEST_F(SliceFollowsPodsTest, PodsTheAllocatorBooksArePublishedInOnePatchAndAFullGpuIsTainted) {
   options_.pod_list_interval = std::chrono::milliseconds(0);  // no LIST: only the Allocator's bookings
   options_.republish_delay = std::chrono::milliseconds(100);
-  KubeletPlugin plugin(api_, options_, Quiet(), &book_);
+  KubeletPlugin plugin(api_, options_, testing::Quiet(), &book_);
   ASSERT_TRUE(plugin.SetGpus(testing::TwoGpus()).ok());
   ASSERT_TRUE(plugin.Start().ok());
   const int64_t first = Generation();

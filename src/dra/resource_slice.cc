@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "core/dra_names.h"
+
 namespace tessera::dra {
 
 namespace {
@@ -43,8 +45,8 @@ nlohmann::json DeviceFor(const core::GpuInfo& gpu, const std::map<int, core::Gpu
         {"memoryMiB", {{"int", gpu.memory_mib}}},
         {"mps", {{"bool", gpu.mps}}}}},
       {"capacity",
-       {{kMemoryCapacity, Capacity(memory, memory, "1Mi", memory, "1Mi")},
-        {kComputeCapacity, Capacity(compute, "0", "0", compute, "1")}}},
+       {{core::kMemoryCapacity, Capacity(memory, memory, "1Mi", memory, "1Mi")},
+        {core::kComputeCapacity, Capacity(compute, "0", "0", compute, "1")}}},
   };
   if (full) device["taints"] = nlohmann::json::array({{{"key", kFullTaintKey}, {"effect", "NoSchedule"}}});
   return device;

@@ -42,8 +42,6 @@ namespace tessera::dra {
 // The driver name: a DNS subdomain of at most 63 characters in a domain the
 // project owns (resource.k8s.io/v1's rule for drivers).
 inline constexpr const char* kDriverName = "gpu.tessera.io";
-inline constexpr const char* kMemoryCapacity = "memory";
-inline constexpr const char* kComputeCapacity = "compute";
 // The device taint of a GPU that device-plugin pods fill (a label name).
 inline constexpr const char* kFullTaintKey = "gpu.tessera.io/held-by-device-plugin-pods";
 

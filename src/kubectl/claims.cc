@@ -3,9 +3,8 @@
 #include <algorithm>
 #include <tuple>
 
+#include "core/dra_capacity.h"
 #include "core/dra_names.h"
-#include "core/model.h"
-#include "core/quantity.h"
 #include "kubectl/object_fields.h"
 
 namespace tessera::kubectl {
@@ -41,21 +40,11 @@ Result<ClaimShare> ShareOf(const Json& result) {
   share.node = StringAt(result, {"pool"});
   share.index = DeviceIndex(device);
   if (share.index < 0) return InvalidArgument("device \"" + device + "\" is not a GPU of tessera-node (gpu-<index>)");
-  const Json* consumed = FieldAt(result, {"consumedCapacity"});
-  if (consumed == nullptr || !consumed->is_object()) {
-    share.core_milli = core::kCoreMilliPerGpu;  // exclusive: the whole GPU
-    return share;
-  }
-  if (const std::string memory = StringAt(*consumed, {"memory"}); !memory.empty()) {
-    auto mib = core::ParseMemoryMiB(memory);
-    if (!mib.ok()) return InvalidArgument("device " + device + " consumed memory: " + mib.status().message());
-    share.mem_mib = *mib;
-  }
-  if (const std::string compute = StringAt(*consumed, {"compute"}); !compute.empty()) {
-    auto q = core::ParseQuantity(compute);
-    if (!q.ok()) return InvalidArgument("device " + device + " consumed compute: " + q.status().message());
-    share.core_milli = (q->milli + 99) / 100;  // percent -> core milli, rounded up as the node agent does
-  }
+  Result<core::DraConsumedCapacity> consumed = core::ConsumedCapacityOf(result);
+  if (!consumed.ok())
+    return Status(consumed.status().code(), "device " + device + " " + consumed.status().message());
+  share.mem_mib = consumed->mem_mib.value_or(0);  // 0: the whole card
+  share.core_milli = consumed->core_milli;
   return share;
 }
 

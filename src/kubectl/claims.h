@@ -2,8 +2,9 @@
 // ResourceClaims (resource.k8s.io/v1) hold through Tessera's DRA driver
 // (gpu.tessera.io), read from status.allocation.devices.results with
 // consumedCapacity, and the pod each is reserved for (status.reservedFor).
-// The same reading as the node agent's (src/dra/claim.h), without its
-// checks against the node's GPUs. Pure; thread-safe.
+// The same reading as the node agent's (src/dra/claim.h; both read the
+// capacities with core/dra_capacity.h), without its checks against the
+// node's GPUs. Pure; thread-safe.
 //
 //   ClaimShares dra = ClaimSharesFrom(claims["items"]);
 //   for (const ClaimShare& s : dra.shares) ...   // node, GPU index, MiB, core milli

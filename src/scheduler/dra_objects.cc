@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/quantity.h"
+#include "core/dra_capacity.h"
 
 namespace tessera::scheduler {
 namespace {
@@ -29,26 +29,6 @@ std::string Str(const Json& j, const char* key) {
   return it != j.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
-// The quantity text at obj[name]: "" when absent; INVALID_ARGUMENT when not a string.
-Result<std::string> QuantityText(const Json& obj, const char* name, const std::string& who) {
-  const auto it = obj.find(name);
-  if (it == obj.end()) return std::string();
-  if (!it->is_string()) return InvalidArgument(who + ": " + name + " is not a quantity string");
-  return it->get<std::string>();
-}
-
-Result<int64_t> MemoryMiB(const std::string& text, const std::string& who) {
-  auto mib = core::ParseMemoryMiB(text);
-  if (!mib.ok()) return InvalidArgument(who + ": memory: " + std::string(mib.status().message()));
-  return *mib;
-}
-
-Result<int64_t> CoreMilli(const std::string& text, const std::string& who) {
-  auto milli = PercentToCoreMilli(text);
-  if (!milli.ok()) return InvalidArgument(who + ": compute: " + std::string(milli.status().message()));
-  return *milli;
-}
-
 // One `exactly` request of the driver's classes.
 Result<DraRequest> RequestOf(const std::string& name, const Json& exactly, const std::string& who) {
   DraRequest r;
@@ -60,25 +40,14 @@ Result<DraRequest> RequestOf(const std::string& name, const Json& exactly, const
       return InvalidArgument(who + ": count is not a number of GPUs");
     r.count = c->get<int>();
   }
-  const Json& requests = Obj(Obj(exactly, "capacity"), "requests");
-  TESSERA_ASSIGN_OR_RETURN(std::string mem, QuantityText(requests, "memory", who));
-  TESSERA_ASSIGN_OR_RETURN(std::string compute, QuantityText(requests, "compute", who));
-  if (!mem.empty()) {
-    TESSERA_ASSIGN_OR_RETURN(r.mem_mib, MemoryMiB(mem, who));
-  }
-  if (!compute.empty()) {
-    TESSERA_ASSIGN_OR_RETURN(r.core_milli, CoreMilli(compute, who));
-  }
+  Result<core::DraCapacity> capacity = core::ReadDraCapacity(Obj(Obj(exactly, "capacity"), "requests"));
+  if (!capacity.ok()) return capacity.status().WithContext(who);
+  r.mem_mib = capacity->mem_mib.value_or(kWholeCardMemory);
+  r.core_milli = capacity->core_milli.value_or(0);
   return r;
 }
 
 }  // namespace
-
-Result<int64_t> PercentToCoreMilli(std::string_view text) {
-  TESSERA_ASSIGN_OR_RETURN(core::Quantity q, core::ParseQuantity(text));
-  if (q.milli < 0) return InvalidArgument("\"" + std::string(text) + "\" is negative");
-  return (q.milli + 99) / 100;  // percent in milli-units -> core milli (10 per percent), rounded up
-}
 
 Result<DraSlice> DecodeDraSlice(const Json& slice, std::string_view driver) {
   const Json& spec = Obj(slice, "spec");
@@ -137,20 +106,13 @@ Result<DraClaim> DecodeDraClaim(const Json& claim, std::string_view driver,
   if (!out.allocated) return out;
   for (const Json& result : Arr(Obj(*alloc, "devices"), "results")) {
     if (Str(result, "driver") != driver) continue;
-    DraDeviceShare share{Str(result, "pool"), Str(result, "device"), kWholeCardMemory, core::kCoreMilliPerGpu};
+    DraDeviceShare share{Str(result, "pool"), Str(result, "device")};
     const std::string where = who + " device " + share.device;
     if (share.device.empty() || share.pool.empty()) return InvalidArgument(where + ": result without pool or device");
-    if (const auto consumed = result.find("consumedCapacity"); consumed != result.end() && consumed->is_object()) {
-      TESSERA_ASSIGN_OR_RETURN(std::string mem, QuantityText(*consumed, "memory", where));
-      TESSERA_ASSIGN_OR_RETURN(std::string compute, QuantityText(*consumed, "compute", where));
-      share.core_milli = 0;
-      if (!mem.empty()) {
-        TESSERA_ASSIGN_OR_RETURN(share.mem_mib, MemoryMiB(mem, where));
-      }
-      if (!compute.empty()) {
-        TESSERA_ASSIGN_OR_RETURN(share.core_milli, CoreMilli(compute, where));
-      }
-    }
+    Result<core::DraConsumedCapacity> consumed = core::ConsumedCapacityOf(result);
+    if (!consumed.ok()) return consumed.status().WithContext(where);
+    share.mem_mib = consumed->mem_mib.value_or(kWholeCardMemory);
+    share.core_milli = consumed->core_milli;
     auto same = std::find_if(out.shares.begin(), out.shares.end(), [&](const DraDeviceShare& s) {
       return s.pool == share.pool && s.device == share.device;
     });

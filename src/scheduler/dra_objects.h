@@ -4,7 +4,8 @@
 // scheduler's allocator tries them in), and a ResourceClaim (the shares its
 // allocation holds on the driver's devices, and what it asks for while it is
 // not allocated). The rules follow what tessera-node publishes and reads
-// (src/dra/resource_slice.h, src/dra/claim.h; docs/notes/dra.md):
+// (src/dra/resource_slice.h, src/dra/claim.h; docs/notes/dra.md), and the
+// capacities are read by the same functions as there (core/dra_capacity.h):
 //
 //  - a device's GPU index is its `index` attribute (an int);
 //  - an allocation result with `consumedCapacity` holds its `memory` (the
@@ -113,9 +114,5 @@ struct DraPodRequest {
 // known yet (made a moment later); UNIMPLEMENTED with DraClaim::unmodelled.
 Result<DraPodRequest> DraPodRequestOf(const core::PodView& pod,
                                       const std::function<const DraClaim*(const std::string& key)>& find);
-
-// Percent of a GPU (a quantity, "30" or "12.5") as core milli, rounded up
-// as tessera-node rounds it. INVALID_ARGUMENT when not a quantity.
-Result<int64_t> PercentToCoreMilli(std::string_view text);
 
 }  // namespace tessera::scheduler

@@ -99,13 +99,6 @@ TEST(DraClaimTest, UnreadableCapacityIsAnError) {
   EXPECT_NE(c.status().message().find("ns/c device gpu-0"), std::string::npos) << c.status().message();
 }
 
-TEST(DraClaimTest, PercentToCoreMilliRoundsUp) {
-  EXPECT_EQ(PercentToCoreMilli("30").value(), 300);
-  EXPECT_EQ(PercentToCoreMilli("12.5").value(), 125);
-  EXPECT_EQ(PercentToCoreMilli("0.01").value(), 1);
-  EXPECT_FALSE(PercentToCoreMilli("x").ok());
-}
-
 TEST(DraPodRequestTest, UnallocatedClaimsBecomeContainers) {
   std::map<std::string, DraClaim> claims;
   claims["ns/a"] = DecodeDraClaim(ClaimJson("ns", "a", {{"gpu", 1, 8192, 30}}), "gpu.tessera.io", kClasses).value();

@@ -68,6 +68,10 @@ TEST_F(MetricsTest, EveryOutcomeStartsAtZero) {
                            R"(tessera_scheduler_decisions_total{verb="filter",outcome="bad_request"} 0)",
                            R"(tessera_scheduler_decisions_total{verb="prioritize",outcome="scored"} 0)",
                            R"(tessera_scheduler_decisions_total{verb="bind",outcome="api_error"} 0)",
+                           R"(tessera_scheduler_decisions_total{verb="dra_filter",outcome="fit"} 0)",
+                           R"(tessera_scheduler_decisions_total{verb="dra_prioritize",outcome="scored"} 0)",
+                           R"(tessera_scheduler_decisions_total{verb="dra_prioritize",outcome="no_fit"} 0)",
+                           R"(tessera_scheduler_extender_request_duration_seconds_count{verb="dra_prioritize"} 0)",
                            R"(tessera_scheduler_extender_request_duration_seconds_bucket{verb="bind",le="0.0001"} 0)",
                            R"(tessera_scheduler_extender_request_duration_seconds_bucket{verb="bind",le="1"} 0)",
                            R"(tessera_scheduler_extender_request_duration_seconds_count{verb="filter"} 0)",
@@ -76,6 +80,26 @@ TEST_F(MetricsTest, EveryOutcomeStartsAtZero) {
     EXPECT_TRUE(Has(m, line)) << line << "\n" << m;
   }
   EXPECT_FALSE(Has(m, R"(tessera_scheduler_decisions_total{verb="filter",outcome="bound"} 0)"));
+  EXPECT_FALSE(Has(m, R"(tessera_scheduler_decisions_total{verb="dra_prioritize",outcome="unschedulable"} 0)"));
+}
+
+// The second extenders entry's verbs (claim pods, under /dra) are counted
+// apart from the first's.
+TEST_F(MetricsTest, ClaimPodVerbsAreCountedUnderTheirOwnLabels) {
+  const auto pod = PodJson("ns", "p", {{"main", 1, 8192, 30}});
+  Post("/dra/prioritize", FilterBody(pod, {"n1", "n2"}));   // scored: no claim, no opinion
+  Post("/dra/prioritize", R"({"resourceClaims": )");        // bad_request
+  Post("/dra/filter", FilterBody(pod, {"n1", "n2"}));       // fit: every node passes
+  const std::string m = Scrape();
+  for (const char* line : {R"(tessera_scheduler_decisions_total{verb="dra_prioritize",outcome="scored"} 1)",
+                           R"(tessera_scheduler_decisions_total{verb="dra_prioritize",outcome="bad_request"} 1)",
+                           R"(tessera_scheduler_decisions_total{verb="dra_filter",outcome="fit"} 1)",
+                           R"(tessera_scheduler_extender_request_duration_seconds_count{verb="dra_prioritize"} 2)",
+                           R"(tessera_scheduler_extender_request_duration_seconds_count{verb="dra_filter"} 1)",
+                           R"(tessera_scheduler_decisions_total{verb="prioritize",outcome="scored"} 0)",
+                           R"(tessera_scheduler_extender_request_duration_seconds_count{verb="filter"} 0)"}) {
+    EXPECT_TRUE(Has(m, line)) << line << "\n" << m;
+  }
 }
 
 TEST_F(MetricsTest, CountsDecisionsAndTimesEachCall) {

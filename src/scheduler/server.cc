@@ -170,17 +170,24 @@ ExtenderServer::~ExtenderServer() { Stop(); }
 void ExtenderServer::Route() {
   httplib::Server& s = *server_;
   const std::string prefix = RegexEscape(NormalizePrefix(options_.prefix));
+  const std::string claims = RegexEscape(NormalizePrefix(options_.claims_prefix));
   using Handler = HttpReply (Extender::*)(std::string_view);
-  for (const auto& route : {std::pair<Verb, Handler>{Verb::kFilter, &Extender::Filter},
-                             {Verb::kPrioritize, &Extender::Prioritize},
-                             {Verb::kBind, &Extender::Bind},
-                             {Verb::kPreempt, &Extender::Preempt}}) {
+  struct Entry {
+    Verb verb;  // its label in the verb metrics
+    std::string pattern;
+    Handler handler;
+  };
+  for (const Entry& route : {Entry{Verb::kFilter, prefix + "/filter", &Extender::Filter},
+                             Entry{Verb::kPrioritize, prefix + "/prioritize", &Extender::Prioritize},
+                             Entry{Verb::kBind, prefix + "/bind", &Extender::Bind},
+                             Entry{Verb::kPreempt, prefix + "/preempt", &Extender::Preempt},
+                             Entry{Verb::kDraFilter, claims + "/filter", &Extender::FilterClaims},
+                             Entry{Verb::kDraPrioritize, claims + "/prioritize", &Extender::PrioritizeClaims}}) {
     // Plain variables, not a structured binding: clang before 16 cannot
     // capture a binding in a lambda.
-    const Verb verb = route.first;
-    const Handler handler = route.second;
-    const std::string pattern = prefix + "/" + VerbName(verb);
-    s.Post(pattern, [this, verb, handler](const httplib::Request& req, httplib::Response& res) {
+    const Verb verb = route.verb;
+    const Handler handler = route.handler;
+    s.Post(route.pattern, [this, verb, handler](const httplib::Request& req, httplib::Response& res) {
       const auto start = std::chrono::steady_clock::now();
       HttpReply reply = (extender_.*handler)(req.body);
       if (verb_metrics_) {
@@ -194,20 +201,7 @@ void ExtenderServer::Route() {
         res.set_content(std::move(reply.body), kText);
       }
     });
-    MethodNotAllowed(s, pattern, "POST", /*get_allowed=*/false);
-  }
-  const std::string claims = RegexEscape(NormalizePrefix(options_.claims_prefix));
-  for (const auto& route : {std::pair<Verb, Handler>{Verb::kFilter, &Extender::FilterClaims},
-                             {Verb::kPrioritize, &Extender::PrioritizeClaims}}) {
-    const Handler handler = route.second;
-    const std::string pattern = claims + "/" + VerbName(route.first);
-    s.Post(pattern, [this, handler](const httplib::Request& req, httplib::Response& res) {
-      HttpReply reply = (extender_.*handler)(req.body);
-      res.status = reply.status;
-      if (reply.status == 200) SetUncompressed(res, std::move(reply.body), kJson);
-      else res.set_content(std::move(reply.body), kText);
-    });
-    MethodNotAllowed(s, pattern, "POST", /*get_allowed=*/false);
+    MethodNotAllowed(s, route.pattern, "POST", /*get_allowed=*/false);
   }
   s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", kText); });
   s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {

@@ -73,7 +73,7 @@ struct ServerOptions {
   // Served on GET /metrics, with the verbs' latency and decisions
   // (verb_metrics.h) added to it at the first Start; must outlive the
   // server. nullptr: no /metrics, nothing measured. The claim pods' verbs
-  // are not measured.
+  // are measured as dra_filter and dra_prioritize.
   metrics::Registry* metrics = nullptr;
 };
 

@@ -23,6 +23,10 @@ std::vector<Decision> Outcomes(Verb verb) {
               Decision::kApiError, Decision::kError,   Decision::kBadRequest};
     case Verb::kPreempt:
       return {Decision::kVictims, Decision::kNoFit, Decision::kUnschedulable, Decision::kBadRequest};
+    case Verb::kDraFilter:  // passes every node (kube-scheduler's allocator filters)
+      return {Decision::kFit, Decision::kBadRequest};
+    case Verb::kDraPrioritize:
+      return {Decision::kScored, Decision::kNoFit, Decision::kBadRequest};
   }
   return {};
 }
@@ -35,6 +39,8 @@ const char* VerbName(Verb verb) {
     case Verb::kPrioritize: return "prioritize";
     case Verb::kBind: return "bind";
     case Verb::kPreempt: return "preempt";
+    case Verb::kDraFilter: return "dra_filter";
+    case Verb::kDraPrioritize: return "dra_prioritize";
   }
   return "unknown";
 }
@@ -52,8 +58,8 @@ Result<std::unique_ptr<VerbMetrics>> VerbMetrics::Create(metrics::Registry& regi
                           "Extender calls answered, by verb and what the answer was.", {"verb", "outcome"}));
   std::unique_ptr<VerbMetrics> m(new VerbMetrics());
   m->decision_family_ = decisions;
-  for (const Verb verb : {Verb::kFilter, Verb::kPrioritize, Verb::kBind, Verb::kPreempt}) {
-    const size_t v = static_cast<size_t>(verb);
+  for (size_t v = 0; v < kVerbCount; ++v) {
+    const Verb verb = static_cast<Verb>(v);
     m->latency_[v] = &latency->WithLabels({VerbName(verb)});
     for (const Decision d : Outcomes(verb)) {
       m->decisions_[v][static_cast<size_t>(d)] = &decisions->WithLabels({VerbName(verb), DecisionName(d)});

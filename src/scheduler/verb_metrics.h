@@ -1,7 +1,7 @@
 // VerbMetrics: how long each extender verb took and what it decided, as
 // tessera_scheduler_extender_request_duration_seconds{verb} (a histogram,
 // 100 us .. 1 s) and tessera_scheduler_decisions_total{verb,outcome}.
-// ExtenderServer records every call it serves.
+// ExtenderServer records every call it serves, both entries' verbs.
 //
 // Thread-safety: Record may be called from any thread at once; it is
 // lock-free (series are resolved at creation).
@@ -20,9 +20,13 @@
 
 namespace tessera::scheduler {
 
-enum class Verb : uint8_t { kFilter, kPrioritize, kBind, kPreempt };
-inline constexpr size_t kVerbCount = 4;
-// "filter", "prioritize", "bind", "preempt".
+// The extender's verbs: those of its first entry (device-plugin pods) and
+// kDraFilter, kDraPrioritize, the second entry's (claim pods, served under
+// ServerOptions::claims_prefix).
+enum class Verb : uint8_t { kFilter, kPrioritize, kBind, kPreempt, kDraFilter, kDraPrioritize };
+inline constexpr size_t kVerbCount = 6;
+// The metrics' label: "filter", "prioritize", "bind", "preempt",
+// "dra_filter", "dra_prioritize".
 const char* VerbName(Verb verb);
 
 class VerbMetrics {

@@ -2,8 +2,8 @@
 // kube-scheduler (1.36: structured parameters GA, consumable capacity beta
 // and on by default): tessera-scheduler answers both extenders entries of
 // the fixture (tools/controlplane/cluster-up.sh), the test publishes the
-// ResourceSlices of simulated nodes as tessera-node would
-// (src/dra/resource_slice.cc), and kube-scheduler's DRA allocator allocates
+// ResourceSlices of simulated nodes with tessera-node's own builder
+// (src/dra/resource_slice.h), and kube-scheduler's DRA allocator allocates
 // the claims. No node agent or kubelet: pods are bound, never run.
 //
 // What it shows (docs/notes/dra.md, "Placement under DRA"):
@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "core/codec.h"
+#include "dra/resource_slice.h"
 #include "tests/support/cluster_env.h"
 #include "tests/support/extender_suite.h"
 #include "tests/support/sim_nodes.h"
@@ -32,38 +33,6 @@ using std::chrono::seconds;
 
 constexpr const char* kDriver = "gpu.tessera.io";
 constexpr const char* kResourceApi = "/apis/resource.k8s.io/v1";
-
-// The ResourceSlice tessera-node publishes for `node` (src/dra/resource_slice.cc).
-json SliceFor(const SimNode& node) {
-  json devices = json::array();
-  for (const core::GpuInfo& gpu : node.info.gpus) {
-    const std::string card = std::to_string(gpu.memory_mib) + "Mi";
-    devices.push_back(
-        {{"name", "gpu-" + std::to_string(gpu.index)},
-         {"allowMultipleAllocations", true},
-         {"attributes",
-          {{"model", {{"string", gpu.model}}},
-           {"uuid", {{"string", gpu.uuid}}},
-           {"index", {{"int", gpu.index}}},
-           {"memoryMiB", {{"int", gpu.memory_mib}}},
-           {"mps", {{"bool", false}}}}},
-         {"capacity",
-          {{"memory",
-            {{"value", card},
-             {"requestPolicy", {{"default", card}, {"validRange", {{"min", "1Mi"}, {"max", card}, {"step", "1Mi"}}}}}}},
-           {"compute",
-            {{"value", "100"},
-             {"requestPolicy", {{"default", "0"}, {"validRange", {{"min", "0"}, {"max", "100"}, {"step", "1"}}}}}}}}}});
-  }
-  return {{"apiVersion", "resource.k8s.io/v1"},
-          {"kind", "ResourceSlice"},
-          {"metadata", {{"name", node.info.name + "-" + kDriver}}},
-          {"spec",
-           {{"driver", kDriver},
-            {"nodeName", node.info.name},
-            {"pool", {{"name", node.info.name}, {"generation", 1}, {"resourceSliceCount", 1}}},
-            {"devices", devices}}}};
-}
 
 json Claim(const std::string& ns, const std::string& name, const std::string& memory, const std::string& compute) {
   return {{"apiVersion", "resource.k8s.io/v1"},
@@ -115,13 +84,13 @@ class DraSchedulingTest : public ExtenderSuite {
     if (!client_) return;
     CloseNamespace();
     for (const SimNode& n : dra_nodes_)
-      (void)client_->Delete(std::string(kResourceApi) + "/resourceslices/" + n.info.name + "-" + kDriver);
+      (void)client_->Delete(dra::ResourceSlicePath(dra::SliceName(n.info.name, kDriver)));
     (void)DeleteSimNodes(*client_, nodes_);
     if (made_class_) (void)client_->Delete(std::string(kResourceApi) + "/deviceclasses/" + kDriver);
   }
 
   // `count` nodes of 2 A100 each, labelled with the group and their own
-  // name, with the slices tessera-node would publish.
+  // name, with the slices tessera-node publishes (its own builder's).
   void AddDraNodes(int count) {
     auto nodes = UniformSimNodes(group_ + "-n", count, 2, "A100", 40960);
     for (auto& n : nodes) {
@@ -131,7 +100,9 @@ class DraSchedulingTest : public ExtenderSuite {
     ASSERT_TRUE(CreateSimNodes(*client_, nodes).ok());
     nodes_.insert(nodes_.end(), nodes.begin(), nodes.end());
     for (const SimNode& n : nodes) {
-      auto made = client_->Create(std::string(kResourceApi) + "/resourceslices", SliceFor(n));
+      auto slice = dra::ResourceSliceFor(n.info.name, n.info.gpus, {});
+      ASSERT_TRUE(slice.ok()) << slice.status().ToString();
+      auto made = client_->Create(dra::ResourceSlicesPath(), *slice);
       ASSERT_TRUE(made.ok()) << made.status().ToString();
       dra_nodes_.push_back(n);
     }

@@ -5,11 +5,11 @@ set_tests_properties(e2e_scheduling_test PROPERTIES TIMEOUT 600)
 add_dependencies(e2e_scheduling_test tessera-scheduler)
 
 # DRA claim pods placed through both extenders entries: ResourceSlices
-# published by the test for simulated nodes, claims allocated by the real
+# published by the test for simulated nodes (with tessera-node's builder), claims allocated by the real
 # kube-scheduler, the claim pod on the node the extender scores highest, and
 # a device-plugin pod kept off the GPU the claims fill.
 tessera_cluster_test(e2e_dra_scheduling_test SRCS ${CMAKE_CURRENT_LIST_DIR}/dra_scheduling_test.cc
-                     DEPS tessera_test_support LABELS e2e)
+                     DEPS tessera_test_support tessera_dra LABELS e2e)
 set_tests_properties(e2e_dra_scheduling_test PROPERTIES TIMEOUT 300)
 add_dependencies(e2e_dra_scheduling_test tessera-scheduler)
 
