@@ -59,8 +59,8 @@ void TesseraPolicy::Refresh() {
                                      : cpu_per_gpu_;
   // CPU pressure: CPU-only pods will compete with the GPU pods for the CPU.
   if (options_.cpu_pressure_gain > 0 && gpu_milli_seen_ > 0 && gpu_cpu_seen_ > 0) {
-    const double x = static_cast<double>(cpu_seen_) / static_cast<double>(gpu_cpu_seen_);
-    ratio *= std::clamp(1 + options_.cpu_pressure_gain * (x - options_.cpu_pressure_knee), 1.0,
+    const double c = static_cast<double>(cpu_seen_) / static_cast<double>(gpu_cpu_seen_);
+    ratio *= std::clamp(1 + options_.cpu_pressure_gain * (c - options_.cpu_pressure_knee), 1.0,
                         std::max(1.0, options_.cpu_pressure_max));
   }
   next_refresh_ = std::min(arrivals_ * 2, arrivals_ + options_.refresh_every);

@@ -84,12 +84,14 @@ struct TesseraPolicyOptions {
   // by less than this fraction, is not adopted, so cached scores stay valid.
   // 0: adopt every refresh.
   double refresh_tolerance = 0.15;
-  // CPU pressure. x = CPU milli asked by all pods seen / CPU milli asked by
+  // CPU pressure. c = CPU milli asked by all pods seen / CPU milli asked by
   // the GPU pods seen (1 without CPU-only pods). The stranding term's
   // CPU-per-GPU ratio is multiplied by
-  //   clamp(1 + cpu_pressure_gain * (x - cpu_pressure_knee), 1, cpu_pressure_max),
+  //   clamp(1 + cpu_pressure_gain * (c - cpu_pressure_knee), 1, cpu_pressure_max),
   // so where CPU-only pods will compete for the CPU, nodes keep more of it
-  // per idle GPU. 0: the plain ratio (tessera-v3 and earlier).
+  // per idle GPU. 0: the plain ratio (tessera-v3 and earlier). Only pods
+  // passed to OnArrival count: a caller that shows it GPU pods only (the
+  // extender today) keeps c at 1.
   double cpu_pressure_gain = 1.0;
   double cpu_pressure_knee = 1.2;
   double cpu_pressure_max = 2.0;

@@ -205,7 +205,7 @@ TEST(TesseraPolicy, CpuPressureRaisesTheStrandRatio) {
   TesseraPolicy p;
   TesseraPolicy v3(TesseraPolicyOptions::V3(), "tessera-v3");
   // GPU pods ask 1000 CPU milli per GPU; all pods ask 1.8 times the GPU
-  // pods' CPU: x = 1.8, so the ratio is raised by 1 + 1.0 x (1.8 - 1.2) = 1.6.
+  // pods' CPU: c = 1.8, so the ratio is raised by 1 + 1.0 * (1.8 - 1.2) = 1.6.
   TeachWithCpuPods(p, 800);
   TeachWithCpuPods(v3, 800);
   EXPECT_DOUBLE_EQ(v3.strand_ratio(), 1000.0);
@@ -220,10 +220,10 @@ TEST(TesseraPolicy, CpuPressureRaisesTheStrandRatio) {
 
 TEST(TesseraPolicy, CpuPressureIsOffWithoutCpuOnlyPodsAndCapped) {
   TesseraPolicy plain;
-  Teach(plain);  // GPU pods only: x = 1, below the knee
+  Teach(plain);  // GPU pods only: c = 1, below the knee
   EXPECT_DOUBLE_EQ(plain.strand_ratio(), 1000.0 * 32000.0 / 20000.0);
   TesseraPolicy heavy;
-  TeachWithCpuPods(heavy, 10000);  // x = 11: the boost stops at cpu_pressure_max
+  TeachWithCpuPods(heavy, 10000);  // c = 11: the boost stops at cpu_pressure_max
   EXPECT_DOUBLE_EQ(heavy.strand_ratio(), 1000.0 * heavy.options().cpu_pressure_max);
 }
 
