@@ -12,7 +12,7 @@ bench/RESULTS.md between the placement-quality markers.
 
 Usage: bench/placement_quality.py [--sim build/src/sim/tessera-sim]
          [--data ../shared/data/alibaba-gpu-v2023] [--traces default,cpu050]
-         [--seeds 42-51] [--policies fgd,tessera-v2,tessera] [--jobs 2] [--write]
+         [--seeds 42-51] [--policies fgd,tessera-v3,tessera] [--jobs 2] [--write]
 """
 import argparse
 import csv
@@ -33,7 +33,7 @@ def main():
     ap.add_argument("--data", default=os.path.join(ROOT, "../shared/data/alibaba-gpu-v2023"))
     ap.add_argument("--traces", default="")
     ap.add_argument("--seeds", default="42-51")
-    ap.add_argument("--policies", default="fgd,tessera-v2,tessera")
+    ap.add_argument("--policies", default="fgd,tessera-v3,tessera")
     ap.add_argument("--jobs", default="2")
     ap.add_argument("--write", action="store_true", help="update bench/RESULTS.md")
     ap.add_argument("--results", default=os.path.join(ROOT, "bench/RESULTS.md"))

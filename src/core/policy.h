@@ -125,8 +125,9 @@ class PlacementPolicy {
 };
 
 // The built-in policy names: random, dotprod, clustering, packing, bestfit,
-// fgd, tessera, tessera-interference, tessera-v2 (tessera before the
-// expected-waste term), tessera-v1 (before the dead-capacity term).
+// fgd, tessera, tessera-interference, tessera-v3 (tessera before the
+// CPU-pressure boost), tessera-v2 (before the expected-waste term),
+// tessera-v1 (before the dead-capacity term).
 std::vector<std::string> PolicyNames();
 
 // Settings for policies that need them. `workload` is FGD's target workload

@@ -7,7 +7,7 @@
 namespace tessera::core {
 
 std::vector<std::string> PolicyNames() {
-  return {"random", "dotprod", "clustering", "packing", "bestfit", "fgd", "tessera", "tessera-interference", "tessera-v2", "tessera-v1"};
+  return {"random", "dotprod", "clustering", "packing", "bestfit", "fgd", "tessera", "tessera-interference", "tessera-v3", "tessera-v2", "tessera-v1"};
 }
 
 Result<std::unique_ptr<PlacementPolicy>> MakePolicy(std::string_view name, const PolicyConfig& config) {
@@ -19,6 +19,7 @@ Result<std::unique_ptr<PlacementPolicy>> MakePolicy(std::string_view name, const
   else if (name == "bestfit") p = std::make_unique<BestFitPolicy>();
   else if (name == "fgd") p = std::make_unique<FgdPolicy>(config.workload);
   else if (name == "tessera") p = std::make_unique<TesseraPolicy>();
+  else if (name == "tessera-v3") p = std::make_unique<TesseraPolicy>(TesseraPolicyOptions::V3(), "tessera-v3");
   else if (name == "tessera-v2") p = std::make_unique<TesseraPolicy>(TesseraPolicyOptions::V2(), "tessera-v2");
   else if (name == "tessera-v1") p = std::make_unique<TesseraPolicy>(TesseraPolicyOptions::V1(), "tessera-v1");
   else if (name == "tessera-interference") p = std::make_unique<InterferencePolicy>(config.interference, config.load);

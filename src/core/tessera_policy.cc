@@ -34,6 +34,7 @@ void TesseraPolicy::OnArrival(const PodRequest& pod) {
   if (slot.first++ == 0) slot.second = c;
   ++arrivals_;
   if (pod.UsesGpu()) gpu_cpu_seen_ += pod.cpu_milli;
+  cpu_seen_ += pod.cpu_milli;
   gpu_milli_seen_ += pod.TotalCoreMilli();
   if (arrivals_ >= next_refresh_) Refresh();
 }
@@ -53,9 +54,15 @@ void TesseraPolicy::Refresh() {
     fresh.classes.push_back(c);
   }
   for (auto& c : fresh.classes) c.weight /= static_cast<double>(covered);
-  const double ratio = gpu_milli_seen_ > 0 ? 1000.0 * static_cast<double>(gpu_cpu_seen_) /
-                                                 static_cast<double>(gpu_milli_seen_)
-                                           : cpu_per_gpu_;
+  double ratio = gpu_milli_seen_ > 0 ? 1000.0 * static_cast<double>(gpu_cpu_seen_) /
+                                           static_cast<double>(gpu_milli_seen_)
+                                     : cpu_per_gpu_;
+  // CPU pressure: CPU-only pods will compete with the GPU pods for the CPU.
+  if (options_.cpu_pressure_gain > 0 && gpu_milli_seen_ > 0 && gpu_cpu_seen_ > 0) {
+    const double c = static_cast<double>(cpu_seen_) / static_cast<double>(gpu_cpu_seen_);
+    ratio *= std::clamp(1 + options_.cpu_pressure_gain * (c - options_.cpu_pressure_knee), 1.0,
+                        std::max(1.0, options_.cpu_pressure_max));
+  }
   next_refresh_ = std::min(arrivals_ * 2, arrivals_ + options_.refresh_every);
   // Keep the current workload (and every cached score) when the new one is
   // within the tolerance: late refreshes barely move the weights, and each

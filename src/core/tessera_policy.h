@@ -11,7 +11,10 @@
 //    now;
 //  - a CPU-stranding term: a node whose idle GPUs could no longer be fed with
 //    CPU at the workload's CPU-per-GPU ratio counts those GPUs as lost too,
-//    so CPU-heavy pods stop starving GPU-rich nodes of CPU;
+//    so CPU-heavy pods stop starving GPU-rich nodes of CPU; where the pods
+//    seen ask for clearly more CPU than the GPU pods alone (many CPU-only
+//    pods), the ratio is raised, so each node keeps more CPU per idle GPU
+//    (cpu_pressure_gain);
 //  - a dead-capacity term: free share on a GPU that no learned class could
 //    use at all counts again, in part when it is too small for every class
 //    (dead_weight), in full when the node lacks the CPU or GPU model every
@@ -81,11 +84,29 @@ struct TesseraPolicyOptions {
   // by less than this fraction, is not adopted, so cached scores stay valid.
   // 0: adopt every refresh.
   double refresh_tolerance = 0.15;
+  // CPU pressure. c = CPU milli asked by all pods seen / CPU milli asked by
+  // the GPU pods seen (1 without CPU-only pods). The stranding term's
+  // CPU-per-GPU ratio is multiplied by
+  //   clamp(1 + cpu_pressure_gain * (c - cpu_pressure_knee), 1, cpu_pressure_max),
+  // so where CPU-only pods will compete for the CPU, nodes keep more of it
+  // per idle GPU. 0: the plain ratio (tessera-v3 and earlier). Only pods
+  // passed to OnArrival count: a caller that shows it GPU pods only (the
+  // extender today) keeps c at 1.
+  double cpu_pressure_gain = 1.0;
+  double cpu_pressure_knee = 1.2;
+  double cpu_pressure_max = 2.0;
+
+  // The default before the CPU-pressure boost ("tessera-v3").
+  static TesseraPolicyOptions V3() {
+    TesseraPolicyOptions o;
+    o.cpu_pressure_gain = 0;
+    return o;
+  }
 
   // The default before the expected-waste term ("tessera-v2"): FGD's
   // fragmentation, stranding and dead capacity.
   static TesseraPolicyOptions V2() {
-    TesseraPolicyOptions o;
+    TesseraPolicyOptions o = V3();
     o.frag_weight = 1.0;
     o.waste_weight = 0;
     o.dead_weight = 1.0;
@@ -118,6 +139,9 @@ class TesseraPolicy final : public PlacementPolicy {
 
   const TargetWorkload& workload() const { return workload_; }
   const TesseraPolicyOptions& options() const { return options_; }
+  // The stranding term's CPU milli per 1000 idle GPU milli, as learned at the
+  // last adopted refresh (CPU pressure included); 0 before the first.
+  double strand_ratio() const { return cpu_per_gpu_; }
 
   // The value the policy minimises for a node in the given state (GPU milli):
   // the weighted sum of the expected-waste, stranding, dead-capacity and
@@ -174,8 +198,8 @@ class TesseraPolicy final : public PlacementPolicy {
   using Key = std::tuple<int64_t, int64_t, int, std::vector<std::string>>;
   std::map<Key, std::pair<int64_t, TaskClass>> seen_;
   int64_t arrivals_ = 0;
-  int64_t gpu_cpu_seen_ = 0, gpu_milli_seen_ = 0;
-  double cpu_per_gpu_ = 0;  // learned CPU milli wanted per 1000 GPU milli
+  int64_t gpu_cpu_seen_ = 0, gpu_milli_seen_ = 0, cpu_seen_ = 0;
+  double cpu_per_gpu_ = 0;  // learned CPU milli wanted per 1000 GPU milli, CPU pressure included
   double Strand(int64_t cpu_left, int64_t idle_milli) const;
   int64_t next_refresh_ = 32;
   uint64_t epoch_ = 0;

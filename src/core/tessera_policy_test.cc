@@ -192,6 +192,41 @@ TEST(TesseraPolicy, RefreshWithinToleranceKeepsCachedScores) {
   EXPECT_EQ(p.epoch(), 2u);
 }
 
+// Teaches `p` 16 whole-GPU pods of 1000 CPU milli interleaved with 16 CPU-only
+// pods of `cpu_only_cpu` (32 arrivals, the first refresh).
+void TeachWithCpuPods(TesseraPolicy& p, int64_t cpu_only_cpu) {
+  for (int i = 0; i < 16; ++i) {
+    p.OnArrival(Pod("w" + std::to_string(i), 1, 1000, 1000));
+    p.OnArrival(PodRequest{"c" + std::to_string(i), cpu_only_cpu, 1024, {{"main", 0, 0, 0, {}}}});
+  }
+}
+
+TEST(TesseraPolicy, CpuPressureRaisesTheStrandRatio) {
+  TesseraPolicy p;
+  TesseraPolicy v3(TesseraPolicyOptions::V3(), "tessera-v3");
+  // GPU pods ask 1000 CPU milli per GPU; all pods ask 1.8 times the GPU
+  // pods' CPU: c = 1.8, so the ratio is raised by 1 + 1.0 * (1.8 - 1.2) = 1.6.
+  TeachWithCpuPods(p, 800);
+  TeachWithCpuPods(v3, 800);
+  EXPECT_DOUBLE_EQ(v3.strand_ratio(), 1000.0);
+  EXPECT_DOUBLE_EQ(p.strand_ratio(), 1600.0);
+  // Two idle GPUs and 2000 CPU milli free: enough at 1000 per GPU, but at
+  // 1600 only 1250 GPU milli can be fed, so 750 count as stranded.
+  const std::vector<int64_t> idle = {1000, 1000};
+  EXPECT_DOUBLE_EQ(p.NodeValue("T4", 2000, idle) - v3.NodeValue("T4", 2000, idle), 750.0);
+  // With CPU to spare, the boost changes nothing.
+  EXPECT_DOUBLE_EQ(p.NodeValue("T4", 64000, idle), v3.NodeValue("T4", 64000, idle));
+}
+
+TEST(TesseraPolicy, CpuPressureIsOffWithoutCpuOnlyPodsAndCapped) {
+  TesseraPolicy plain;
+  Teach(plain);  // GPU pods only: c = 1, below the knee
+  EXPECT_DOUBLE_EQ(plain.strand_ratio(), 1000.0 * 32000.0 / 20000.0);
+  TesseraPolicy heavy;
+  TeachWithCpuPods(heavy, 10000);  // c = 11: the boost stops at cpu_pressure_max
+  EXPECT_DOUBLE_EQ(heavy.strand_ratio(), 1000.0 * heavy.options().cpu_pressure_max);
+}
+
 TEST(TesseraPolicy, WorkloadDistance) {
   TargetWorkload a, b;
   a.classes.push_back({0, 500, 1, {}, 0.5});
@@ -212,15 +247,23 @@ TEST(TesseraPolicy, RegisteredNames) {
   EXPECT_GT(static_cast<TesseraPolicy&>(**cur).options().dead_weight, 0);
   EXPECT_GT(static_cast<TesseraPolicy&>(**cur).options().waste_weight, 0);
   EXPECT_EQ(static_cast<TesseraPolicy&>(**cur).options().frag_weight, 0);
+  EXPECT_GT(static_cast<TesseraPolicy&>(**cur).options().cpu_pressure_gain, 0);
+  auto v3 = MakePolicy("tessera-v3", {});
+  ASSERT_TRUE(v3.ok());
+  EXPECT_EQ((*v3)->name(), "tessera-v3");
+  EXPECT_EQ(static_cast<TesseraPolicy&>(**v3).options().cpu_pressure_gain, 0);
+  EXPECT_GT(static_cast<TesseraPolicy&>(**v3).options().waste_weight, 0);
   auto v2 = MakePolicy("tessera-v2", {});
   ASSERT_TRUE(v2.ok());
   EXPECT_EQ((*v2)->name(), "tessera-v2");
   EXPECT_EQ(static_cast<TesseraPolicy&>(**v2).options().waste_weight, 0);
+  EXPECT_EQ(static_cast<TesseraPolicy&>(**v2).options().cpu_pressure_gain, 0);
   EXPECT_GT(static_cast<TesseraPolicy&>(**v2).options().dead_weight, 0);
   auto v1 = MakePolicy("tessera-v1", {});
   ASSERT_TRUE(v1.ok());
   EXPECT_EQ((*v1)->name(), "tessera-v1");
   EXPECT_EQ(static_cast<TesseraPolicy&>(**v1).options().dead_weight, 0);
+  EXPECT_EQ(static_cast<TesseraPolicy&>(**v1).options().cpu_pressure_gain, 0);
 }
 
 }  // namespace
