@@ -209,30 +209,31 @@ HttpReply Extender::Filter(std::string_view body) {
         // Shares others hold here beyond the ledger: nominations, and (when
         // choosing) other pods' choices not bound yet. The node is judged on a
         // copy with them taken, without the verdict cache.
+        // (Copied only for such a node: most nodes have none.)
         std::string holders;
-        core::NodeState reserved;
+        std::optional<core::NodeState> reserved;
         if (!nominations.empty()) {
-          reserved = node;
-          holders = ReserveAll(view, nominations, &reserved);
+          reserved.emplace(node);
+          holders = ReserveAll(view, nominations, &*reserved);
         }
         std::string chosen_for;
         if (auto on = chosen_on.find(node.info.name); on != chosen_on.end()) {
           for (const auto& [other, c] : on->second) {
-            if (holders.empty() && chosen_for.empty()) reserved = node;
-            ReserveChoice(c->request, c->assignment, &reserved);
+            if (!reserved) reserved.emplace(node);
+            ReserveChoice(c->request, c->assignment, &*reserved);
             chosen_for += (chosen_for.empty() ? "" : ", ") + std::string(other);
           }
         }
         if (!holders.empty() || !chosen_for.empty()) {
           // Not a ledger state: version 0 keeps policies from caching by it
           // (fgd keys its fragmentation memo on node address and version).
-          reserved.version = 0;
-          const core::FitFailure why = core::FitsNode(*req, reserved);
+          reserved->version = 0;
+          const core::FitFailure why = core::FitsNode(*req, *reserved);
           if (why == core::FitFailure::kNone) {
             out.passed.push_back(i);
-            if (choose) scored.push_back({i, placer_->Score(*req, reserved)});
+            if (choose) scored.push_back({i, placer_->Score(*req, *reserved)});
           } else {
-            Rejection r = ExplainMisfit(*req, reserved, why, detailed);
+            Rejection r = ExplainMisfit(*req, *reserved, why, detailed);
             if (!holders.empty()) r.reason += " (share reserved for preempting pod " + holders + ")";
             if (!chosen_for.empty()) r.reason += " (shares chosen for pods being bound: " + chosen_for + ")";
             (r.unresolvable ? out.unresolvable : out.failed).emplace_back(i, owned.emplace_back(std::move(r.reason)));
