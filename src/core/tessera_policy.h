@@ -90,8 +90,8 @@ struct TesseraPolicyOptions {
   //   clamp(1 + cpu_pressure_gain * (c - cpu_pressure_knee), 1, cpu_pressure_max),
   // so where CPU-only pods will compete for the CPU, nodes keep more of it
   // per idle GPU. 0: the plain ratio (tessera-v3 and earlier). Only pods
-  // passed to OnArrival count: a caller that shows it GPU pods only (the
-  // extender today) keeps c at 1.
+  // passed to OnArrival count: the simulator passes every pod, the extender
+  // every pod holding a GPU share and every bound pod without GPUs.
   double cpu_pressure_gain = 1.0;
   double cpu_pressure_knee = 1.2;
   double cpu_pressure_max = 2.0;

@@ -75,7 +75,8 @@ std::string StateSummary::ToString() const {
   return "nodes=" + std::to_string(nodes) + " gpu_nodes=" + std::to_string(gpu_nodes) +
          " gpus=" + std::to_string(gpus) + " held=" + std::to_string(pods_held) +
          " assumed=" + std::to_string(pods_assumed) + " waiting=" + std::to_string(pods_waiting) +
-         " conflicts=" + std::to_string(pods_conflict) + " pending=" + std::to_string(pods_pending);
+         " conflicts=" + std::to_string(pods_conflict) + " pending=" + std::to_string(pods_pending) +
+         " host_pods=" + std::to_string(host_pods);
 }
 
 // ---- ClusterView ----
@@ -144,6 +145,7 @@ std::vector<core::PodRequest> ClusterView::HeldRequests() const {
     if (core::HoldsShare(rec.stage)) out.push_back(rec.request);
   for (const auto& [key, rec] : state_->claims_)
     if (!rec.node.empty()) out.push_back(rec.request);
+  for (const auto& [key, rec] : state_->host_pods_) out.push_back(rec.request);
   return out;
 }
 
@@ -272,7 +274,7 @@ void ClusterState::UpsertNode(const Json& node) {
   if (had_agent != entry.has_agent) {
     log_->info("node {} {} a node agent", name, entry.has_agent ? "has" : "no longer has");
     for (const std::string& key : ledger_.PodsOn(name)) {
-      if (!IsClaimLedgerKey(key)) SettleAdmission(key, pods_.at(key));
+      if (!IsClaimLedgerKey(key) && !IsHostLedgerKey(key)) SettleAdmission(key, pods_.at(key));
     }
   }
 }
@@ -341,6 +343,7 @@ void ClusterState::UpsertPod(const core::PodView& pod) {
   }
 
   MutexLock lock(mu_);
+  NoteHostPod(pod);
   auto it = pods_.find(key);
   if (it != pods_.end() && !uid.empty() && !it->second.uid.empty() && it->second.uid != uid) {
     log_->info("pod {} was replaced (uid {} -> {}); releasing the old one's share", key, it->second.uid, uid);
@@ -442,6 +445,7 @@ void ClusterState::DeletePod(const core::PodView& pod) {
   const std::string& key = pod.key;
   const std::string& uid = pod.uid;
   MutexLock lock(mu_);
+  ForgetHostPod(key, uid);
   auto it = pods_.find(key);
   if (auto p = pending_.find(key); p != pending_.end() && (uid.empty() || p->second.uid == uid)) {
     pending_.erase(p);
@@ -682,6 +686,12 @@ void ClusterState::Evict(const std::string& node, const std::string& why) {
       }
       continue;
     }
+    if (IsHostLedgerKey(key)) {  // a pod without GPUs: booked again when the node is back (RetryHostPods)
+      auto host = host_pods_.find(std::string_view(key).substr(kHostLedgerPrefix.size()));
+      if (host != host_pods_.end()) UnbookHost(host->first, host->second);
+      else (void)ledger_.Forget(key);
+      continue;
+    }
     (void)ledger_.Forget(key);
     load_.Released(key);
     PodRecord& rec = pods_.at(key);
@@ -732,8 +742,9 @@ void ClusterState::GiveUpStaleAwaiting(const std::string& node, Clock::time_poin
 // assumptions, each group in key order (the order a fresh list delivers).
 void ClusterState::ApplyParked(const std::string& node) {
   if (ledger_.FindNode(node) == nullptr) return;
-  // Claims first: kube-scheduler has allocated them already.
+  // Claims and pods without GPUs first: kube-scheduler has placed them already.
   RetryClaims(node);
+  RetryHostPods(node);
   auto p = parked_.find(node);
   if (p == parked_.end()) return;
   const std::set<std::string> keys = p->second;
@@ -762,6 +773,10 @@ StateSummary ClusterState::SummaryLocked() const {
   s.pods_pending = static_cast<int>(pending_.size());
   s.claims_waiting = static_cast<int>(claims_waiting_.size());
   for (const auto& [key, rec] : claims_) s.claims_held += !rec.node.empty();
+  for (const auto& [key, rec] : host_pods_) {
+    s.host_pods += rec.booked;
+    s.host_pods_unfit += !rec.problem.empty();
+  }
   s.conflicts_total = conflicts_total_;
   s.expired_total = expired_total_;
   s.workloads_learned = static_cast<int64_t>(load_.history().size());
@@ -795,6 +810,9 @@ std::vector<std::string> ClusterState::Problems() const {
   for (const auto& [key, rec] : pods_)
     if (!core::HoldsShare(rec.stage)) out.push_back(key + ": " + rec.problem);
   for (const std::string& key : claims_waiting_) out.push_back("claim " + key + ": " + claims_.at(key).problem);
+  for (const auto& [key, rec] : host_pods_)
+    if (!rec.problem.empty()) out.push_back(key + " (no GPU): its CPU and memory do not fit node " + rec.node + ": " +
+                                            rec.problem);
   std::sort(out.begin(), out.end());
   return out;
 }

@@ -51,6 +51,19 @@
 // (Problems() lists it); the node agent's book refuses the second of the
 // two. A claim's booking changes only when its allocation does; a slice
 // deleted (kubelets delete them as they start) leaves claims booked.
+// Pods without GPUs ("host pods", cluster_state_host.cc): a bound,
+// non-terminal pod that asks for no GPU resource and carries no
+// tessera.io/assignment (a CPU-only pod kube-scheduler placed, a DRA pod whose
+// GPU shares its claim holds) books the CPU and memory of its spec on its
+// node under the ledger key "host:<namespace>/<name>" (HostLedgerKey), so the
+// ledger's free CPU and memory are the node's and the policy's CPU terms see
+// the CPU these pods take. Each is shown to the policy once as an arrival
+// (NewHoldsSince), as the simulator shows every pod, so a policy that learns
+// how much CPU pods without GPUs ask for (tessera's CPU pressure) learns it
+// here too. One on a node that is not a GPU node holds nothing and is booked
+// when the node becomes one; one that does not fit (the book disagrees with
+// the kubelet, which admitted it) holds nothing, is listed by Problems() and
+// is retried whenever its node frees room.
 // A LoadTracker (load_tracker.h) follows every pending and held pod's
 // predicted GPU load and learns from the tessera.io/usage annotations of held
 // pods; a pod re-booked at a new prediction gives its node a new ledger
@@ -144,6 +157,14 @@ inline std::string ClaimLedgerKey(std::string_view claim_key) {
 // Whether a ledger key is a claim's (ClaimLedgerKey), not a pod's.
 inline bool IsClaimLedgerKey(std::string_view ledger_key) { return ledger_key.starts_with(kClaimLedgerPrefix); }
 
+// The ledger key of a bound pod without GPUs "namespace/name" (see the file
+// comment): its CPU and memory, no GPU share.
+inline constexpr std::string_view kHostLedgerPrefix = "host:";
+inline std::string HostLedgerKey(std::string_view pod_key) {
+  return std::string(kHostLedgerPrefix) + std::string(pod_key);
+}
+inline bool IsHostLedgerKey(std::string_view ledger_key) { return ledger_key.starts_with(kHostLedgerPrefix); }
+
 // One GPU's use, for logs and tests.
 struct GpuSummary {
   std::string node;
@@ -171,6 +192,8 @@ struct StateSummary {
   int pods_pending = 0;      // unbound GPU pods whose request is kept for Bind
   int claims_held = 0;       // allocated ResourceClaims of the driver booked in the ledger
   int claims_waiting = 0;    // allocated ones not booked (see the file comment)
+  int host_pods = 0;         // bound pods without GPUs whose CPU and memory the ledger holds
+  int host_pods_unfit = 0;   // such pods on GPU nodes whose CPU or memory does not fit the ledger
   int64_t conflicts_total = 0;  // pods that ever entered the conflict state
   int64_t expired_total = 0;    // assumptions released by ExpireAssumed
   int64_t workloads_learned = 0;  // workloads with a utilization history
@@ -200,12 +223,22 @@ class ClusterView {
   // Every GPU model in the ledger with the memory of its largest GPU.
   const std::map<std::string, int64_t, std::less<>>& Models() const;
   // Requests of the pods holding shares, by key, then of the claims booked
-  // (as the ledger holds them: one container per device).
+  // (as the ledger holds them: one container per device), then of the bound
+  // pods without GPUs (booked or not; key "host:...", no containers).
   std::vector<core::PodRequest> HeldRequests() const;
   // Requests of pods (and claims) that started holding a share since
-  // `*cursor` (in the order they did), and advances the cursor. Keeps the
-  // last 8192 only.
+  // `*cursor` (in the order they did), and of bound pods without GPUs first
+  // seen since, and advances the cursor. Keeps the last 8192 only.
   std::vector<core::PodRequest> NewHoldsSince(uint64_t* cursor) const;
+  // The bound pods without GPUs whose CPU and memory are booked on `node`,
+  // for preemption planning (kube-scheduler may name them as victims).
+  struct HostPod {
+    std::string key;  // "namespace/name"
+    std::string uid;
+    int64_t cpu_milli = 0;
+    int64_t memory_mib = 0;
+  };
+  std::vector<HostPod> HostPodsOn(std::string_view node) const;
   // The pods holding shares on `node`, for preemption planning: key, uid,
   // spec.priority, start time, whether deletion was requested, and what they
   // hold. Pods this extender bound that the pod watch has not shown yet are
@@ -373,6 +406,13 @@ class ClusterState {
     core::PodRequest request;  // what the ledger holds for it (one container per device)
     bool counted = false;      // reported by NewHoldsSince already
   };
+  struct HostRecord {
+    std::string uid;
+    std::string node;          // spec.nodeName
+    core::PodRequest request;  // key HostLedgerKey(pod key), the spec's CPU and memory, no containers
+    bool booked = false;       // the ledger holds its CPU and memory
+    std::string problem;       // why it holds nothing on a GPU node ("" otherwise)
+  };
   struct PendingPod {
     std::string uid;
     Status error;                 // OK when `request` is valid
@@ -406,6 +446,18 @@ class ClusterState {
   void UnbookClaim(const std::string& key, ClaimRecord& rec, bool retry) TESSERA_REQUIRES(mu_);
   // Books the allocated claims holding nothing, those on `node` (all when "").
   void RetryClaims(const std::string& node) TESSERA_REQUIRES(mu_);
+  // Pods without GPUs (cluster_state_host.cc). NoteHostPod books, rebooks or
+  // forgets `pod` by the file comment's rule (any pod may be given);
+  // ForgetHostPod gives back what one holds and forgets it (nothing when
+  // unknown, or when `uid` is set and differs); BookHost tries the ledger and
+  // otherwise leaves it waiting on its node; RetryHostPods books those
+  // waiting on `node`; UnbookHost takes one off the ledger and leaves it
+  // waiting (its node left the ledger or changed).
+  void NoteHostPod(const core::PodView& pod) TESSERA_REQUIRES(mu_);
+  void ForgetHostPod(const std::string& key, std::string_view uid) TESSERA_REQUIRES(mu_);
+  void BookHost(const std::string& key, HostRecord& rec) TESSERA_REQUIRES(mu_);
+  void RetryHostPods(const std::string& node) TESSERA_REQUIRES(mu_);
+  void UnbookHost(const std::string& key, HostRecord& rec) TESSERA_REQUIRES(mu_);
   // Rebuilds node's device order and the pools' device maps from slices_.
   void RebuildDraNode(const std::string& node) TESSERA_REQUIRES(mu_);
   // Moves the pods that have awaited admission on `node` for
@@ -462,6 +514,10 @@ class ClusterState {
   std::map<std::string, ClaimRecord, std::less<>> claims_ TESSERA_GUARDED_BY(mu_);
   std::set<std::string, std::less<>> claims_waiting_ TESSERA_GUARDED_BY(mu_);
   int64_t usage_rejected_total_ TESSERA_GUARDED_BY(mu_) = 0;
+  // Bound pods without GPUs by pod key; per node the keys of those holding
+  // nothing (its node is not a GPU node, or they do not fit).
+  std::map<std::string, HostRecord, std::less<>> host_pods_ TESSERA_GUARDED_BY(mu_);
+  std::map<std::string, std::set<std::string, std::less<>>, std::less<>> host_waiting_ TESSERA_GUARDED_BY(mu_);
 };
 
 }  // namespace tessera::scheduler

@@ -468,12 +468,28 @@ struct World {
   std::map<std::string, json> nodes;                   // live node objects
   std::map<std::string, json> pods;                    // live bound pods with assignments
   std::map<std::string, core::Assignment> assumed;     // bound by the extender, not yet seen
+  std::map<std::string, json> hosts;                   // live bound pods without GPUs
 };
 
 // Checks the ledger against the live pods: no GPU over-committed, usage equal
-// to the shares of the pods the state says it holds, every live pod accounted for.
+// to the shares of the pods the state says it holds, every live pod accounted
+// for, and each node's CPU the sum of what the pods booked there ask.
 void CheckAgainst(const ClusterState& state, const World& world) {
   const StateSummary s = state.Snapshot();
+  size_t hosts = 0;
+  state.Read([&](const ClusterView& v) {
+    for (const core::NodeState& n : v.ledger().nodes()) {
+      int64_t cpu = 0;
+      for (const std::string& key : v.ledger().PodsOn(n.info.name)) {
+        if (IsHostLedgerKey(key)) {
+          EXPECT_TRUE(world.hosts.contains(key.substr(kHostLedgerPrefix.size()))) << key;
+        }
+        cpu += 1000;  // every pod here asks for one CPU
+      }
+      EXPECT_EQ(n.cpu_used_milli, cpu) << n.info.name;
+      EXPECT_GE(n.CpuFree(), 0) << n.info.name;
+    }
+  });
   for (const auto& g : s.gpu_use) {
     EXPECT_LE(g.core_used_milli, 1000) << g.node << "/" << g.index;
     EXPECT_LE(g.mem_used_mib, g.mem_total_mib) << g.node << "/" << g.index;
@@ -484,6 +500,10 @@ void CheckAgainst(const ClusterState& state, const World& world) {
   EXPECT_EQ(static_cast<size_t>(s.pods_assumed), world.assumed.size());
   std::map<std::pair<std::string, int>, int64_t> core_by_gpu;
   for (const auto& req : state.Read([](const ClusterView& v) { return v.HeldRequests(); })) {
+    if (IsHostLedgerKey(req.key)) {
+      ++hosts;
+      continue;
+    }
     Result<core::Assignment> a = NotFound(req.key);
     if (auto it = world.assumed.find(req.key); it != world.assumed.end()) {
       a = it->second;
@@ -496,6 +516,7 @@ void CheckAgainst(const ClusterState& state, const World& world) {
       for (const auto& g : c.gpus) core_by_gpu[{a->node, g.index}] += g.core_milli;
   }
   for (const auto& g : s.gpu_use) EXPECT_EQ(g.core_used_milli, (core_by_gpu[{g.node, g.index}])) << g.node << g.index;
+  EXPECT_EQ(hosts, world.hosts.size());
 }
 
 TEST(ClusterStateTest, RandomEventsNeverOvercommitOrLosePods) {
@@ -550,6 +571,14 @@ TEST(ClusterStateTest, RandomEventsNeverOvercommitOrLosePods) {
             world.assumed.clear();
           }
         }
+      } else if (what <= 6 && rng.Below(4) == 0) {  // a pod without GPUs appears bound
+        const std::string name = "h" + std::to_string(rng.Below(10));
+        json pod = PodJson("ns", name, {{"main", 0, 0, 0}});
+        pod["spec"]["nodeName"] = node;
+        pod["status"]["phase"] = "Running";
+        if (world.hosts.contains("ns/" + name)) pod["metadata"]["uid"] = "uid-" + std::to_string(step);
+        world.hosts["ns/" + name] = pod;
+        state.UpsertPod(pod);
       } else if (what <= 6) {  // a pod appears bound, maybe clashing with others
         const std::string name = "p" + std::to_string(rng.Below(30));
         const int gpu = static_cast<int>(rng.Below(3));
@@ -559,11 +588,12 @@ TEST(ClusterStateTest, RandomEventsNeverOvercommitOrLosePods) {
         if (world.pods.contains("ns/" + name)) pod["metadata"]["uid"] = "uid-" + std::to_string(step);
         world.pods["ns/" + name] = pod;
         state.UpsertPod(pod);
-      } else if (!world.pods.empty()) {  // a pod ends: deleted or terminal
-        auto it = world.pods.begin();
-        std::advance(it, static_cast<long>(rng.Below(world.pods.size())));
+      } else if (!world.pods.empty() || !world.hosts.empty()) {  // a pod ends: deleted or terminal
+        auto& from = world.hosts.empty() || (!world.pods.empty() && rng.Below(3) != 0) ? world.pods : world.hosts;
+        auto it = from.begin();
+        std::advance(it, static_cast<long>(rng.Below(from.size())));
         json pod = it->second;
-        world.pods.erase(it);
+        from.erase(it);
         if (what == 7) {
           pod["status"]["phase"] = "Failed";
           state.UpsertPod(pod);
@@ -582,10 +612,12 @@ TEST(ClusterStateTest, RandomEventsNeverOvercommitOrLosePods) {
     ClusterState rebuilt(Options());
     for (const auto& [name, n] : world.nodes) rebuilt.UpsertNode(n);
     for (const auto& [key, p] : world.pods) rebuilt.UpsertPod(p);
+    for (const auto& [key, p] : world.hosts) rebuilt.UpsertPod(p);
     CheckAgainst(rebuilt, world);
     if (state.conflict_count() == 0 && rebuilt.conflict_count() == 0) {
       const StateSummary a = state.Snapshot(), b = rebuilt.Snapshot();
       EXPECT_EQ(a.pods_held, b.pods_held);
+      EXPECT_EQ(a.host_pods, b.host_pods);
       EXPECT_EQ(a.pods_waiting, b.pods_waiting);
       std::map<std::string, std::tuple<int64_t, int64_t, int>> ua, ub;
       for (const auto& g : a.gpu_use) ua[g.node + "/" + std::to_string(g.index)] = {g.mem_used_mib, g.core_used_milli, g.sharers};
@@ -644,7 +676,7 @@ TEST(ClusterStateTest, NewHoldsFeedTheWorkload) {
   auto second = state.Read([&](const ClusterView& v) { return v.NewHoldsSince(&cursor); });
   ASSERT_EQ(second.size(), 1u);
   EXPECT_EQ(second[0].key, "ns/c");
-  EXPECT_EQ(state.Summary().ToString(), "nodes=1 gpu_nodes=1 gpus=2 held=3 assumed=0 waiting=0 conflicts=0 pending=0");
+  EXPECT_EQ(state.Summary().ToString(), "nodes=1 gpu_nodes=1 gpus=2 held=3 assumed=0 waiting=0 conflicts=0 pending=0 host_pods=0");
 }
 
 }  // namespace

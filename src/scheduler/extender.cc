@@ -536,6 +536,13 @@ HttpReply Extender::Preempt(std::string_view body) {
       core::PreemptionNode pn;
       pn.node = *node;
       (void)ReserveAll(view, nominations, &pn.node);
+      // Pods without GPUs that kube-scheduler names as victims give back
+      // their CPU and memory (the plan evicts only GPU pods of its own).
+      for (const ClusterView::HostPod& host : view.HostPodsOn(given.node)) {
+        if (std::find(given.uids.begin(), given.uids.end(), host.uid) == given.uids.end()) continue;
+        pn.node.cpu_used_milli -= host.cpu_milli;
+        pn.node.mem_used_mib -= host.memory_mib;
+      }
       pn.pods = view.HeldPodsOn(given.node);
       pn.forced_uids = given.uids;
       std::optional<core::PreemptionPlan> plan = core::PlanOnNode(*req, priority, pn, plan_options);

@@ -235,5 +235,28 @@ TEST_F(PreemptorTest, PreemptVerbAddsGpuVictimsToKubeSchedulersAndDropsHopelessN
   EXPECT_TRUE(api_.evictions.empty());
 }
 
+TEST_F(PreemptorTest, PreemptVerbCountsTheCpuOfVictimsWithoutGpus) {
+  // n1 has 2 CPUs: one taken by a GPU pod, one by a pod without GPUs. The
+  // pending pod's GPU share fits beside the GPU pod; it lacks only the CPU
+  // that kube-scheduler's victim, the pod without GPUs, gives back.
+  state_->UpsertNode(NodeJson("n1", 1, "A100", 40960, "2"));
+  Running("a", "n1", 0, 30, 8192, 0, 10);
+  json web = PodJson("ns", "web", {{"main", 0, 0, 0}});
+  web["spec"]["nodeName"] = "n1";
+  web["status"]["phase"] = "Running";
+  state_->UpsertPod(web);
+  json high = Pending("high", 50, 8192, 100);
+  const json args = {{"Pod", high},
+                     {"NodeNameToMetaVictims",
+                      {{"n1", {{"Pods", json::array({{{"UID", "uid-ns-web"}}})}, {"NumPDBViolations", 0}}}}}};
+  HttpReply r = extender_->Preempt(args.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json out = json::parse(r.body);
+  ASSERT_TRUE(out["NodeNameToMetaVictims"].contains("n1")) << r.body;
+  const json& pods = out["NodeNameToMetaVictims"]["n1"]["Pods"];
+  ASSERT_EQ(pods.size(), 1u) << "no GPU victim is needed: " << r.body;
+  EXPECT_EQ(pods[0]["UID"], "uid-ns-web");
+}
+
 }  // namespace
 }  // namespace tessera::scheduler

@@ -120,6 +120,15 @@ Status RegisterStateMetrics(metrics::Registry& registry, const ClusterState& sta
                                    {{"waiting_for_node"}, static_cast<double>(sum.pods_waiting)}};
       }));
   TESSERA_RETURN_IF_ERROR(registry.AddCallback(
+      MetricType::kGauge, "tessera_scheduler_host_pods",
+      "Bound pods without GPUs on GPU nodes: booked (their CPU and memory are in the ledger) or unfit (they do "
+      "not fit the ledger's book of their node; logged, retried as the node frees room).",
+      {"state"}, [s] {
+        const StateSummary sum = s->Summary();
+        return std::vector<Sample>{{{"booked"}, static_cast<double>(sum.host_pods)},
+                                   {{"unfit"}, static_cast<double>(sum.host_pods_unfit)}};
+      }));
+  TESSERA_RETURN_IF_ERROR(registry.AddCallback(
       MetricType::kGauge, "tessera_scheduler_nodes",
       "Nodes seen by the node watch: gpu (in the ledger) or other (no valid GPU inventory).", {"kind"}, [s] {
         const StateSummary sum = s->Summary();

@@ -397,5 +397,36 @@ TEST_F(SchedulingTest, MetricsShowTheLedgerOfTheBoundPods) {
   EXPECT_EQ(after, 53248.0 * 1024 * 1024);  // less the sidecar pod's 1024 + 3072 MiB
 }
 
+TEST_F(SchedulingTest, PodsWithoutGpusOnGpuNodesAreInTheExtendersBook) {
+  // kube-scheduler places a pod that names no Tessera resource on its own;
+  // the extender sees it bound through its pod watch and books its CPU and
+  // memory on the GPU node (tessera_scheduler_host_pods), until it is gone.
+  AddNodes(1, 1, "A100", 40960);
+  const std::string booked = R"(tessera_scheduler_host_pods{state="booked"})";
+  auto value = [&]() -> double {
+    auto page = FetchMetrics(env_->extender_port);
+    if (!page.ok()) return -1;
+    auto v = SampleValue(*page, booked);
+    return v.ok() ? *v : -1;
+  };
+  auto wait_for = [&](double want) {
+    double got = value();
+    for (int i = 0; i < 100 && got != want; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      got = value();
+    }
+    return got;
+  };
+  const double before = value();
+  ASSERT_GE(before, 0) << "no " << booked << " on the metrics page";
+  ASSERT_TRUE(Submit("cpu-only", {{"main", 0, 0, 0}}).ok());
+  auto pod = WaitForPod(*client_, ns_, "cpu-only", IsBound, seconds(60));
+  ASSERT_TRUE(pod.ok()) << pod.status().ToString();
+  EXPECT_FALSE(AssignmentOf(*pod).ok()) << "the extender does not place pods without GPUs";
+  EXPECT_EQ(wait_for(before + 1), before + 1);
+  ASSERT_TRUE(client_->Delete("/api/v1/namespaces/" + ns_ + "/pods/cpu-only", 0).ok());
+  EXPECT_EQ(wait_for(before), before);
+}
+
 }  // namespace
 }  // namespace tessera::testing
