@@ -133,6 +133,8 @@ Client::Client(ClientConfig config) : impl_(std::make_shared<Impl>(std::move(con
 
 const ClientConfig& Client::config() const { return impl_->config; }
 
+int64_t Client::connections_opened() const { return impl_->session.connections_opened(); }
+
 Result<nlohmann::json> Client::Get(const std::string& path) { return impl_->SendJson("GET", path); }
 
 Result<nlohmann::json> Client::List(const std::string& path, const std::string& label_selector,

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -100,6 +101,11 @@ class Client final : public Api {
                int timeout_seconds = 300) override;
 
   const ClientConfig& config() const;
+
+  // TCP connections (each with a TLS handshake, full or resumed) that this
+  // client and its copies have opened so far, for requests and watches. For
+  // benchmarks and tests.
+  int64_t connections_opened() const;
 
  private:
   struct Impl;

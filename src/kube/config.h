@@ -31,6 +31,10 @@ struct ClientConfig {
   bool http2 = false;             // true: requests may speak HTTP/2 (offered by ALPN). The default,
                                   // HTTP/1.1, costs this client about 30 % less CPU per request
                                   // (bench/kube_client_bench); watches offer HTTP/2 either way
+  bool share_tls_sessions = true; // true: all of the client's connections (requests and watches) share
+                                  // one TLS session cache and one DNS cache, so a new connection
+                                  // resumes a TLS session instead of a full handshake; false: each
+                                  // libcurl handle keeps its own (bench/kube_client_bench --compare share)
 };
 
 // Reads a kubeconfig: the `context` given, else current-context; its cluster

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <random>
 #include <cctype>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -286,6 +287,66 @@ TEST_F(KubeIntegrationTest, InformerRelistsAfterCompaction) {
   ASSERT_TRUE(client_->Create(events, Event(ns_, "after")).ok());
   EXPECT_TRUE(Eventually([&] { return informer.Get(ns_ + "/after").has_value(); }));
   EXPECT_TRUE(informer.Get(ns_ + "/before").has_value());
+}
+
+// More requests at once than the client keeps idle handles (96), burst
+// after burst, over one Client with TLS sessions shared, while a watch
+// streams on a handle of its own attached to the same share: every request
+// is answered and reaches the server.
+TEST_F(KubeIntegrationTest, ConcurrentRequestsBeyondThePoolWithSharedTlsSessions) {
+  constexpr int kMaps = 16, kBursts = 3, kAtOnce = 160;
+  ClientConfig config = client_->config();
+  config.qps = 0;
+  config.share_tls_sessions = true;
+  Client client(config);
+  for (int i = 0; i < kMaps; ++i) ASSERT_TRUE(client.Create(CmPath(), ConfigMap("cm-" + std::to_string(i))).ok());
+  auto list = client.List(CmPath());
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  const std::string from = (*list)["resourceVersion"];
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> modified{0};
+  Status watched;
+  std::thread watcher([&] {
+    watched = client.Watch(CmPath(), from, [&](const WatchEvent& e) {
+      if (e.type == "MODIFIED") ++modified;
+      return true;
+    }, &stop);
+  });
+
+  std::atomic<int> failed{0};
+  std::string first_error;
+  std::mutex error_mu;
+  for (int b = 0; b < kBursts; ++b) {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kAtOnce; ++t) {
+      threads.emplace_back([&, b, t] {
+        const json patch = {{"metadata",
+                             {{"annotations",
+                               {{"kube-it.tessera.io/b" + std::to_string(b) + "-t" + std::to_string(t), "x"}}}}}};
+        auto done = client.Patch(CmPath("cm-" + std::to_string(t % kMaps)), PatchType::kMerge, patch);
+        if (!done.ok()) {
+          ++failed;
+          std::lock_guard<std::mutex> lock(error_mu);
+          if (first_error.empty()) first_error = done.status().ToString();
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+  }
+  EXPECT_EQ(failed.load(), 0) << first_error;
+
+  for (int i = 0; i < kMaps; ++i) {
+    auto cm = client.Get(CmPath("cm-" + std::to_string(i)));
+    ASSERT_TRUE(cm.ok()) << cm.status().ToString();
+    EXPECT_EQ((*cm)["metadata"]["annotations"].size(), static_cast<size_t>(kBursts * kAtOnce / kMaps)) << i;
+  }
+  EXPECT_TRUE(Eventually([&] { return modified.load() == kBursts * kAtOnce; })) << modified.load();
+  stop = true;
+  watcher.join();
+  EXPECT_TRUE(watched.ok()) << watched.ToString();
+  // At least the watch's connection and one per handle beyond the first.
+  EXPECT_GE(client.connections_opened(), 2);
 }
 
 TEST_F(KubeIntegrationTest, MergeStrategicAndJsonPatch) {

@@ -100,12 +100,46 @@ size_t OnStreamData(char* data, size_t size, size_t n, void* user) {
   return len;
 }
 
+static_assert(CURL_LOCK_DATA_LAST <= CurlShareLocks::kKinds, "a mutex for each kind of curl_lock_data");
+
+// libcurl takes a share object's lock in one callback and releases it in
+// another, which the lock analysis cannot pair.
+void LockShare(CURL*, curl_lock_data data, curl_lock_access, void* user) TESSERA_NO_THREAD_SAFETY_ANALYSIS {
+  static_cast<CurlShareLocks*>(user)->mu[data].Lock();
+}
+
+void UnlockShare(CURL*, curl_lock_data data, void* user) TESSERA_NO_THREAD_SAFETY_ANALYSIS {
+  static_cast<CurlShareLocks*>(user)->mu[data].Unlock();
+}
+
+// A share object for TLS sessions and DNS, locked on `locks`; null when
+// libcurl refuses any part (requests then go without it).
+CURLSH* NewShare(CurlShareLocks* locks) {
+  CURLSH* share = curl_share_init();
+  if (share == nullptr) return nullptr;
+  const bool ok = curl_share_setopt(share, CURLSHOPT_LOCKFUNC, &LockShare) == CURLSHE_OK &&
+                  curl_share_setopt(share, CURLSHOPT_UNLOCKFUNC, &UnlockShare) == CURLSHE_OK &&
+                  curl_share_setopt(share, CURLSHOPT_USERDATA, locks) == CURLSHE_OK &&
+                  curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) == CURLSHE_OK &&
+                  curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS) == CURLSHE_OK;
+  if (!ok) {
+    curl_share_cleanup(share);
+    return nullptr;
+  }
+  return share;
+}
+
 }  // namespace
 
-CurlSession::CurlSession(const ClientConfig& config) : config_(config) { GlobalInit(); }
+CurlSession::CurlSession(const ClientConfig& config) : config_(config) {
+  GlobalInit();
+  if (config_.share_tls_sessions) share_ = NewShare(&share_locks_);
+}
 
 CurlSession::~CurlSession() {
+  // Handles first: a share object in use cannot be freed.
   for (void* h : idle_) curl_easy_cleanup(static_cast<CURL*>(h));
+  if (share_ != nullptr) curl_share_cleanup(static_cast<CURLSH*>(share_));
 }
 
 void* CurlSession::Acquire() {
@@ -121,7 +155,7 @@ void* CurlSession::Acquire() {
 }
 
 void CurlSession::Release(void* handle) {
-  curl_easy_reset(static_cast<CURL*>(handle));  // keeps its live connections
+  curl_easy_reset(static_cast<CURL*>(handle));  // keeps its live connections; Configure sets the share again
   {
     MutexLock lock(mu_);
     if (idle_.size() < kMaxIdleHandles) {
@@ -135,6 +169,7 @@ void CurlSession::Release(void* handle) {
 void CurlSession::Configure(void* handle, const HttpRequest& request, void* header_list, char* error_buffer,
                             std::chrono::milliseconds timeout, bool stream) const {
   CURL* h = static_cast<CURL*>(handle);
+  if (share_ != nullptr) curl_easy_setopt(h, CURLOPT_SHARE, static_cast<CURLSH*>(share_));
   curl_easy_setopt(h, CURLOPT_URL, request.url.c_str());
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, error_buffer);
@@ -184,6 +219,13 @@ void CurlSession::Configure(void* handle, const HttpRequest& request, void* head
   }
 }
 
+void CurlSession::CountConnections(void* handle) {
+  long opened = 0;
+  if (curl_easy_getinfo(static_cast<CURL*>(handle), CURLINFO_NUM_CONNECTS, &opened) == CURLE_OK && opened > 0) {
+    connections_opened_.fetch_add(opened, std::memory_order_relaxed);
+  }
+}
+
 Result<HttpResponse> CurlSession::Perform(const HttpRequest& request, bool* sent) {
   CURL* h = static_cast<CURL*>(Acquire());
   if (h == nullptr) return Internal("curl_easy_init failed");
@@ -197,6 +239,7 @@ Result<HttpResponse> CurlSession::Perform(const HttpRequest& request, bool* sent
   curl_easy_setopt(h, CURLOPT_HEADERDATA, &response);
   const CURLcode rc = curl_easy_perform(h);
   if (rc == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &response.code);
+  CountConnections(h);
   Release(h);
   if (rc != CURLE_OK) {
     if (sent != nullptr) *sent = MaySend(rc);
@@ -210,7 +253,11 @@ Result<HttpResponse> CurlSession::Stream(const HttpRequest& request,
                                          const std::function<bool(std::string_view)>& on_data,
                                          const std::atomic<bool>* stop, std::chrono::milliseconds timeout) {
   // A handle of its own, driven through a multi handle so `stop` is polled
-  // while the stream is idle.
+  // while the stream is idle, and freed after: a watch holds its connection
+  // for minutes, so a pooled handle would gain nothing, and a stream's
+  // connection (HTTP/2 where offered) would be of no use to requests on
+  // HTTP/1.1. It shares the TLS sessions all the same (Configure), so a
+  // watch that starts again resumes one.
   std::unique_ptr<CURL, void (*)(CURL*)> easy(curl_easy_init(), &curl_easy_cleanup);
   std::unique_ptr<CURLM, CURLMcode (*)(CURLM*)> multi(curl_multi_init(), &curl_multi_cleanup);
   if (!easy || !multi) return Internal("curl init failed");
@@ -249,6 +296,7 @@ Result<HttpResponse> CurlSession::Stream(const HttpRequest& request,
     curl_multi_poll(multi.get(), nullptr, 0, 100, nullptr);
   }
   curl_multi_remove_handle(multi.get(), easy.get());
+  CountConnections(easy.get());
 
   HttpResponse response;
   if (state.code == 0) curl_easy_getinfo(easy.get(), CURLINFO_RESPONSE_CODE, &state.code);

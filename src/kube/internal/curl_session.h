@@ -1,10 +1,25 @@
 // libcurl behind Client: one request attempt, or one streamed response, with
-// the TLS and timeout settings of a ClientConfig. Keeps a small pool of easy
-// handles so connections (and HTTP/2 sessions) are reused. Thread-safe.
+// the TLS and timeout settings of a ClientConfig. Thread-safe.
+//
+// Connections: requests take an easy handle from a pool of up to 96 idle
+// ones, each keeping its own kept-alive connection (and HTTP/2 session), and
+// put it back after. With more requests at once than idle handles, new
+// handles open new connections, and handles put back beyond the pool close
+// theirs. A stream takes a handle of its own, outside the pool, and frees
+// it with its connection when the stream ends. With
+// config.share_tls_sessions, every handle of a CurlSession, stream handles
+// too, is attached to one libcurl share object holding the TLS session
+// cache and the DNS cache, locked on mutexes the CurlSession owns: a new
+// connection then resumes a TLS session another handle negotiated instead
+// of a full handshake. Connections themselves are not shared
+// (CURL_LOCK_DATA_CONNECT): libcurl does not support one connection cache
+// used by concurrent threads (CURLSHOPT_SHARE(3)), and every request here
+// runs curl_easy_perform on its caller's thread.
 #pragma once
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -30,6 +45,13 @@ struct HttpResponse {
   std::optional<std::chrono::seconds> retry_after;
 };
 
+// One mutex per kind of data a libcurl share object locks (curl_lock_data,
+// CURL_LOCK_DATA_LAST of them), as CURLSHOPT_LOCKFUNC(3) asks.
+struct CurlShareLocks {
+  static constexpr int kKinds = 8;
+  Mutex mu[kKinds];
+};
+
 class CurlSession {
  public:
   explicit CurlSession(const ClientConfig& config);
@@ -50,13 +72,22 @@ class CurlSession {
   Result<HttpResponse> Stream(const HttpRequest& request, const std::function<bool(std::string_view)>& on_data,
                               const std::atomic<bool>* stop, std::chrono::milliseconds timeout);
 
+  // Connections opened so far by Perform and Stream (libcurl's
+  // CURLINFO_NUM_CONNECTS, summed): each one a TCP connect and a TLS
+  // handshake, full or resumed. For benchmarks and tests.
+  int64_t connections_opened() const { return connections_opened_.load(std::memory_order_relaxed); }
+
  private:
   void* Acquire();             // CURL*
   void Release(void* handle);  // back to the pool, or freed
+  void CountConnections(void* handle);  // adds the handle's CURLINFO_NUM_CONNECTS
   void Configure(void* handle, const HttpRequest& request, void* header_list, char* error_buffer,
                  std::chrono::milliseconds timeout, bool stream) const;
 
   const ClientConfig config_;
+  CurlShareLocks share_locks_;  // outlives share_ (freed in the destructor)
+  void* share_ = nullptr;       // CURLSH*; null without config.share_tls_sessions or when init failed
+  std::atomic<int64_t> connections_opened_{0};
   Mutex mu_;
   std::vector<void*> idle_ TESSERA_GUARDED_BY(mu_);
 };
