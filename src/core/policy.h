@@ -127,8 +127,12 @@ class PlacementPolicy {
 // The built-in policy names: random, dotprod, clustering, packing, bestfit,
 // fgd, tessera, tessera-interference, tessera-v3 (tessera before the
 // CPU-pressure boost), tessera-v2 (before the expected-waste term),
-// tessera-v1 (before the dead-capacity term).
+// tessera-v1 (before the dead-capacity term). MakePolicy also takes each as
+// "NAME+kube" (kDeployedSuffix): NAME places the GPU pods and kube-scheduler's
+// default scoring the pods without GPUs, as in a cluster where NAME runs as
+// the extender (deployed_policy.h).
 std::vector<std::string> PolicyNames();
+inline constexpr std::string_view kDeployedSuffix = "+kube";
 
 // Settings for policies that need them. `workload` is FGD's target workload
 // (the typical pods of the trace); tessera learns its own.

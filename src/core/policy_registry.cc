@@ -1,5 +1,6 @@
 // MakePolicy and PolicyNames (policy.h).
 #include "core/baseline_policies.h"
+#include "core/deployed_policy.h"
 #include "core/fgd_policy.h"
 #include "core/interference_policy.h"
 #include "core/tessera_policy.h"
@@ -11,6 +12,11 @@ std::vector<std::string> PolicyNames() {
 }
 
 Result<std::unique_ptr<PlacementPolicy>> MakePolicy(std::string_view name, const PolicyConfig& config) {
+  if (name.ends_with(kDeployedSuffix) && name.size() > kDeployedSuffix.size()) {
+    TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<PlacementPolicy> gpu,
+                             MakePolicy(name.substr(0, name.size() - kDeployedSuffix.size()), config));
+    return std::unique_ptr<PlacementPolicy>(std::make_unique<DeployedPolicy>(std::move(gpu)));
+  }
   std::unique_ptr<PlacementPolicy> p;
   if (name == "random") p = std::make_unique<RandomPolicy>();
   else if (name == "dotprod") p = std::make_unique<DotProdPolicy>();
@@ -26,7 +32,8 @@ Result<std::unique_ptr<PlacementPolicy>> MakePolicy(std::string_view name, const
   if (!p) {
     std::string known;
     for (const auto& n : PolicyNames()) known += (known.empty() ? "" : ", ") + n;
-    return InvalidArgument("unknown policy \"" + std::string(name) + "\" (known: " + known + ")");
+    return InvalidArgument("unknown policy \"" + std::string(name) + "\" (known: " + known +
+                           "; each also as NAME+kube, placing pods without GPUs as kube-scheduler does)");
   }
   return p;
 }

@@ -57,7 +57,9 @@ Result<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
 }
 
 // Policy names, comma-separated; "all" stands for core::PolicyNames() (the
-// policies the extender runs), "dra" for the DRA placement variants.
+// policies the extender runs), "dra" for the DRA placement variants; a
+// policy of the first as NAME+kube places pods without GPUs as kube-scheduler
+// does (core/deployed_policy.h).
 Result<std::vector<std::string>> ParsePolicies(const std::string& text) {
   std::vector<std::string> out;
   const auto known = ReplayPolicyNames();
@@ -74,8 +76,13 @@ Result<std::vector<std::string>> ParsePolicies(const std::string& text) {
       out.insert(out.end(), core_names.begin(), core_names.end());
     } else if (name == "dra") {
       out.insert(out.end(), dra_names.begin(), dra_names.end());
+    } else if (std::find(core_names.begin(), core_names.end(),
+                         name.ends_with(core::kDeployedSuffix) ? name.substr(0, name.size() - core::kDeployedSuffix.size())
+                                                               : std::string()) != core_names.end()) {
+      out.push_back(name);  // NAME+kube (core/deployed_policy.h)
     } else if (std::find(known.begin(), known.end(), name) == known.end()) {
-      return InvalidArgument("unknown policy \"" + name + "\" (known: " + all + ", all or dra)");
+      return InvalidArgument("unknown policy \"" + name + "\" (known: " + all +
+                             ", all or dra; each of the first as NAME+kube)");
     } else {
       out.push_back(name);
     }
