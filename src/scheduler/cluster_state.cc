@@ -698,6 +698,9 @@ void ClusterState::Evict(const std::string& node, const std::string& why) {
     rec.problem = why;
     (void)Advance(key, rec, core::PodEvent::kNodeMissing);
   }
+  // Pods without GPUs that did not fit: judged again when the node is back.
+  if (auto w = host_waiting_.find(node); w != host_waiting_.end())
+    for (const std::string& key : w->second) host_pods_.at(key).problem.clear();
 }
 
 void ClusterState::SetWaitingReason(const std::string& node, const std::string& why) {

@@ -142,6 +142,15 @@ TEST(ClusterStateHostPods, OneThatDoesNotFitIsListedAndBookedWhenRoomFrees) {
   EXPECT_NE(problems[0].find("CPU"), std::string::npos) << problems[0];
   EXPECT_EQ(state.Summary().pods_conflict, 0);  // GPU pods are not blamed for it
 
+  // The node leaves the ledger and comes back: the pod that did not fit is
+  // no problem while its node is not a GPU node, and is judged again after.
+  json plain = NodeJson("n1", 1, "A100", 40960, "2");
+  plain["metadata"]["annotations"].erase(std::string(core::kInventoryAnnotation));
+  state.UpsertNode(plain);
+  EXPECT_EQ(state.Summary().host_pods_unfit, 0);
+  state.UpsertNode(NodeJson("n1", 1, "A100", 40960, "2"));
+  EXPECT_EQ(state.Summary().host_pods, 2);  // pods without GPUs first: they run there
+  EXPECT_EQ(state.Summary().pods_conflict, 1);
   state.DeletePod(GpuPod("g", "n1", 0));
   EXPECT_EQ(state.Summary().host_pods, 2);
   EXPECT_EQ(state.Summary().host_pods_unfit, 0);
