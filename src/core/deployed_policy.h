@@ -6,9 +6,10 @@
 // extender's pod watch shows it every bound pod (scheduler/cluster_state.h,
 // "Pods without GPUs"). The simulator's plain policies place every pod
 // themselves (the FGD protocol), which a cluster with an extender does not.
-// Named "<policy>+kube" in MakePolicy ("tessera+kube", "fgd+kube"). Given to
-// the extender it acts as the policy alone: kube-scheduler never asks it
-// about a pod without GPUs.
+// Named "<policy>+kube" in MakePolicy ("tessera+kube", "fgd+kube"). For the
+// simulator's placer only, which calls OnArrival with each pod right before
+// scoring it: the tie-break and cacheability follow the last arrival. The
+// extender refuses such names (it learns from other pods than it scores).
 //
 // Thread-safety: as every PlacementPolicy, used by one thread at a time.
 //

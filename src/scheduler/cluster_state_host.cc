@@ -14,12 +14,13 @@ void ClusterState::NoteHostPod(const core::PodView& pod) {
     if (it != host_pods_.end()) ForgetHostPod(pod.key, "");
     return;
   }
+  const bool seen = it != host_pods_.end() && it->second.uid == pod.uid;  // an arrival already
   if (it != host_pods_.end()) {
     const HostRecord& rec = it->second;
-    if (rec.uid == pod.uid && rec.node == pod.node && rec.request.cpu_milli == pod.host.cpu_milli &&
+    if (seen && rec.node == pod.node && rec.request.cpu_milli == pod.host.cpu_milli &&
         rec.request.memory_mib == pod.host.memory_mib)
       return;  // status, labels, annotations: nothing the ledger holds
-    ForgetHostPod(pod.key, "");
+    ForgetHostPod(pod.key, "");  // replaced, or resized in place: booked anew
   }
   HostRecord rec;
   rec.uid = pod.uid;
@@ -27,7 +28,7 @@ void ClusterState::NoteHostPod(const core::PodView& pod) {
   rec.request.key = HostLedgerKey(pod.key);
   rec.request.cpu_milli = pod.host.cpu_milli;
   rec.request.memory_mib = pod.host.memory_mib;
-  PushNewHold(rec.request);  // an arrival, wherever it runs, as the simulator counts it
+  if (!seen) PushNewHold(rec.request);  // an arrival, wherever it runs, as the simulator counts it
   HostRecord& kept = host_pods_.emplace(pod.key, std::move(rec)).first->second;
   BookHost(pod.key, kept);
 }

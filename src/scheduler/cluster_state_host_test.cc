@@ -179,6 +179,9 @@ TEST(ClusterStateHostPods, AreArrivalsForThePolicyWhereverTheyRun) {
   state.UpsertPod(HostPod("web", "n1"));
   state.UpsertPod(HostPod("batch", "cpu-node-7"));  // not a GPU node: counted all the same
   state.UpsertPod(HostPod("web", "n1"));            // seen again: not new
+  json resized = HostPod("web", "n1");
+  resized["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2";
+  state.UpsertPod(resized);  // resized in place: booked anew, not a new arrival
   const auto fresh = state.Read([&](const ClusterView& v) { return v.NewHoldsSince(&cursor); });
   ASSERT_EQ(fresh.size(), 2u);
   EXPECT_EQ(fresh[0].key, "host:ns/web");
@@ -195,7 +198,7 @@ TEST(ClusterStateHostPods, AreArrivalsForThePolicyWhereverTheyRun) {
   gpu["status"]["phase"] = "Running";
   state.UpsertPod(gpu);
   EXPECT_EQ(state.Summary().host_pods, 1);
-  EXPECT_EQ(CpuFree(state, "n1"), 7000);
+  EXPECT_EQ(CpuFree(state, "n1"), 6000);  // web's 2 CPUs only
 }
 
 }  // namespace

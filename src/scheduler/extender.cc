@@ -117,6 +117,13 @@ const char* DecisionName(Decision decision) {
 }
 
 Result<std::unique_ptr<Extender>> Extender::Create(ClusterState& state, Binder& binder, ExtenderOptions options) {
+  // NAME+kube is the simulator's model of a cluster whose extender runs
+  // NAME (core/deployed_policy.h); its tie-break follows the last pod it
+  // learned from, which here is not the pod being scored.
+  if (options.policy.ends_with(core::kDeployedSuffix))
+    return InvalidArgument("policy \"" + options.policy + "\" is the simulator's model of a cluster running \"" +
+                           options.policy.substr(0, options.policy.size() - core::kDeployedSuffix.size()) +
+                           "\" as the extender; give that name");
   std::unique_ptr<Extender> e(new Extender(state, binder, std::move(options)));
   MutexLock lock(e->policy_mu_);
   TESSERA_RETURN_IF_ERROR(e->MakePolicyLocked(core::TargetWorkload{}));

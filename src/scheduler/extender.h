@@ -174,7 +174,7 @@ struct ExtenderOptions {
 class Extender {
  public:
   // `state` and `binder` must outlive the extender. INVALID_ARGUMENT for an
-  // unknown policy name.
+  // unknown policy name, or a simulator-only NAME+kube one.
   static Result<std::unique_ptr<Extender>> Create(ClusterState& state, Binder& binder, ExtenderOptions options);
   Extender(const Extender&) = delete;
   Extender& operator=(const Extender&) = delete;

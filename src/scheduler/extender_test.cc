@@ -722,6 +722,10 @@ TEST_F(ExtenderTest, UnknownPolicyIsRefused) {
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(e.status().message().find("known:"), std::string::npos);
+  o.policy = "tessera+kube";  // the simulator's model of a deployment
+  e = Extender::Create(*state_, binder_, o);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("give that name"), std::string::npos) << e.status().message();
 }
 
 TEST_F(ExtenderTest, PoliciesLearnTheWorkloadFromLivePods) {
