@@ -1,11 +1,12 @@
 // DeployedPolicy: a placement policy as a cluster runs it when it is
-// kube-scheduler's extender, for the simulator. kube-scheduler asks the
-// extender only about pods that name a Tessera resource, so there the policy
-// places the GPU pods and kube-scheduler's own scoring (KubeDefaultPolicy)
-// places the pods without GPUs; the policy still learns from every pod, as the
-// extender's pod watch shows it every bound pod (scheduler/cluster_state.h,
-// "Pods without GPUs"). The simulator's plain policies place every pod
-// themselves (the FGD protocol), which a cluster with an extender does not.
+// kube-scheduler's extender for GPU pods only, for the simulator: without
+// the second extenders entry or with tessera-scheduler's
+// placePodsWithoutGpus off, the policy places the GPU pods and
+// kube-scheduler's own scoring (KubeDefaultPolicy) places the pods without
+// GPUs; the policy still learns from every pod, as the extender's pod watch
+// shows it every bound pod (scheduler/cluster_state.h, "Pods without
+// GPUs"). The simulator's plain policies place every pod themselves (the
+// FGD protocol), as the extender does with placePodsWithoutGpus on.
 // Named "<policy>+kube" in MakePolicy ("tessera+kube", "fgd+kube"). For the
 // simulator's placer only, which calls OnArrival with each pod right before
 // scoring it: the tie-break and cacheability follow the last arrival. The

@@ -129,8 +129,8 @@ class PlacementPolicy {
 // CPU-pressure boost), tessera-v2 (before the expected-waste term),
 // tessera-v1 (before the dead-capacity term). MakePolicy also takes each as
 // "NAME+kube" (kDeployedSuffix): NAME places the GPU pods and kube-scheduler's
-// default scoring the pods without GPUs, as in a cluster where NAME runs as
-// the extender (deployed_policy.h).
+// default scoring the pods without GPUs, as in a cluster where NAME is the
+// extender for GPU pods only (placePodsWithoutGpus off; deployed_policy.h).
 std::vector<std::string> PolicyNames();
 inline constexpr std::string_view kDeployedSuffix = "+kube";
 

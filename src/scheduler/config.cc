@@ -61,13 +61,14 @@ Result<SchedulerConfig> ParseConfig(const std::string& yaml_text, const std::str
   TESSERA_RETURN_IF_ERROR(UnknownKeys(
       root, {"listenAddress", "port", "tls", "kubeconfig", "policy", "resourceNames", "assumeTTLSeconds",
              "admissionWaitMillis", "leaderElection", "logLevel", "seed", "apiQPS", "apiBurst", "frontEnds",
-             "preemption", "interference", "filterReturnsBest", "dra"},
+             "preemption", "interference", "filterReturnsBest", "placePodsWithoutGpus", "dra"},
       where));
   TESSERA_RETURN_IF_ERROR(Read(root, "listenAddress", config.listen_address, where));
   TESSERA_RETURN_IF_ERROR(Read(root, "port", config.port, where));
   TESSERA_RETURN_IF_ERROR(Read(root, "kubeconfig", config.kubeconfig, where));
   TESSERA_RETURN_IF_ERROR(Read(root, "policy", config.policy, where));
   TESSERA_RETURN_IF_ERROR(Read(root, "filterReturnsBest", config.filter_returns_best, where));
+  TESSERA_RETURN_IF_ERROR(Read(root, "placePodsWithoutGpus", config.place_pods_without_gpus, where));
   TESSERA_RETURN_IF_ERROR(Read(root, "logLevel", config.log_level, where));
   TESSERA_RETURN_IF_ERROR(Read(root, "seed", config.seed, where));
   TESSERA_RETURN_IF_ERROR(Read(root, "apiQPS", config.api_qps, where));

@@ -48,6 +48,11 @@ struct SchedulerConfig {
   // kube-scheduler binds the pod there without scoring or a prioritize call
   // (ExtenderOptions::filter_returns_best; docs/scheduler-extender.md).
   bool filter_returns_best = true;
+  // The second extenders entry's prioritize also scores pods that ask for no
+  // GPU, so they land where they strand the least GPU capacity
+  // (ExtenderOptions::place_pods_without_gpus; docs/scheduler-extender.md,
+  // "Pods without GPUs"). Needs that entry in kube-scheduler's configuration.
+  bool place_pods_without_gpus = true;
   // Tessera's resource names, and the compatibility front ends (gpushare,
   // HAMi; both off by default) under `frontEnds` in the file.
   core::ResourceNames resources;

@@ -198,6 +198,16 @@ TEST(ConfigTest, FilterReturnsBest) {
   EXPECT_NE(config.status().message().find("filterReturnsBest"), std::string::npos) << config.status().message();
 }
 
+TEST(ConfigTest, PlacePodsWithoutGpus) {
+  EXPECT_TRUE(SchedulerConfig{}.place_pods_without_gpus);
+  auto config = ParseConfig("placePodsWithoutGpus: false\n", "c.yaml");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_FALSE(config->place_pods_without_gpus);
+  config = ParseConfig("placePodsWithoutGpus: 3\n", "c.yaml");
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("placePodsWithoutGpus"), std::string::npos) << config.status().message();
+}
+
 TEST(ConfigTest, PreemptionSettings) {
   const SchedulerConfig defaults;
   EXPECT_TRUE(defaults.preemption.enabled);

@@ -45,10 +45,20 @@
 //    in the node's ResourceSlice order), so PrioritizeClaims scores each node
 //    by the GPUs the allocator will take there: core::AllocatorPick over the
 //    node's slice order (ClusterView::DraDeviceOrder), then the policy's
-//    ScorePick, scaled as Prioritize scales. A pod without such a claim gets
-//    an empty list (no opinion; to kube-scheduler the same as one equal
-//    score), found by a scan of the body for "resourceClaims" without
-//    decoding it. FilterClaims passes every node (the allocator filtered).
+//    ScorePick, scaled as Prioritize scales. A pod with claims of no such
+//    class gets an empty list (no opinion; to kube-scheduler the same as one
+//    equal score); without place_pods_without_gpus, so does every pod
+//    without claims, found by a scan of the body for "resourceClaims"
+//    without decoding it. FilterClaims passes every node (the allocator
+//    filtered).
+//  - With place_pods_without_gpus, the second entry's prioritize also scores
+//    pods that ask for no GPU (extender_host.cc): the policy scores each GPU
+//    node by the CPU and memory the pod would take there (what that strands
+//    of the GPUs), as the simulator places such pods; a node without GPUs
+//    strands none and gets 10, as the best GPU node does. The pod is then
+//    bound by kube-scheduler and booked by ClusterState as a pod without
+//    GPUs. Pods that ask for a GPU get an empty list there (the first entry
+//    places them).
 // Policies that need a view of the workload learn it from the pods that hold
 // shares (tessera: as arrivals; fgd: its target workload is rebuilt from the
 // live pods as their number doubles, and at least every 4096 new pods);
@@ -92,6 +102,8 @@
 #include "scheduler/rejected_pods.h"
 
 namespace tessera::scheduler {
+
+struct ExtenderArgs;  // wire.h
 
 // What a verb call decided, for tessera_scheduler_decisions_total (and
 // tests): the reply's body says it to kube-scheduler, this says it to people.
@@ -169,6 +181,12 @@ struct ExtenderOptions {
   // node alike (random) still answer every fitting node. Default false here;
   // tessera-scheduler's configuration turns it on (filterReturnsBest).
   bool filter_returns_best = false;
+  // The second entry's prioritize (PrioritizeClaims) also scores pods that
+  // ask for no GPU and hold no claim, with the policy, so they land where
+  // they strand the least GPU capacity instead of where kube-scheduler's
+  // spreading puts them. Default false here; tessera-scheduler's
+  // configuration turns it on (placePodsWithoutGpus).
+  bool place_pods_without_gpus = false;
 };
 
 class Extender {
@@ -187,7 +205,8 @@ class Extender {
   HttpReply Bind(std::string_view body);
   // ExtenderPreemptionArgs -> ExtenderPreemptionResult (200), or 400.
   HttpReply Preempt(std::string_view body);
-  // The second entry's verbs, for claim pods (see the file comment):
+  // The second entry's verbs, for claim pods and, with
+  // place_pods_without_gpus, pods without GPUs (see the file comment):
   // ExtenderArgs -> HostPriorityList / ExtenderFilterResult (200), or 400.
   HttpReply PrioritizeClaims(std::string_view body);
   HttpReply FilterClaims(std::string_view body);
@@ -223,6 +242,10 @@ class Extender {
   const std::vector<int>& ResolveLocked(const ClusterView& view, const std::vector<std::string>& names)
       TESSERA_REQUIRES(policy_mu_);
   Status MakePolicyLocked(const core::TargetWorkload& workload) TESSERA_REQUIRES(policy_mu_);
+
+  // PrioritizeClaims for a pod that asks for no GPU and holds no claim
+  // (extender_host.cc).
+  HttpReply PrioritizeWithoutGpus(const ExtenderArgs& args) TESSERA_EXCLUDES(policy_mu_);
 
   // The request Bind works on: from the pod watch, else from a filter call.
   Result<core::PodRequest> RequestForBind(const std::string& key, const std::string& uid);

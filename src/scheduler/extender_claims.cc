@@ -1,6 +1,7 @@
 // The Extender's verbs for DRA claim pods (extender.h, "PrioritizeClaims"):
 // kube-scheduler's second extenders entry, without managedResources (so it
-// is asked about every pod) and without bind.
+// is asked about every pod) and without bind. Pods without GPUs are scored
+// in extender_host.cc.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -37,10 +38,17 @@ HttpReply Extender::FilterClaims(std::string_view body) {
 }
 
 HttpReply Extender::PrioritizeClaims(std::string_view body) {
-  if (!MayHaveClaims(body)) return {200, "[]", Decision::kScored};
+  const bool may_have_claims = MayHaveClaims(body);
+  if (!may_have_claims && !options_.place_pods_without_gpus) return {200, "[]", Decision::kScored};
   Result<ExtenderArgs> args = ParseExtenderArgs(body, state_.options().resources, &pods_);
   if (!args.ok()) return BadClaimsRequest(log_, "prioritize", args.status());
   const core::PodView& pod = *args->pod;
+  if (!may_have_claims) {
+    // A GPU pod is the first entry's (with filterReturnsBest kube-scheduler
+    // does not even score it); the others are scored as pods without GPUs.
+    if (pod.wants_gpu) return {200, "[]", Decision::kScored};
+    return PrioritizeWithoutGpus(*args);
+  }
   const std::vector<std::string>& names = args->node_names;
 
   struct Scored {

@@ -42,10 +42,12 @@ int Run(const SchedulerConfig& config) {
     spdlog::critical("cannot find the API server: {}", kube_config.status().message());
     return 1;
   }
-  spdlog::info("tessera-scheduler: API server {}, policy {}, resources {} {} {}, assume TTL {}s, filter answers {}",
+  spdlog::info("tessera-scheduler: API server {}, policy {}, resources {} {} {}, assume TTL {}s, filter answers {}, "
+               "pods without GPUs {}",
                kube_config->server, config.policy, config.resources.gpu, config.resources.mem,
                config.resources.core, config.assume_ttl.count(),
-               config.filter_returns_best ? "the chosen node" : "every fitting node");
+               config.filter_returns_best ? "the chosen node" : "every fitting node",
+               config.place_pods_without_gpus ? "scored by the policy (/dra/prioritize)" : "left to kube-scheduler");
   if (config.resources.gpushare.enabled) {
     spdlog::info("front end gpushare: {} (GiB, one GPU per container)", config.resources.gpushare.mem);
   }
@@ -162,6 +164,7 @@ int Run(const SchedulerConfig& config) {
   ExtenderOptions extender_options;
   extender_options.policy = config.policy;
   extender_options.filter_returns_best = config.filter_returns_best;
+  extender_options.place_pods_without_gpus = config.place_pods_without_gpus;
   extender_options.seed = config.seed;
   extender_options.interference = config.interference.policy;
   extender_options.may_bind = [&]() -> Status {
@@ -291,6 +294,10 @@ int main(int argc, char** argv) {
   auto* o_best = app.add_option("--filter-returns-best", filter_returns_best,
                                 "true|false: filter answers only the node Tessera chooses, so kube-scheduler "
                                 "neither scores nor calls prioritize (filterReturnsBest; default true)");
+  std::string place_without_gpus;
+  auto* o_without = app.add_option("--place-pods-without-gpus", place_without_gpus,
+                                   "true|false: the /dra entry's prioritize also scores pods that ask for no GPU, "
+                                   "so they strand the least GPU capacity (placePodsWithoutGpus; default true)");
   auto* o_level = app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error");
   auto* o_tls_cert = app.add_option("--tls-cert-file", flags.tls_cert_file, "serve HTTPS with this certificate");
   auto* o_tls_key = app.add_option("--tls-key-file", flags.tls_key_file, "and this key");
@@ -325,6 +332,7 @@ int main(int argc, char** argv) {
                                        "most pods evicted on one node for one pod; 0: no limit (default 16)");
   o_preemption->check(CLI::IsMember({"true", "false"}));
   o_best->check(CLI::IsMember({"true", "false"}));
+  o_without->check(CLI::IsMember({"true", "false"}));
   o_gpushare->check(CLI::IsMember({"true", "false"}));
   o_hami->check(CLI::IsMember({"true", "false"}));
   o_leader->check(CLI::IsMember({"true", "false"}));
@@ -345,6 +353,7 @@ int main(int argc, char** argv) {
   if (o_port->count()) config.port = flags.port;
   if (o_policy->count()) config.policy = flags.policy;
   if (o_best->count()) config.filter_returns_best = filter_returns_best == "true";
+  if (o_without->count()) config.place_pods_without_gpus = place_without_gpus == "true";
   if (o_level->count()) config.log_level = flags.log_level;
   if (o_tls_cert->count()) config.tls_cert_file = flags.tls_cert_file;
   if (o_tls_key->count()) config.tls_key_file = flags.tls_key_file;
