@@ -108,37 +108,9 @@ class DraSchedulingTest : public ExtenderSuite {
     }
   }
 
-  // The workload tessera's policy learns from (it scores nodes alike until
-  // it has seen 32 arrivals): 32 device-plugin pods bound to a node of 16
-  // GPUs outside the group, a 60 % and a 40 % one per GPU, as the pod
-  // watch shows them (tessera's own tests' workload: 30 % of a GPU left
-  // free is room no pod of it takes).
-  void SeedWorkload() {
-    auto seed = UniformSimNodes(group_ + "-seed", 1, 16, "A100", 40960);
-    ASSERT_TRUE(CreateSimNodes(*client_, seed).ok());
-    nodes_.push_back(seed[0]);
-    const std::string& node = seed[0].info.name;
-    for (int i = 0; i < 32; ++i) {
-      const int gpu = i / 2;
-      const int percent = i % 2 == 0 ? 60 : 40;
-      core::Assignment a{node, {{"main", {{gpu, SimGpuUuid(node, gpu), 1024, percent * 10}}}}};
-      json pod = GpuPod(ns_, "seed-" + std::to_string(i), {{"main", 1, 1024, percent}}, {},
-                        {{std::string(core::kAssignmentAnnotation), core::EncodeAssignment(a).value()}});
-      pod["spec"]["nodeName"] = node;
-      auto made = client_->Create("/api/v1/namespaces/" + ns_ + "/pods", pod);
-      ASSERT_TRUE(made.ok()) << made.status().ToString();
-    }
-  }
-
-  // The extender's /dra/prioritize for `pod` over `nodes`, as kube-scheduler asks it.
+  void SeedWorkload() { SeedLearnedWorkload(&nodes_); }
   std::map<std::string, int64_t> ExtenderScores(const json& pod, const std::vector<std::string>& nodes) {
-    httplib::Client http("127.0.0.1", env_->extender_port);
-    const json body = {{"Pod", pod}, {"NodeNames", nodes}};
-    auto res = http.Post("/dra/prioritize", body.dump(), "application/json");
-    std::map<std::string, int64_t> out;
-    if (!res || res->status != 200) return out;
-    for (const auto& hp : json::parse(res->body)) out[hp["Host"]] = hp["Score"];
-    return out;
+    return EveryPodScores(pod, nodes);
   }
 
   Result<json> Get(const std::string& path) { return client_->Get(path); }

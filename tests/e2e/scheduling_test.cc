@@ -428,5 +428,52 @@ TEST_F(SchedulingTest, PodsWithoutGpusOnGpuNodesAreInTheExtendersBook) {
   EXPECT_EQ(wait_for(before), before);
 }
 
+TEST_F(SchedulingTest, PodsWithoutGpusGoWhereTheyStrandNoGpus) {
+  // Two nodes of 2 GPUs and 96 CPUs: on n-1 a pod holds both GPUs (and 64Gi
+  // of memory, so kube-scheduler's least-allocated scoring prefers n-0); a
+  // pod without GPUs asking for 95.95 CPUs would leave n-0's two free GPUs
+  // 50m of CPU, less than any GPU pod the policy has seen asks (100m), and
+  // strands nothing on n-1. The extender's /dra/prioritize (placePodsWithoutGpus,
+  // on by default) scores n-1 10; a tie would go to n-0 (first name), as
+  // kube-scheduler alone would.
+  SeedLearnedWorkload(&nodes_);
+  auto nodes = UniformSimNodes(group_ + "-n", 2, 2, "A100", 40960);
+  for (auto& n : nodes) n.labels["tessera.io/e2e-group"] = group_;
+  ASSERT_TRUE(CreateSimNodes(*client_, nodes).ok());
+  nodes_.insert(nodes_.end(), nodes.begin(), nodes.end());
+  const std::string n0 = nodes[0].info.name, n1 = nodes[1].info.name;
+  const std::string pods = "/api/v1/namespaces/" + ns_ + "/pods";
+  core::Assignment whole{n1, {{"main", {{0, SimGpuUuid(n1, 0), 40960, 1000}, {1, SimGpuUuid(n1, 1), 40960, 1000}}}}};
+  nlohmann::json trainer = GpuPod(ns_, "trainer", {{"main", 2, 0, 0}}, Selector(),
+                                  {{std::string(core::kAssignmentAnnotation), core::EncodeAssignment(whole).value()}});
+  trainer["spec"]["containers"][0]["resources"]["requests"] = {{"cpu", "10m"}, {"memory", "64Gi"}};
+  trainer["spec"]["nodeName"] = n1;
+  ASSERT_TRUE(client_->Create(pods, trainer).ok());
+
+  nlohmann::json big = GpuPod(ns_, "cpu-big", {{"main", 0, 0, 0}}, Selector());
+  big["spec"]["containers"][0]["resources"] = {{"requests", {{"cpu", "95950m"}, {"memory", "1Gi"}}}};
+  big["spec"]["schedulingGates"] = {{{"name", "tessera.io/e2e-hold"}}};
+  ASSERT_TRUE(client_->Create(pods, big).ok());
+  // Held by the gate until the extender's pod watch has the trainer and the
+  // seeded workload (before that, n-0 and n-1 look alike to it).
+  std::map<std::string, int64_t> scores;
+  const auto deadline = std::chrono::steady_clock::now() + seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto pod = client_->Get(pods + "/cpu-big");
+    ASSERT_TRUE(pod.ok()) << pod.status().ToString();
+    scores = EveryPodScores(*pod, {n0, n1});
+    if (scores.size() == 2 && scores[n1] == 10) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ASSERT_EQ(scores.size(), 2u) << "the extender gave no scores for a pod without GPUs";
+  EXPECT_EQ(scores[n1], 10);
+  EXPECT_LT(scores[n0], 10);
+  ASSERT_TRUE(client_->Patch(pods + "/cpu-big", kube::PatchType::kMerge, {{"spec", {{"schedulingGates", nullptr}}}}).ok());
+  auto bound = WaitForPod(*client_, ns_, "cpu-big", IsBound, seconds(60));
+  ASSERT_TRUE(bound.ok()) << bound.status().ToString();
+  EXPECT_EQ((*bound)["spec"]["nodeName"], n1) << "kube-scheduler alone would take " << n0;
+  EXPECT_FALSE(AssignmentOf(*bound).ok()) << "kube-scheduler binds it, without an assignment";
+}
+
 }  // namespace
 }  // namespace tessera::testing

@@ -18,9 +18,15 @@
 #include <string>
 #include <vector>
 
+#include <httplib.h>
+
+#include <map>
+
+#include "core/codec.h"
 #include "kube/client.h"
 #include "tests/support/cluster_env.h"
 #include "tests/support/process.h"
+#include "tests/support/sim_nodes.h"
 
 namespace tessera::testing {
 
@@ -59,6 +65,43 @@ class ExtenderSuite : public ::testing::Test {
   }
   void CloseNamespace() {
     if (client_) (void)DeleteNamespace(*client_, ns_);
+  }
+
+  // The workload tessera's policy learns from (it scores nodes alike until
+  // it has seen 32 arrivals): 32 device-plugin pods in ns_, bound to a new
+  // node of 16 GPUs outside the group (appended to `nodes`, for the test to
+  // delete), a 60 % and a 40 % one per GPU, each asking for 100m CPU, as the
+  // pod watch shows them (tessera's own tests' workload: 30 % of a GPU left
+  // free is room no pod of it takes).
+  void SeedLearnedWorkload(std::vector<SimNode>* nodes) {
+    auto seed = UniformSimNodes(group_ + "-seed", 1, 16, "A100", 40960);
+    ASSERT_TRUE(CreateSimNodes(*client_, seed).ok());
+    nodes->push_back(seed[0]);
+    const std::string& node = seed[0].info.name;
+    for (int i = 0; i < 32; ++i) {
+      const int gpu = i / 2;
+      const int percent = i % 2 == 0 ? 60 : 40;
+      core::Assignment a{node, {{"main", {{gpu, SimGpuUuid(node, gpu), 1024, percent * 10}}}}};
+      nlohmann::json pod = GpuPod(ns_, "seed-" + std::to_string(i), {{"main", 1, 1024, percent}}, {},
+                                  {{std::string(core::kAssignmentAnnotation), core::EncodeAssignment(a).value()}});
+      pod["spec"]["nodeName"] = node;
+      auto made = client_->Create("/api/v1/namespaces/" + ns_ + "/pods", pod);
+      ASSERT_TRUE(made.ok()) << made.status().ToString();
+    }
+  }
+
+  // The extender's /dra/prioritize (the entry asked about every pod) for
+  // `pod` over `nodes`, as kube-scheduler asks it: node -> score; empty when
+  // it answered no opinion or failed.
+  static std::map<std::string, int64_t> EveryPodScores(const nlohmann::json& pod,
+                                                       const std::vector<std::string>& nodes) {
+    httplib::Client http("127.0.0.1", env_->extender_port);
+    const nlohmann::json body = {{"Pod", pod}, {"NodeNames", nodes}};
+    auto res = http.Post("/dra/prioritize", body.dump(), "application/json");
+    std::map<std::string, int64_t> out;
+    if (!res || res->status != 200) return out;
+    for (const auto& hp : nlohmann::json::parse(res->body)) out[hp["Host"]] = hp["Score"];
+    return out;
   }
 
   static inline ClusterEnv* env_ = nullptr;
