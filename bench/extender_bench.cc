@@ -9,6 +9,10 @@
 //               change and the policy keeps learning as in production
 //   in_process_best+bind  the same with filter_returns_best (tessera-scheduler's
 //               default): filter answers the best node, no prioritize call
+//   without_gpus+bound  /dra/prioritize (PrioritizeClaims) for a new pod
+//               without GPUs each cycle (1, 4 or 16 CPUs; place_pods_without_gpus),
+//               which is then bound to the node scored 10 as the pod watch
+//               shows it (kube-scheduler binds such pods), so nodes change
 //   http        the same bodies POSTed over loopback to the real server
 //   http_2conn  two client connections at once, as kube-scheduler's
 //               concurrent prioritize calls and binds do (throughput)
@@ -81,6 +85,7 @@ struct Cluster {
   std::unique_ptr<Extender> extender;
   std::unique_ptr<Extender> best_extender;  // the same with filter_returns_best
   std::vector<std::string> bodies;
+  std::vector<std::string> names;  // every node, as kube-scheduler lists them
   double core_used = 0;  // share of all GPU compute taken
 };
 
@@ -122,8 +127,10 @@ Cluster& TheCluster() {
         used += gpus * core_milli;
     }
     out->core_used = static_cast<double>(used) / (kNodes * kGpusPerNode * 1000.0);
+    out->names = names;
     ExtenderOptions eo;
     eo.logger = Quiet();
+    eo.place_pods_without_gpus = true;  // only without_gpus+bound asks PrioritizeClaims
     // TESSERA_BENCH_POLICY=tessera-v1 measures another policy the same way.
     if (const char* policy = std::getenv("TESSERA_BENCH_POLICY")) eo.policy = policy;
     auto e = Extender::Create(*out->state, out->binder, eo);
@@ -305,6 +312,44 @@ void BM_Http(benchmark::State& state) {
   server.Stop();
 }
 
+// A new pod without GPUs each cycle, scored by the second entry's
+// prioritize over every node, then bound (as the pod watch shows a pod
+// kube-scheduler bound) to the node it scored 10.
+void BM_WithoutGpus(benchmark::State& state) {
+  Cluster& c = TheCluster();
+  const char* cpus[] = {"1", "4", "16"};
+  std::vector<double> ms;
+  int64_t bound = 0;
+  int i = 0;
+  const auto start = std::chrono::steady_clock::now();
+  double outside_s = 0;  // building bodies and binding: not the extender's cycle
+  for (auto _ : state) {
+    const auto b0 = std::chrono::steady_clock::now();
+    json pod = TypicalPod(100000 + i, {"main", 0, 0, 0});
+    pod["metadata"]["name"] = "cpu-" + std::to_string(i);
+    pod["metadata"]["uid"] = "uid-cpu-" + std::to_string(i);
+    pod["spec"]["containers"][0]["resources"] = {{"requests", {{"cpu", cpus[i % 3]}, {"memory", "2Gi"}}}};
+    ++i;
+    const std::string body = testing::FilterBody(pod, c.names);
+    const auto t0 = std::chrono::steady_clock::now();
+    HttpReply p = c.extender->PrioritizeClaims(body);
+    const auto t1 = std::chrono::steady_clock::now();
+    ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    Check(state, p.status, p.body);
+    for (const auto& hp : json::parse(p.body)) {
+      if (hp["Score"] != 10) continue;
+      pod["spec"]["nodeName"] = hp["Host"];
+      pod["status"]["phase"] = "Running";
+      c.state->UpsertPod(pod);
+      ++bound;
+      break;
+    }
+    outside_s += Seconds(t0 - b0).count() + Seconds(std::chrono::steady_clock::now() - t1).count();
+  }
+  state.counters["bound"] = static_cast<double>(bound);
+  Report(state, "without_gpus+bound", ms, Seconds(std::chrono::steady_clock::now() - start).count() - outside_s);
+}
+
 }  // namespace
 }  // namespace tessera::scheduler
 
@@ -313,6 +358,7 @@ int main(int argc, char** argv) {
   benchmark::RegisterBenchmark("extender/in_process", BM_InProcess)->Iterations(2000)->UseRealTime()->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("extender/in_process+bind", BM_InProcessWithBind)->Arg(0)->Iterations(2000)->UseRealTime()->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("extender/in_process_best+bind", BM_InProcessWithBind)->Arg(1)->Iterations(2000)->UseRealTime()->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("extender/without_gpus+bound", BM_WithoutGpus)->Iterations(2000)->UseRealTime()->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("extender/http", BM_Http)->Arg(1)->Iterations(2000)->UseRealTime()->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("extender/http_2conn", BM_Http)->Arg(2)->Iterations(1000)->UseRealTime()->Unit(benchmark::kMicrosecond);
   benchmark::Initialize(&argc, argv);
@@ -326,7 +372,7 @@ int main(int argc, char** argv) {
                 kNodes,
                 kNodes * kGpusPerNode, 100 * TheCluster().core_used);
     for (const auto& [name, res] : r) {
-      std::printf("  %-12s p50 %7.3f ms  p99 %7.3f ms  %8.0f cycles/s", name.c_str(), res.p50_ms, res.p99_ms,
+      std::printf("  %-20s p50 %7.3f ms  p99 %7.3f ms  %8.0f cycles/s", name.c_str(), res.p50_ms, res.p99_ms,
                   res.cycles_per_s);
       if (name != "in_process")
         std::printf("   ratio to in-process: p50 x%.2f, p99 x%.2f, throughput x%.2f", res.p50_ms / base.p50_ms,

@@ -73,7 +73,8 @@ extenders:
   {{- toYaml . | nindent 2 }}
   {{- end }}
 {{- if .Values.scheduler.extender.claims.enabled }}
-# DRA claim pods: steered by the GPU the DRA allocator will take on each node.
+# DRA claim pods: steered by the GPU the DRA allocator will take on each node;
+# pods without GPUs (extender.placePodsWithoutGpus): by what they strand.
 - urlPrefix: {{ include "tessera.extenderURL" . }}/dra
   prioritizeVerb: prioritize
   weight: {{ .Values.scheduler.extender.claims.weight }}
