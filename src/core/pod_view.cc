@@ -112,6 +112,7 @@ Result<PodView> Decode(const Json& pod, const ResourceNames& names) {
 
   if (const Json* p = Member(spec, "priority"); p != nullptr && p->is_number_integer()) v.priority = p->get<int32_t>();
   v.may_preempt = Text(spec, "preemptionPolicy") != "Never";
+  if (spec != nullptr) v.prefers_placement = SoftPlacementPreferences(*spec);
   v.workload = WorkloadIn(meta, v.ns, v.name);
 
   if (const Json* a = Member(annotations, kAssignmentAnnotation); a != nullptr && a->is_string())
@@ -200,6 +201,19 @@ Result<PodRequest> HeldRequest(const PodView& pod, const Assignment& assignment)
     req.containers.push_back(std::move(c));
   }
   return req;
+}
+
+bool SoftPlacementPreferences(const nlohmann::json& spec) {
+  const Json* affinity = Member(&spec, "affinity");
+  for (const char* kind : {"nodeAffinity", "podAffinity", "podAntiAffinity"}) {
+    const Json* preferred = Member(Member(affinity, kind), "preferredDuringSchedulingIgnoredDuringExecution");
+    if (preferred != nullptr && preferred->is_array() && !preferred->empty()) return true;
+  }
+  if (const Json* spread = Member(&spec, "topologySpreadConstraints"); spread != nullptr && spread->is_array()) {
+    for (const Json& c : *spread)
+      if (Text(&c, "whenUnsatisfiable") == "ScheduleAnyway") return true;
+  }
+  return false;
 }
 
 std::string WorkloadOf(const nlohmann::json& pod) {

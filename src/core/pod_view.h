@@ -49,6 +49,11 @@ struct PodView {
   // Scheduling.
   int32_t priority = 0;      // spec.priority (0 when absent)
   bool may_preempt = true;   // spec.preemptionPolicy is not "Never"
+  // The spec states placement preferences of its own that kube-scheduler
+  // scores: a preferredDuringSchedulingIgnoredDuringExecution term of node
+  // affinity, pod affinity or pod anti-affinity, or a topology spread
+  // constraint with whenUnsatisfiable ScheduleAnyway (SoftPlacementPreferences).
+  bool prefers_placement = false;
   // The workload its GPU-use history is kept under (core::WorkloadKey): its
   // tessera.io/workload label, else its controlling owner (a ReplicaSet of a
   // Deployment counts as the Deployment), else "Pod/NS/NAME".
@@ -133,6 +138,14 @@ Result<PodView> DecodePod(const nlohmann::json& pod, const ResourceNames& names)
 // container's shares differ between its GPUs (other than whole GPUs of
 // different sizes).
 Result<PodRequest> HeldRequest(const PodView& pod, const Assignment& assignment);
+
+// Whether a pod spec (`spec`, a v1 PodSpec) states placement preferences
+// that kube-scheduler scores (PodView::prefers_placement): a non-empty
+// preferredDuringSchedulingIgnoredDuringExecution under spec.affinity's
+// nodeAffinity, podAffinity or podAntiAffinity, or a topologySpreadConstraint
+// with whenUnsatisfiable ScheduleAnyway. Required terms are filters, not
+// preferences: false for them.
+bool SoftPlacementPreferences(const nlohmann::json& spec);
 
 // The workload key of a pod object (PodView::workload); "" only when it has
 // no metadata.name.

@@ -79,12 +79,38 @@ TEST(PodViewTest, AbsentFieldsReadAsDefaults) {
   EXPECT_EQ(v->started_unix, 0);
   EXPECT_EQ(v->priority, 0);
   EXPECT_TRUE(v->may_preempt);
+  EXPECT_FALSE(v->prefers_placement);
   EXPECT_EQ(v->workload, "Pod/default/p");
   EXPECT_FALSE(v->assignment.has_value());
   EXPECT_EQ(v->allocated, "");
   EXPECT_FALSE(v->wants_gpu);
   ASSERT_TRUE(v->request.ok());
   EXPECT_FALSE(v->request->UsesGpu());
+}
+
+TEST(PodViewTest, SoftPlacementPreferencesAreTheScoredOnesOnly) {
+  auto prefers = [](const char* spec) { return SoftPlacementPreferences(Json::parse(spec)); };
+  EXPECT_FALSE(prefers(R"({})"));
+  // Required terms and DoNotSchedule spreading are filters.
+  EXPECT_FALSE(prefers(R"({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+      {"topologyKey": "kubernetes.io/hostname"}]}}})"));
+  EXPECT_FALSE(prefers(R"({"topologySpreadConstraints": [{"maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}]})"));
+  EXPECT_FALSE(prefers(R"({"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}})"));
+  for (const char* kind : {"nodeAffinity", "podAffinity", "podAntiAffinity"}) {
+    const std::string spec = std::string(R"({"affinity": {")") + kind +
+                             R"(": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 10}]}}})";
+    EXPECT_TRUE(prefers(spec.c_str())) << kind;
+  }
+  EXPECT_TRUE(prefers(R"({"topologySpreadConstraints": [{"maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"},
+      {"maxSkew": 1, "whenUnsatisfiable": "ScheduleAnyway"}]})"));
+  // Wrong types read as absent.
+  EXPECT_FALSE(prefers(R"({"affinity": "x", "topologySpreadConstraints": {"a": 1}})"));
+  // And the view carries it.
+  Json pod = FullPod();
+  pod["spec"]["topologySpreadConstraints"] = Json::parse(R"([{"whenUnsatisfiable": "ScheduleAnyway"}])");
+  Result<PodView> v = DecodePod(pod, ResourceNames{});
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v->prefers_placement);
 }
 
 TEST(PodViewTest, CreationTimeWhenNotStartedAndDeletion) {

@@ -58,7 +58,8 @@
 //    strands none and gets 10, as the best GPU node does. The pod is then
 //    bound by kube-scheduler and booked by ClusterState as a pod without
 //    GPUs. Pods that ask for a GPU get an empty list there (the first entry
-//    places them).
+//    places them), and so do pods with placement preferences of their own
+//    (core::PodView::prefers_placement), which kube-scheduler's scores keep.
 // Policies that need a view of the workload learn it from the pods that hold
 // shares (tessera: as arrivals; fgd: its target workload is rebuilt from the
 // live pods as their number doubles, and at least every 4096 new pods);

@@ -47,6 +47,9 @@ HttpReply Extender::PrioritizeClaims(std::string_view body) {
     // A GPU pod is the first entry's (with filterReturnsBest kube-scheduler
     // does not even score it); the others are scored as pods without GPUs.
     if (pod.wants_gpu) return {200, "[]", Decision::kScored};
+    // A pod with placement preferences of its own (soft affinity, spreading
+    // that may be broken) keeps them: kube-scheduler's scores decide.
+    if (pod.prefers_placement) return {200, "[]", Decision::kScored};
     return PrioritizeWithoutGpus(*args);
   }
   const std::vector<std::string>& names = args->node_names;

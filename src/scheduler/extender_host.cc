@@ -1,7 +1,8 @@
 // The Extender's prioritize for pods that ask for no GPU (extender.h,
 // "place_pods_without_gpus"): kube-scheduler's second extenders entry asks
-// about every pod, and a pod without GPUs is scored here by the placement
-// policy, as the simulator places it. Such a pod takes no GPU, but the CPU
+// about every pod, and a pod without GPUs (and without placement
+// preferences of its own) is scored here by the placement policy, as the
+// simulator places it. Such a pod takes no GPU, but the CPU
 // and memory it takes on a GPU node can leave that node's free GPUs without
 // the CPU a GPU pod needs; the policy's score says how much it strands.
 #include <spdlog/spdlog.h>

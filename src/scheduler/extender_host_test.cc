@@ -116,12 +116,25 @@ TEST_F(ExtenderHostTest, NodesWithoutGpusScoreAsTheBestAndUnknownOrFullNodesZero
   EXPECT_EQ(plain.at("plain"), 10);
 }
 
-TEST_F(ExtenderHostTest, GpuPodsAndThePodsOfTheOptionOffGetNoOpinion) {
+TEST_F(ExtenderHostTest, GpuPodsPodsWithPreferencesAndThePodsOfTheOptionOffGetNoOpinion) {
   Make("tessera");
   AddGpuNode("a-empty", false);
   HttpReply gpu = Ask(PodJson("ns", "share", {{"main", 1, 1024, 30}}), {"a-empty"});
   EXPECT_EQ(gpu.status, 200);
   EXPECT_EQ(gpu.body, "[]");  // the first entry's pod
+  // A pod with placement preferences of its own keeps them.
+  json spread = CpuPod("spread", "12");
+  spread["spec"]["topologySpreadConstraints"] = json::parse(
+      R"([{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway"}])");
+  EXPECT_EQ(Ask(spread, {"a-empty"}).body, "[]");
+  json anti = CpuPod("anti", "12");
+  anti["spec"]["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] =
+      json::parse(R"([{"weight": 100, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname"}}])");
+  EXPECT_EQ(Ask(anti, {"a-empty"}).body, "[]");
+  json hard = CpuPod("hard", "12");  // a required term is kube-scheduler's filter: still scored
+  hard["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] =
+      json::parse(R"([{"topologyKey": "kubernetes.io/hostname"}])");
+  EXPECT_NE(Ask(hard, {"a-empty"}).body, "[]");
   Make("tessera", /*place=*/false);
   HttpReply off = Ask(CpuPod("big", "12"), {"a-empty"});
   EXPECT_EQ(off.status, 200);
