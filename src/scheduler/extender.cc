@@ -150,12 +150,12 @@ Status Extender::MakePolicyLocked(const core::TargetWorkload& workload) {
 // ---- filter ----
 
 HttpReply Extender::Filter(std::string_view body) {
-  Result<ExtenderArgs> args = ParseExtenderArgs(body, state_.options().resources, &pods_);
+  Result<ExtenderArgs> args = ParseExtenderArgs(body, state_.options().resources, &pods_, &node_names_);
   if (!args.ok()) return BadRequest(log_, "filter", args.status());
   const core::PodView& pod = *args->pod;
   const std::string& key = pod.key;
   const Result<core::PodRequest>& req = pod.request;
-  const size_t n = args->node_names.size();
+  const size_t n = args->node_names().size();
   FilterOutcome out;
   if (!req.ok()) {
     const std::string why = req.status().message();
@@ -199,7 +199,7 @@ HttpReply Extender::Filter(std::string_view body) {
       LearnWorkloadLocked(view);
       policy_->SeeCluster(view.ledger());
     }
-    const std::vector<int>& index = ResolveLocked(view, args->node_names);
+    const std::vector<int>& index = ResolveLocked(view, args->nodes);
     const int shape = ShapeIdLocked(*req);
     const auto& nodes = view.ledger().nodes();
     verdicts_[static_cast<size_t>(shape)].resize(std::max(verdicts_[static_cast<size_t>(shape)].size(), nodes.size()));
@@ -209,7 +209,7 @@ HttpReply Extender::Filter(std::string_view body) {
         const core::NodeState& node = nodes[static_cast<size_t>(index[i])];
         // A node still admitting an earlier pod for longer than the admission
         // wait would hold this pod's bind back: steer it elsewhere (issue 19).
-        if (std::string stall = view.AdmissionStall(args->node_names[i], now); !stall.empty()) {
+        if (std::string stall = view.AdmissionStall(args->node_names()[i], now); !stall.empty()) {
           out.failed.emplace_back(i, owned.emplace_back(std::move(stall)));
           continue;
         }
@@ -262,7 +262,7 @@ HttpReply Extender::Filter(std::string_view body) {
         (v.unresolvable ? out.unresolvable : out.failed).emplace_back(i, v.reason);
         continue;
       }
-      const std::string& name = args->node_names[i];
+      const std::string& name = args->node_names()[i];
       const std::string* reason = nullptr;
       const std::string prefix = detailed ? "node " + name + ": " : "";
       if (view.KindOf(name, &reason) == ClusterView::NodeKind::kNotGpu) {
@@ -280,7 +280,7 @@ HttpReply Extender::Filter(std::string_view body) {
       const core::Candidate& a = c.candidate;
       const core::Candidate& b = best->candidate;
       if (a.score > b.score || (a.score == b.score && a.fine > b.fine) ||
-          (a.score == b.score && a.fine == b.fine && args->node_names[c.i] < args->node_names[best->i]))
+          (a.score == b.score && a.fine == b.fine && args->node_names()[c.i] < args->node_names()[best->i]))
         best = &c;
     }
     const core::NodeState& node = nodes[static_cast<size_t>(index[best->i])];
@@ -306,7 +306,7 @@ HttpReply Extender::Filter(std::string_view body) {
       pr.uid = pod.uid;
       pr.priority = pod.priority;
       pr.request = *req;
-      for (const auto& [i, reason] : out.failed) pr.nodes.push_back(args->node_names[i]);
+      for (const auto& [i, reason] : out.failed) pr.nodes.push_back(args->node_names()[i]);
       options_.preemptor->Request(std::move(pr));
     }
   } else {
@@ -314,7 +314,7 @@ HttpReply Extender::Filter(std::string_view body) {
   }
   if (log_->should_log(spdlog::level::debug)) {
     for (const auto* list : {&out.failed, &out.unresolvable})
-      for (const auto& [i, reason] : *list) log_->debug("filter {}: {} rejected: {}", key, args->node_names[i], reason);
+      for (const auto& [i, reason] : *list) log_->debug("filter {}: {} rejected: {}", key, args->node_names()[i], reason);
   }
   return {200, WriteFilterResult(*args, out), out.passed.empty() ? Decision::kNoFit : Decision::kFit};
 }
@@ -322,11 +322,11 @@ HttpReply Extender::Filter(std::string_view body) {
 // ---- prioritize ----
 
 HttpReply Extender::Prioritize(std::string_view body) {
-  Result<ExtenderArgs> args = ParseExtenderArgs(body, state_.options().resources, &pods_);
+  Result<ExtenderArgs> args = ParseExtenderArgs(body, state_.options().resources, &pods_, &node_names_);
   if (!args.ok()) return BadRequest(log_, "prioritize", args.status());
   const std::string& key = args->pod->key;
   const Result<core::PodRequest>& req = args->pod->request;
-  const std::vector<std::string>& names = args->node_names;
+  const std::vector<std::string>& names = args->node_names();
   std::vector<int64_t> scores(names.size(), 0);
   if (!req.ok()) return {200, WriteHostPriorityList(*args, scores), Decision::kUnschedulable};
 
@@ -346,7 +346,7 @@ HttpReply Extender::Prioritize(std::string_view body) {
       policy_mu_.AssertHeld();  // taken above, around the Read
       LearnWorkloadLocked(view);
       policy_->SeeCluster(view.ledger());
-      const std::vector<int>& index = ResolveLocked(view, names);
+      const std::vector<int>& index = ResolveLocked(view, args->nodes);
       const int shape = ShapeIdLocked(*req);
       const auto& nodes = view.ledger().nodes();
       for (size_t i = 0; i < names.size(); ++i) {
@@ -621,19 +621,21 @@ Extender::Verdict& Extender::VerdictLocked(int shape, int node_index, const core
   return v;
 }
 
-const std::vector<int>& Extender::ResolveLocked(const ClusterView& view, const std::vector<std::string>& names) {
+const std::vector<int>& Extender::ResolveLocked(const ClusterView& view,
+                                                const std::shared_ptr<const NodeNamesCache::List>& nodes) {
   const uint64_t topology = view.topology_version();
   for (auto it = resolutions_.begin(); it != resolutions_.end(); ++it) {
-    if (it->topology != topology || it->names != names) continue;
+    // The same shared list (NodeNamesCache) needs no comparison of names.
+    if (it->topology != topology || (it->nodes != nodes && it->nodes->names != nodes->names)) continue;
     std::rotate(it, it + 1, resolutions_.end());  // most recently used last
     return resolutions_.back().index;
   }
   if (resolutions_.size() >= kMaxResolutions) resolutions_.erase(resolutions_.begin());
   Resolution r;
   r.topology = topology;
-  r.names = names;
-  r.index.reserve(names.size());
-  for (const auto& name : names) r.index.push_back(view.ledger().NodeIndex(name));
+  r.nodes = nodes;
+  r.index.reserve(nodes->names.size());
+  for (const auto& name : nodes->names) r.index.push_back(view.ledger().NodeIndex(name));
   resolutions_.push_back(std::move(r));
   return resolutions_.back().index;
 }

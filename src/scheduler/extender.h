@@ -98,6 +98,7 @@
 #include "core/status.h"
 #include "core/thread_annotations.h"
 #include "scheduler/cluster_state.h"
+#include "scheduler/node_names_cache.h"
 #include "scheduler/pod_view_cache.h"
 #include "scheduler/preemptor.h"
 #include "scheduler/rejected_pods.h"
@@ -239,8 +240,10 @@ class Extender {
   int ShapeIdLocked(const core::PodRequest& pod) TESSERA_REQUIRES(policy_mu_);
   Verdict& VerdictLocked(int shape, int node_index, const core::PodRequest& pod, const core::NodeState& node,
                          bool need_score) TESSERA_REQUIRES(policy_mu_);
-  // Ledger indexes of `names` (-1: not in the ledger), cached per name list.
-  const std::vector<int>& ResolveLocked(const ClusterView& view, const std::vector<std::string>& names)
+  // Ledger indexes of `nodes`' names (-1: not in the ledger), cached per
+  // name list (the same shared list, or an equal one).
+  const std::vector<int>& ResolveLocked(const ClusterView& view,
+                                        const std::shared_ptr<const NodeNamesCache::List>& nodes)
       TESSERA_REQUIRES(policy_mu_);
   Status MakePolicyLocked(const core::TargetWorkload& workload) TESSERA_REQUIRES(policy_mu_);
 
@@ -311,7 +314,7 @@ class Extender {
   std::vector<std::vector<Verdict>> verdicts_ TESSERA_GUARDED_BY(policy_mu_);  // [shape][ledger node index]
   struct Resolution {
     uint64_t topology = 0;
-    std::vector<std::string> names;
+    std::shared_ptr<const NodeNamesCache::List> nodes;
     std::vector<int> index;
   };
   // The last few node lists seen, newest last.
@@ -319,8 +322,10 @@ class Extender {
   // Filter's choices not bound yet, by pod key (at most remembered_requests).
   std::unordered_map<std::string, Choice> choices_ TESSERA_GUARDED_BY(policy_mu_);
 
-  // The pods of the calls, decoded once per uid and resourceVersion (its own lock).
+  // The pods of the calls, decoded once per uid and resourceVersion, and
+  // their node lists, parsed once per text (each its own lock).
   PodViewCache pods_;
+  NodeNamesCache node_names_;
 };
 
 }  // namespace tessera::scheduler

@@ -30,17 +30,17 @@ HttpReply BadClaimsRequest(const std::shared_ptr<spdlog::logger>& log, std::stri
 }  // namespace
 
 HttpReply Extender::FilterClaims(std::string_view body) {
-  Result<ExtenderArgs> args = ParseExtenderArgs(body, state_.options().resources, &pods_);
+  Result<ExtenderArgs> args = ParseExtenderArgs(body, state_.options().resources, &pods_, &node_names_);
   if (!args.ok()) return BadClaimsRequest(log_, "filter", args.status());
   FilterOutcome out;
-  for (size_t i = 0; i < args->node_names.size(); ++i) out.passed.push_back(i);
+  for (size_t i = 0; i < args->node_names().size(); ++i) out.passed.push_back(i);
   return {200, WriteFilterResult(*args, out), Decision::kFit};
 }
 
 HttpReply Extender::PrioritizeClaims(std::string_view body) {
   const bool may_have_claims = MayHaveClaims(body);
   if (!may_have_claims && !options_.place_pods_without_gpus) return {200, "[]", Decision::kScored};
-  Result<ExtenderArgs> args = ParseExtenderArgs(body, state_.options().resources, &pods_);
+  Result<ExtenderArgs> args = ParseExtenderArgs(body, state_.options().resources, &pods_, &node_names_);
   if (!args.ok()) return BadClaimsRequest(log_, "prioritize", args.status());
   const core::PodView& pod = *args->pod;
   if (!may_have_claims) {
@@ -52,7 +52,7 @@ HttpReply Extender::PrioritizeClaims(std::string_view body) {
     if (pod.prefers_placement) return {200, "[]", Decision::kScored};
     return PrioritizeWithoutGpus(*args);
   }
-  const std::vector<std::string>& names = args->node_names;
+  const std::vector<std::string>& names = args->node_names();
 
   struct Scored {
     size_t i;
@@ -72,7 +72,7 @@ HttpReply Extender::PrioritizeClaims(std::string_view body) {
       }
       LearnWorkloadLocked(view);
       policy_->SeeCluster(view.ledger());
-      const std::vector<int>& index = ResolveLocked(view, names);
+      const std::vector<int>& index = ResolveLocked(view, args->nodes);
       const auto& nodes = view.ledger().nodes();
       for (size_t i = 0; i < names.size(); ++i) {
         if (index[i] < 0) continue;

@@ -22,7 +22,7 @@ constexpr int64_t kMaxScore = 10;  // MaxExtenderPriority
 
 HttpReply Extender::PrioritizeWithoutGpus(const ExtenderArgs& args) {
   const core::PodView& pod = *args.pod;
-  const std::vector<std::string>& names = args.node_names;
+  const std::vector<std::string>& names = args.node_names();
   core::PodRequest req;
   req.key = HostLedgerKey(pod.key);
   req.cpu_milli = pod.host.cpu_milli;
@@ -41,7 +41,7 @@ HttpReply Extender::PrioritizeWithoutGpus(const ExtenderArgs& args) {
       policy_mu_.AssertHeld();  // taken above, around the Read
       LearnWorkloadLocked(view);
       policy_->SeeCluster(view.ledger());
-      const std::vector<int>& index = ResolveLocked(view, names);
+      const std::vector<int>& index = ResolveLocked(view, args.nodes);
       const int shape = ShapeIdLocked(req);
       const auto& nodes = view.ledger().nodes();
       for (size_t i = 0; i < names.size(); ++i) {

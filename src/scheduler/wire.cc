@@ -66,9 +66,9 @@ Result<std::string> StringField(const Json& obj, const char* key, bool required)
 
 // A node name: copied as is when the request said they are all plain.
 void AppendName(std::string& out, const ExtenderArgs& args, size_t i) {
-  if (!args.plain_names) return AppendJsonString(out, args.node_names[i]);
+  if (!args.plain_names()) return AppendJsonString(out, args.node_names()[i]);
   out += '"';
-  out += args.node_names[i];
+  out += args.node_names()[i];
   out += '"';
 }
 
@@ -90,22 +90,39 @@ void AppendReasons(std::string& out, const char* key, const ExtenderArgs& args,
 
 Json ParseText(std::string_view text) { return Json::parse(text.begin(), text.end(), nullptr, false); }
 
-// ExtenderArgs.NodeNames, else ExtenderArgs.Nodes, into `args`.
-Status ReadNodeNames(std::string_view names_text, std::string_view nodes_text, ExtenderArgs* args) {
+// ExtenderArgs.NodeNames as a list.
+Result<NodeNamesCache::List> ParseNodeNames(std::string_view names_text) {
+  NodeNamesCache::List out;
+  if (auto plain = internal::PlainStringArray(names_text)) {
+    out.names = std::move(*plain);
+    out.plain = true;
+    return out;
+  }
+  const Json list = ParseText(names_text);
+  if (list.is_discarded()) return InvalidArgument("ExtenderArgs.NodeNames is not valid JSON");
+  if (!list.is_array()) return InvalidArgument("ExtenderArgs.NodeNames must be an array of node names");
+  out.names.reserve(list.size());
+  for (const Json& n : list) {
+    if (!n.is_string()) return InvalidArgument("ExtenderArgs.NodeNames must be an array of node names");
+    out.names.push_back(n.get<std::string>());
+  }
+  return out;
+}
+
+// ExtenderArgs.NodeNames (from `cache` when it has the text), else
+// ExtenderArgs.Nodes, into `args`.
+Status ReadNodeNames(std::string_view names_text, std::string_view nodes_text, NodeNamesCache* cache,
+                     ExtenderArgs* args) {
   if (!names_text.empty() && names_text != "null") {
-    if (auto plain = internal::PlainStringArray(names_text)) {
-      args->node_names = std::move(*plain);
-      args->plain_names = true;
-      return Status();
+    if (cache != nullptr) {
+      if (auto found = cache->Find(names_text)) {
+        args->nodes = std::move(found);
+        return Status();
+      }
     }
-    const Json list = ParseText(names_text);
-    if (list.is_discarded()) return InvalidArgument("ExtenderArgs.NodeNames is not valid JSON");
-    if (!list.is_array()) return InvalidArgument("ExtenderArgs.NodeNames must be an array of node names");
-    args->node_names.reserve(list.size());
-    for (const Json& n : list) {
-      if (!n.is_string()) return InvalidArgument("ExtenderArgs.NodeNames must be an array of node names");
-      args->node_names.push_back(n.get<std::string>());
-    }
+    TESSERA_ASSIGN_OR_RETURN(NodeNamesCache::List list, ParseNodeNames(names_text));
+    args->nodes = cache != nullptr ? cache->Remember(names_text, std::move(list))
+                                   : std::make_shared<const NodeNamesCache::List>(std::move(list));
     return Status();
   }
   if (nodes_text.empty() || nodes_text == "null")
@@ -117,14 +134,16 @@ Status ReadNodeNames(std::string_view names_text, std::string_view nodes_text, E
   auto items = nodes.find("items");
   if (items == nodes.end() || items->is_null()) return Status();  // an empty list
   if (!items->is_array()) return InvalidArgument("ExtenderArgs.Nodes.items must be an array");
+  NodeNamesCache::List list;
   for (size_t i = 0; i < items->size(); ++i) {
     const Json& item = (*items)[i];
     const Json* meta = Member(item, "metadata");
     const Json* name = meta ? Member(*meta, "name") : nullptr;
     if (name == nullptr || !name->is_string())
       return InvalidArgument("ExtenderArgs.Nodes.items[" + std::to_string(i) + "] has no metadata.name");
-    args->node_names.push_back(name->get<std::string>());
+    list.names.push_back(name->get<std::string>());
   }
+  args->nodes = std::make_shared<const NodeNamesCache::List>(std::move(list));
   args->node_items = std::move(*items);
   return Status();
 }
@@ -161,7 +180,7 @@ Result<std::shared_ptr<const core::PodView>> DecodeCallPod(const Json& pod, cons
 }  // namespace
 
 Result<ExtenderArgs> ParseExtenderArgs(std::string_view body, const core::ResourceNames& names,
-                                       PodViewCache* cache) {
+                                       PodViewCache* cache, NodeNamesCache* names_cache) {
   // Split without a DOM: a 5,000-node NodeNames list is most of the body and
   // needs no more than a scan (internal/json_scan.h).
   Result<std::vector<internal::JsonMember>> members = internal::SplitObject(body);
@@ -183,7 +202,7 @@ Result<ExtenderArgs> ParseExtenderArgs(std::string_view body, const core::Resour
     if (pod.is_discarded() && !pod_text.empty()) return InvalidArgument("ExtenderArgs.Pod is not valid JSON");
     if (!pod.is_object()) return InvalidArgument("ExtenderArgs.Pod must be a Pod object");
   }
-  TESSERA_RETURN_IF_ERROR(ReadNodeNames(names_text, nodes_text, &args));
+  TESSERA_RETURN_IF_ERROR(ReadNodeNames(names_text, nodes_text, names_cache, &args));
   if (args.pod == nullptr) {
     TESSERA_ASSIGN_OR_RETURN(args.pod, DecodeCallPod(pod, names, cache));
   }
@@ -300,9 +319,9 @@ std::string WriteFilterResult(const ExtenderArgs& args, const FilterOutcome& out
 
 std::string WriteHostPriorityList(const ExtenderArgs& args, const std::vector<int64_t>& scores) {
   std::string out;
-  out.reserve(2 + args.node_names.size() * 40);
+  out.reserve(2 + args.node_names().size() * 40);
   out += '[';
-  for (size_t i = 0; i < args.node_names.size(); ++i) {
+  for (size_t i = 0; i < args.node_names().size(); ++i) {
     if (i) out += ',';
     out += "{\"Host\":";
     AppendName(out, args, i);

@@ -22,6 +22,7 @@
 #include "core/pod_view.h"
 #include "core/podspec.h"
 #include "core/status.h"
+#include "scheduler/node_names_cache.h"
 #include "scheduler/pod_view_cache.h"
 
 namespace tessera::scheduler {
@@ -29,14 +30,17 @@ namespace tessera::scheduler {
 // ExtenderArgs {Pod, Nodes, NodeNames}: the filter and prioritize request.
 struct ExtenderArgs {
   std::shared_ptr<const core::PodView> pod;  // the Pod, decoded (never null)
-  std::vector<std::string> node_names;  // the candidate nodes, in request order
+  // The candidate nodes, in request order, and whether every name is
+  // printable ASCII without quotes or backslashes (so replies can copy them
+  // without escaping). Shared and read-only: a NodeNames text that a recent
+  // call sent too is the same list (NodeNamesCache). Never null.
+  std::shared_ptr<const NodeNamesCache::List> nodes = std::make_shared<const NodeNamesCache::List>();
+  const std::vector<std::string>& node_names() const { return nodes->names; }
+  bool plain_names() const { return nodes->plain; }
   // True when the request listed NodeNames (nodeCacheCapable); false when it
-  // sent full Node objects, kept in `node_items` parallel to `node_names`.
+  // sent full Node objects, kept in `node_items` parallel to `node_names()`.
   bool names_form = true;
   nlohmann::json node_items = nlohmann::json::array();
-  // True when every name is printable ASCII without quotes or backslashes
-  // (so replies can copy them without escaping).
-  bool plain_names = false;
 };
 
 // INVALID_ARGUMENT saying what is wrong when `body` is not JSON, has no Pod
@@ -46,8 +50,10 @@ struct ExtenderArgs {
 // `cache` (may be nullptr): a Pod found there at its metadata.uid and
 // metadata.resourceVersion is taken from it without being parsed (its text
 // is only scanned for balance); a Pod decoded is remembered there.
+// `names_cache` (may be nullptr): a NodeNames text found there is not parsed
+// again; one parsed is remembered there.
 Result<ExtenderArgs> ParseExtenderArgs(std::string_view body, const core::ResourceNames& names = {},
-                                       PodViewCache* cache = nullptr);
+                                       PodViewCache* cache = nullptr, NodeNamesCache* names_cache = nullptr);
 
 // ExtenderBindingArgs {PodName, PodNamespace, PodUID, Node}.
 struct BindingArgs {
@@ -81,7 +87,7 @@ Result<PreemptionArgs> ParsePreemptionArgs(std::string_view body, const core::Re
 // MetaPods {UID}, in the order given.
 std::string WritePreemptionResult(const std::vector<NodeVictims>& nodes);
 
-// What Filter decided, by index into ExtenderArgs::node_names. The reasons
+// What Filter decided, by index into ExtenderArgs::node_names(). The reasons
 // are views: what they point to must outlive WriteFilterResult.
 struct FilterOutcome {
   std::vector<size_t> passed;
@@ -95,7 +101,7 @@ struct FilterOutcome {
 std::string WriteFilterResult(const ExtenderArgs& args, const FilterOutcome& outcome);
 
 // HostPriorityList: [{"Host":..., "Score":...}, ...], one entry per node of
-// the request, `scores` parallel to args.node_names.
+// the request, `scores` parallel to args.node_names().
 std::string WriteHostPriorityList(const ExtenderArgs& args, const std::vector<int64_t>& scores);
 
 // ExtenderBindingResult {Error}; empty error = success.

@@ -28,7 +28,7 @@ TEST(WireTest, FilterResultInBothForms) {
       R"({"Pod":{"metadata":{"name":"p"}},"Nodes":{"items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}}]}})");
   ASSERT_TRUE(nodes.ok());
   EXPECT_FALSE(nodes->names_form);
-  EXPECT_EQ(nodes->node_names, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(nodes->node_names(), (std::vector<std::string>{"a", "b"}));
   out = FilterOutcome{};
   out.passed = {1};
   EXPECT_EQ(WriteFilterResult(*nodes, out),
@@ -38,9 +38,9 @@ TEST(WireTest, FilterResultInBothForms) {
 
 TEST(WireTest, PriorityAndBinding) {
   ExtenderArgs args;
-  args.node_names = {"a", "b\"c"};
+  args.nodes = std::make_shared<const NodeNamesCache::List>(NodeNamesCache::List{{"a", "b\"c"}, false});
   EXPECT_EQ(WriteHostPriorityList(args, {10, 0}), R"([{"Host":"a","Score":10},{"Host":"b\"c","Score":0}])");
-  args.node_names.clear();
+  args.nodes = std::make_shared<const NodeNamesCache::List>();
   EXPECT_EQ(WriteHostPriorityList(args, {}), "[]");
   EXPECT_EQ(WriteBindingResult(""), R"({"Error":""})");
   auto b = ParseBindingArgs(R"({"PodName":"p","PodNamespace":"ns","PodUID":"u","Node":"n"})");
@@ -88,7 +88,7 @@ TEST(WireTest, PodsAreTakenFromTheCacheByUidAndVersion) {
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(first->pod.get(), second->pod.get());
   EXPECT_EQ(cache.hits(), 1u);
-  EXPECT_EQ(second->node_names, std::vector<std::string>{"a"});
+  EXPECT_EQ(second->node_names(), std::vector<std::string>{"a"});
   // Another version, or no version at all, is decoded.
   auto v2 = ParseExtenderArgs(R"({"Pod":{"metadata":{"name":"p","uid":"u","resourceVersion":"2"}},"NodeNames":[]})",
                               {}, &cache);
@@ -107,6 +107,48 @@ TEST(WireTest, PodsAreTakenFromTheCacheByUidAndVersion) {
   EXPECT_FALSE(ParseExtenderArgs(R"({"Pod":{"metadata":{"name":"p","uid":"u","resourceVersion":"1"}},"NodeNames":[1]})",
                                  {}, &cache)
                    .ok());
+}
+
+TEST(WireTest, NodeNameListsAreTakenFromTheCacheByText) {
+  NodeNamesCache names;
+  const std::string body = R"({"Pod":{"metadata":{"name":"p","uid":"u"}},"NodeNames":["a","b"]})";
+  auto first = ParseExtenderArgs(body, {}, nullptr, &names);
+  auto second = ParseExtenderArgs(body, {}, nullptr, &names);
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ(first->nodes.get(), second->nodes.get()) << "the same text is one shared list";
+  EXPECT_EQ(names.hits(), 1u);
+  EXPECT_EQ(second->node_names(), (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(second->plain_names());
+  // Another list (one more space is another text: parsed again, same names).
+  auto spaced = ParseExtenderArgs(R"({"Pod":{"metadata":{"name":"p"}},"NodeNames":["a", "b"]})", {}, nullptr, &names);
+  ASSERT_TRUE(spaced.ok());
+  EXPECT_NE(spaced->nodes.get(), first->nodes.get());
+  EXPECT_EQ(spaced->node_names(), first->node_names());
+  // Names that need escaping keep their flag through the cache.
+  const std::string quoted = R"({"Pod":{"metadata":{"name":"p"}},"NodeNames":["a\"b"]})";
+  ASSERT_TRUE(ParseExtenderArgs(quoted, {}, nullptr, &names).ok());
+  auto again = ParseExtenderArgs(quoted, {}, nullptr, &names);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->node_names(), std::vector<std::string>{"a\"b"});
+  EXPECT_FALSE(again->plain_names());
+  EXPECT_EQ(names.hits(), 2u);
+  // A bad list is an error every time, and not remembered.
+  const std::string bad = R"({"Pod":{"metadata":{"name":"p"}},"NodeNames":["a",1]})";
+  EXPECT_FALSE(ParseExtenderArgs(bad, {}, nullptr, &names).ok());
+  EXPECT_FALSE(ParseExtenderArgs(bad, {}, nullptr, &names).ok());
+  EXPECT_EQ(names.hits(), 2u);
+}
+
+TEST(NodeNamesCacheTest, KeepsTheMostRecentlyUsedLists) {
+  NodeNamesCache cache;
+  auto a = cache.Remember("[\"a\"]", {{"a"}, true});
+  for (size_t i = 1; i < NodeNamesCache::kEntries; ++i) cache.Remember("[\"x" + std::to_string(i) + "\"]", {});
+  EXPECT_EQ(cache.Find("[\"a\"]").get(), a.get());  // found: now the most recent
+  cache.Remember("[\"new\"]", {});                   // forgets x1, the least recently used
+  EXPECT_EQ(cache.Find("[\"x1\"]"), nullptr);
+  EXPECT_EQ(cache.Find("[\"a\"]").get(), a.get());
+  EXPECT_NE(cache.Find("[\"new\"]"), nullptr);
+  EXPECT_EQ(cache.hits(), 3u);
 }
 
 TEST(PodViewCacheTest, ForgetsTheOldestUidBeyondItsCapacity) {
