@@ -144,6 +144,8 @@ Status Extender::MakePolicyLocked(const core::TargetWorkload& workload) {
   placer_ = std::make_unique<core::Placer>(*policy_, options_.seed);
   verdicts_.clear();
   shapes_.clear();
+  shape_keys_.clear();
+  shape_used_.clear();
   return Status();
 }
 
@@ -593,13 +595,28 @@ void Extender::LearnWorkloadLocked(const ClusterView& view) {
 
 int Extender::ShapeIdLocked(const core::PodRequest& pod) {
   std::string key = core::ShapeKey(pod, *policy_);
-  if (shapes_.size() >= kMaxShapes && !shapes_.contains(key)) {  // many shapes: start over
-    shapes_.clear();
-    verdicts_.clear();
+  ++shape_clock_;
+  if (auto it = shapes_.find(key); it != shapes_.end()) {
+    shape_used_[static_cast<size_t>(it->second)] = shape_clock_;
+    return it->second;
   }
-  auto [it, inserted] = shapes_.emplace(std::move(key), static_cast<int>(verdicts_.size()));
-  if (inserted) verdicts_.emplace_back();
-  return it->second;
+  // A new shape: a new row, or, at kMaxShapes, the row of the shape used
+  // longest ago (pods without GPUs bring many shapes; the GPU pods' rows
+  // stay while they are asked for).
+  size_t id = verdicts_.size();
+  if (id < kMaxShapes) {
+    verdicts_.emplace_back();
+    shape_keys_.emplace_back();
+    shape_used_.push_back(0);
+  } else {
+    id = static_cast<size_t>(std::min_element(shape_used_.begin(), shape_used_.end()) - shape_used_.begin());
+    shapes_.erase(shape_keys_[id]);
+    verdicts_[id].clear();
+  }
+  shape_keys_[id] = key;
+  shape_used_[id] = shape_clock_;
+  shapes_.emplace(std::move(key), static_cast<int>(id));
+  return static_cast<int>(id);
 }
 
 Extender::Verdict& Extender::VerdictLocked(int shape, int node_index, const core::PodRequest& pod,

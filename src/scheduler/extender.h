@@ -310,8 +310,13 @@ class Extender {
   uint64_t holds_cursor_ TESSERA_GUARDED_BY(policy_mu_) = 0;
   int64_t learned_ TESSERA_GUARDED_BY(policy_mu_) = 0;        // pods fed to the policy so far
   int64_t next_rebuild_ TESSERA_GUARDED_BY(policy_mu_) = 32;  // fgd: rebuild the target workload at this count
+  // Pod shapes (core::ShapeKey) -> row of verdicts_, at most kMaxShapes;
+  // a new shape beyond that takes the row used longest ago.
   std::unordered_map<std::string, int> shapes_ TESSERA_GUARDED_BY(policy_mu_);
   std::vector<std::vector<Verdict>> verdicts_ TESSERA_GUARDED_BY(policy_mu_);  // [shape][ledger node index]
+  std::vector<std::string> shape_keys_ TESSERA_GUARDED_BY(policy_mu_);         // [shape]: its key
+  std::vector<uint64_t> shape_used_ TESSERA_GUARDED_BY(policy_mu_);            // [shape]: shape_clock_ when last asked
+  uint64_t shape_clock_ TESSERA_GUARDED_BY(policy_mu_) = 0;
   struct Resolution {
     uint64_t topology = 0;
     std::shared_ptr<const NodeNamesCache::List> nodes;

@@ -162,5 +162,29 @@ TEST_F(ExtenderHostTest, ThePodIsBookedOnceKubeSchedulerBindsIt) {
   EXPECT_EQ(scores.at("b-busy"), 0);
 }
 
+TEST_F(ExtenderHostTest, ManyShapesWithoutGpusKeepEveryAnswerRight) {
+  // Pods without GPUs come in many shapes; beyond the extender's cache of
+  // shapes the least recently asked one gives way. Answers stay what a
+  // fresh extender gives, for them and for a GPU pod asked in between.
+  Make("tessera");
+  SeedWorkload();
+  AddGpuNode("a-empty", false);
+  AddGpuNode("b-busy", true);
+  const std::string gpu_body = FilterBody(PodJson("ns", "share", {{"main", 1, 1024, 30}}), {"a-empty", "b-busy"});
+  const std::string gpu_answer = extender_->Prioritize(gpu_body).body;
+  for (int i = 0; i < 150; ++i) {
+    const std::string cpu = std::to_string(100 + i) + "m";
+    const auto scores = Scores(CpuPod("p" + std::to_string(i), cpu), {"a-empty", "b-busy"});
+    ASSERT_EQ(scores.size(), 2u);
+    if (i % 10 == 0) {
+      EXPECT_EQ(extender_->Prioritize(gpu_body).body, gpu_answer) << i;
+    }
+  }
+  // The big pod's shape was evicted long ago: scored again, the same.
+  const auto big = Scores(CpuPod("big", "12"), {"a-empty", "b-busy"});
+  EXPECT_EQ(big.at("b-busy"), 10);
+  EXPECT_LT(big.at("a-empty"), 10);
+}
+
 }  // namespace
 }  // namespace tessera::scheduler
