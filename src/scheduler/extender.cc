@@ -17,10 +17,10 @@
 namespace tessera::scheduler {
 namespace {
 
-constexpr int64_t kMaxScore = 10;  // MaxExtenderPriority
 constexpr int64_t kFgdRefreshEvery = 4096;
-// Pod shapes whose verdicts are cached (one Verdict per node each) before
-// the cache starts over, and node lists whose resolution is kept.
+// Pod shapes whose verdicts are cached (one Verdict per node each; a new
+// shape beyond them takes the row of the one asked longest ago), and node
+// lists whose resolution is kept.
 constexpr size_t kMaxShapes = 64;
 constexpr size_t kMaxResolutions = 4;
 // Bind chooses GPUs, then books them; a node that changed in between is
@@ -332,12 +332,7 @@ HttpReply Extender::Prioritize(std::string_view body) {
   std::vector<int64_t> scores(names.size(), 0);
   if (!req.ok()) return {200, WriteHostPriorityList(*args, scores), Decision::kUnschedulable};
 
-  struct Feasible {
-    size_t i;
-    int64_t score;
-    double fine;
-  };
-  std::vector<Feasible> feasible;
+  std::vector<PolicyScore> feasible;
   bool all_equal = false;
   const std::vector<Nomination> nominations =
       options_.preemptor != nullptr ? options_.preemptor->NominationsAgainst(key) : std::vector<Nomination>{};
@@ -369,30 +364,9 @@ HttpReply Extender::Prioritize(std::string_view body) {
     });
   }
   if (feasible.empty()) return {200, WriteHostPriorityList(*args, scores), Decision::kNoFit};
-  // The placer's choice: highest (score, fine), ties to the first node by name.
-  const Feasible* best = &feasible[0];
-  int64_t lo = feasible[0].score, hi = feasible[0].score;
-  for (const Feasible& f : feasible) {
-    lo = std::min(lo, f.score);
-    hi = std::max(hi, f.score);
-    if (f.score > best->score || (f.score == best->score && f.fine > best->fine) ||
-        (f.score == best->score && f.fine == best->fine && names[f.i] < names[best->i]))
-      best = &f;
-  }
-  for (const Feasible& f : feasible) {
-    if (all_equal) {
-      scores[f.i] = kMaxScore;
-    } else if (&f == best) {
-      scores[f.i] = kMaxScore;
-    } else if (hi == lo) {
-      scores[f.i] = kMaxScore - 1;
-    } else {
-      const double scaled = static_cast<double>(f.score - lo) / static_cast<double>(hi - lo);
-      scores[f.i] = std::llround(scaled * static_cast<double>(kMaxScore - 1));
-    }
-  }
+  const PolicyScore& best = ScaleToExtenderScores(feasible, names, all_equal, &scores);
   log_->debug("prioritize {}: {} feasible of {}, best {} (policy score {}) policy={}", key, feasible.size(),
-              names.size(), names[best->i], best->score, options_.policy);
+              names.size(), names[best.i], best.score, options_.policy);
   return {200, WriteHostPriorityList(*args, scores), Decision::kScored};
 }
 

@@ -15,8 +15,6 @@
 namespace tessera::scheduler {
 namespace {
 
-constexpr int64_t kMaxScore = 10;  // MaxExtenderPriority
-
 // Whether kube-scheduler's body may hold a pod with claims: its spec names
 // "resourceClaims". Pods without claims (most) are answered from this scan,
 // without decoding the body; a false positive only costs the decoding.
@@ -54,11 +52,7 @@ HttpReply Extender::PrioritizeClaims(std::string_view body) {
   }
   const std::vector<std::string>& names = args->node_names();
 
-  struct Scored {
-    size_t i;
-    int64_t score;
-  };
-  std::vector<Scored> feasible;
+  std::vector<PolicyScore> feasible;
   Status asked_status;
   {
     MutexLock lock(policy_mu_);
@@ -82,7 +76,7 @@ HttpReply Extender::PrioritizeClaims(std::string_view body) {
         const core::PodRequest req = asked->On(node);
         core::GpuPick pick;
         if (!core::AllocatorPick(req, node, *order, &pick)) continue;
-        feasible.push_back({i, policy_->ScorePick(req, node, pick, claims_rng_)});
+        feasible.push_back({i, policy_->ScorePick(req, node, pick, claims_rng_), 0});
       }
     });
   }
@@ -98,20 +92,9 @@ HttpReply Extender::PrioritizeClaims(std::string_view body) {
     return {200, WriteHostPriorityList(*args, scores), Decision::kNoFit};
   }
   // As Prioritize: the best (ties to the first name) gets 10, the others 0..9.
-  const Scored* best = &feasible[0];
-  int64_t lo = best->score, hi = best->score;
-  for (const Scored& f : feasible) {
-    lo = std::min(lo, f.score);
-    hi = std::max(hi, f.score);
-    if (f.score > best->score || (f.score == best->score && names[f.i] < names[best->i])) best = &f;
-  }
-  for (const Scored& f : feasible) {
-    if (&f == best) scores[f.i] = kMaxScore;
-    else if (hi == lo) scores[f.i] = kMaxScore - 1;
-    else scores[f.i] = std::llround(static_cast<double>(f.score - lo) / static_cast<double>(hi - lo) * (kMaxScore - 1));
-  }
+  const PolicyScore& best = ScaleToExtenderScores(feasible, names, /*all_equal=*/false, &scores);
   log_->info("prioritize (claims) {}: {} of {} nodes have room, best {} (policy score {})", pod.key, feasible.size(),
-             names.size(), names[best->i], best->score);
+             names.size(), names[best.i], best.score);
   return {200, WriteHostPriorityList(*args, scores), Decision::kScored};
 }
 

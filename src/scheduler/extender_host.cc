@@ -14,11 +14,6 @@
 #include "scheduler/wire.h"
 
 namespace tessera::scheduler {
-namespace {
-
-constexpr int64_t kMaxScore = 10;  // MaxExtenderPriority
-
-}  // namespace
 
 HttpReply Extender::PrioritizeWithoutGpus(const ExtenderArgs& args) {
   const core::PodView& pod = *args.pod;
@@ -28,12 +23,7 @@ HttpReply Extender::PrioritizeWithoutGpus(const ExtenderArgs& args) {
   req.cpu_milli = pod.host.cpu_milli;
   req.memory_mib = pod.host.memory_mib;
 
-  struct Scored {
-    size_t i;
-    int64_t score;
-    double fine;
-  };
-  std::vector<Scored> feasible;
+  std::vector<PolicyScore> feasible;
   std::vector<size_t> without_gpus;  // nodes that are not GPU nodes: nothing to strand
   {
     MutexLock lock(policy_mu_);
@@ -55,7 +45,7 @@ HttpReply Extender::PrioritizeWithoutGpus(const ExtenderArgs& args) {
     });
   }
   std::vector<int64_t> scores(names.size(), 0);
-  for (size_t i : without_gpus) scores[i] = kMaxScore;
+  for (size_t i : without_gpus) scores[i] = kMaxExtenderScore;
   if (feasible.empty()) {
     log_->debug("prioritize (no GPU) {}: {} of {} nodes without GPUs, no GPU node with room in the book", pod.key,
                 without_gpus.size(), names.size());
@@ -63,22 +53,9 @@ HttpReply Extender::PrioritizeWithoutGpus(const ExtenderArgs& args) {
   }
   // As Prioritize: the policy's choice (highest (score, fine), ties to the
   // first name) gets 10, the other GPU nodes 0..9 by their policy score.
-  const Scored* best = &feasible[0];
-  int64_t lo = best->score, hi = best->score;
-  for (const Scored& f : feasible) {
-    lo = std::min(lo, f.score);
-    hi = std::max(hi, f.score);
-    if (f.score > best->score || (f.score == best->score && f.fine > best->fine) ||
-        (f.score == best->score && f.fine == best->fine && names[f.i] < names[best->i]))
-      best = &f;
-  }
-  for (const Scored& f : feasible) {
-    if (&f == best) scores[f.i] = kMaxScore;
-    else if (hi == lo) scores[f.i] = kMaxScore - 1;
-    else scores[f.i] = std::llround(static_cast<double>(f.score - lo) / static_cast<double>(hi - lo) * (kMaxScore - 1));
-  }
+  const PolicyScore& best = ScaleToExtenderScores(feasible, names, /*all_equal=*/false, &scores);
   log_->debug("prioritize (no GPU) {}: {} GPU nodes with room, best {} (policy score {}), {} nodes without GPUs",
-              pod.key, feasible.size(), names[best->i], best->score, without_gpus.size());
+              pod.key, feasible.size(), names[best.i], best.score, without_gpus.size());
   return {200, WriteHostPriorityList(args, scores), Decision::kScored};
 }
 

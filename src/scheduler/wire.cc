@@ -317,6 +317,32 @@ std::string WriteFilterResult(const ExtenderArgs& args, const FilterOutcome& out
   return out;
 }
 
+const PolicyScore& ScaleToExtenderScores(const std::vector<PolicyScore>& feasible,
+                                         const std::vector<std::string>& names, bool all_equal,
+                                         std::vector<int64_t>* scores) {
+  const PolicyScore* best = &feasible[0];
+  int64_t lo = best->score, hi = best->score;
+  for (const PolicyScore& f : feasible) {
+    lo = std::min(lo, f.score);
+    hi = std::max(hi, f.score);
+    if (f.score > best->score || (f.score == best->score && f.fine > best->fine) ||
+        (f.score == best->score && f.fine == best->fine && names[f.i] < names[best->i]))
+      best = &f;
+  }
+  for (const PolicyScore& f : feasible) {
+    int64_t& out = (*scores)[f.i];
+    if (all_equal || &f == best) {
+      out = kMaxExtenderScore;
+    } else if (hi == lo) {
+      out = kMaxExtenderScore - 1;
+    } else {
+      const double scaled = static_cast<double>(f.score - lo) / static_cast<double>(hi - lo);
+      out = std::llround(scaled * static_cast<double>(kMaxExtenderScore - 1));
+    }
+  }
+  return *best;
+}
+
 std::string WriteHostPriorityList(const ExtenderArgs& args, const std::vector<int64_t>& scores) {
   std::string out;
   out.reserve(2 + args.node_names().size() * 40);

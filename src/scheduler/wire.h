@@ -100,6 +100,26 @@ struct FilterOutcome {
 // NodeNames request, Nodes.items (the request's objects) otherwise.
 std::string WriteFilterResult(const ExtenderArgs& args, const FilterOutcome& outcome);
 
+// The extender's score scale (kube-scheduler's MaxExtenderPriority).
+inline constexpr int64_t kMaxExtenderScore = 10;
+
+// A feasible node's policy score, by index `i` into ExtenderArgs::node_names().
+struct PolicyScore {
+  size_t i = 0;
+  int64_t score = 0;
+  double fine = 0;  // refines ties of `score` (core::Candidate::fine)
+};
+// Turns policy scores into the extender's 0..10 in `*scores` (at each
+// feasible node's index; others are left as they are) and returns the best:
+// the highest (score, fine), ties to the first name in `names`, which is the
+// placer's choice. It gets 10; the others are scaled into 0..9 between the
+// lowest and highest score (9 when those are equal). With `all_equal` (a
+// policy that scores every node alike) every feasible node gets 10.
+// `feasible` must not be empty.
+const PolicyScore& ScaleToExtenderScores(const std::vector<PolicyScore>& feasible,
+                                         const std::vector<std::string>& names, bool all_equal,
+                                         std::vector<int64_t>* scores);
+
 // HostPriorityList: [{"Host":..., "Score":...}, ...], one entry per node of
 // the request, `scores` parallel to args.node_names().
 std::string WriteHostPriorityList(const ExtenderArgs& args, const std::vector<int64_t>& scores);

@@ -52,6 +52,23 @@ TEST(WireTest, PriorityAndBinding) {
   EXPECT_EQ(b->pod_uid, "");
 }
 
+TEST(WireTest, PolicyScoresScaleToTheExtendersRange) {
+  const std::vector<std::string> names = {"c", "a", "b", "d"};
+  std::vector<int64_t> scores(4, -1);
+  // b and a tie on score and fine: the first name (a) is the best; d is not feasible.
+  const std::vector<PolicyScore> feasible = {{0, 20, 0}, {1, 80, 0.5}, {2, 80, 0.5}};
+  EXPECT_EQ(ScaleToExtenderScores(feasible, names, false, &scores).i, 1u);
+  EXPECT_EQ(scores, (std::vector<int64_t>{0, 10, 9, -1}));
+  // `fine` refines a tie of scores.
+  const std::vector<PolicyScore> finer = {{1, 80, 0.1}, {2, 80, 0.9}};
+  EXPECT_EQ(ScaleToExtenderScores(finer, names, false, &scores).i, 2u);
+  EXPECT_EQ(scores[1], 9);  // all scores equal: the others 9
+  EXPECT_EQ(scores[2], 10);
+  // All equal by the policy's nature: every feasible node 10.
+  ScaleToExtenderScores(feasible, names, true, &scores);
+  EXPECT_EQ(scores, (std::vector<int64_t>{10, 10, 10, -1}));
+}
+
 TEST(WireTest, DeepNestingIsRefused) {
   const std::string deep = R"({"Pod":)" + std::string(1000, '[') + std::string(1000, ']') + "}";
   auto args = ParseExtenderArgs(deep);
