@@ -19,6 +19,9 @@ std::shared_ptr<const NodeNamesCache::List> NodeNamesCache::Find(std::string_vie
 std::shared_ptr<const NodeNamesCache::List> NodeNamesCache::Remember(std::string_view text, List list) {
   auto shared = std::make_shared<const List>(std::move(list));
   MutexLock lock(mu_);
+  // Two calls with the same new list may both have parsed it: keep one.
+  for (const Entry& e : entries_)
+    if (e.text == text) return e.list;
   if (entries_.size() >= kEntries) entries_.erase(entries_.begin());
   entries_.push_back({std::string(text), shared});
   return shared;

@@ -40,7 +40,8 @@ class NodeNamesCache {
   // there is none. A hit is counted in hits().
   std::shared_ptr<const List> Find(std::string_view text);
   // Remembers `list` as the parse of `text` (forgetting the least recently
-  // found entry beyond kEntries) and returns it, shared.
+  // found entry beyond kEntries) and returns it, shared; when `text` is
+  // remembered already (another call parsed it meanwhile), returns that.
   std::shared_ptr<const List> Remember(std::string_view text, List list);
 
   uint64_t hits() const;

@@ -166,6 +166,8 @@ TEST(NodeNamesCacheTest, KeepsTheMostRecentlyUsedLists) {
   EXPECT_EQ(cache.Find("[\"a\"]").get(), a.get());
   EXPECT_NE(cache.Find("[\"new\"]"), nullptr);
   EXPECT_EQ(cache.hits(), 3u);
+  // A text remembered twice (two calls parsed it at once) is one entry.
+  EXPECT_EQ(cache.Remember("[\"a\"]", {{"a"}, true}).get(), a.get());
 }
 
 TEST(PodViewCacheTest, ForgetsTheOldestUidBeyondItsCapacity) {
