@@ -59,7 +59,8 @@
 //    bound by kube-scheduler and booked by ClusterState as a pod without
 //    GPUs. Pods that ask for a GPU get an empty list there (the first entry
 //    places them), and so do pods with placement preferences of their own
-//    (core::PodView::prefers_placement), which kube-scheduler's scores keep.
+//    (core::PodView::prefers_placement), which kube-scheduler's scores keep,
+//    and pods that ask for no CPU and no memory (every node would tie).
 // Policies that need a view of the workload learn it from the pods that hold
 // shares (tessera: as arrivals; fgd: its target workload is rebuilt from the
 // live pods as their number doubles, and at least every 4096 new pods);

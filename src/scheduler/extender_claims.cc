@@ -48,6 +48,9 @@ HttpReply Extender::PrioritizeClaims(std::string_view body) {
     // A pod with placement preferences of its own (soft affinity, spreading
     // that may be broken) keeps them: kube-scheduler's scores decide.
     if (pod.prefers_placement) return {200, "[]", Decision::kScored};
+    // A pod that asks for no CPU and no memory (BestEffort) strands nothing
+    // anywhere: every node would tie, and the first name would take them all.
+    if (pod.host.cpu_milli == 0 && pod.host.memory_mib == 0) return {200, "[]", Decision::kScored};
     return PrioritizeWithoutGpus(*args);
   }
   const std::vector<std::string>& names = args->node_names();

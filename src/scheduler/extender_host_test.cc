@@ -131,6 +131,9 @@ TEST_F(ExtenderHostTest, GpuPodsPodsWithPreferencesAndThePodsOfTheOptionOffGetNo
   anti["spec"]["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] =
       json::parse(R"([{"weight": 100, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname"}}])");
   EXPECT_EQ(Ask(anti, {"a-empty"}).body, "[]");
+  json best_effort = PodJson("ns", "best-effort", {{"main", 0, 0, 0}});
+  best_effort["spec"]["containers"][0].erase("resources");  // asks for nothing: every node would tie
+  EXPECT_EQ(Ask(best_effort, {"a-empty"}).body, "[]");
   json hard = CpuPod("hard", "12");  // a required term is kube-scheduler's filter: still scored
   hard["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] =
       json::parse(R"([{"topologyKey": "kubernetes.io/hostname"}])");
