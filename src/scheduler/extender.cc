@@ -279,10 +279,8 @@ HttpReply Extender::Filter(std::string_view body) {
     // remembered for Bind, and other pods' filters count them as taken.
     const Scored* best = &scored[0];
     for (const Scored& c : scored) {
-      const core::Candidate& a = c.candidate;
-      const core::Candidate& b = best->candidate;
-      if (a.score > b.score || (a.score == b.score && a.fine > b.fine) ||
-          (a.score == b.score && a.fine == b.fine && args->node_names()[c.i] < args->node_names()[best->i]))
+      if (RanksBefore({c.i, c.candidate.score, c.candidate.fine},
+                      {best->i, best->candidate.score, best->candidate.fine}, args->node_names()))
         best = &c;
     }
     const core::NodeState& node = nodes[static_cast<size_t>(index[best->i])];

@@ -317,6 +317,12 @@ std::string WriteFilterResult(const ExtenderArgs& args, const FilterOutcome& out
   return out;
 }
 
+bool RanksBefore(const PolicyScore& a, const PolicyScore& b, const std::vector<std::string>& names) {
+  if (a.score != b.score) return a.score > b.score;
+  if (a.fine != b.fine) return a.fine > b.fine;
+  return names[a.i] < names[b.i];
+}
+
 const PolicyScore& ScaleToExtenderScores(const std::vector<PolicyScore>& feasible,
                                          const std::vector<std::string>& names, bool all_equal,
                                          std::vector<int64_t>* scores) {
@@ -325,9 +331,7 @@ const PolicyScore& ScaleToExtenderScores(const std::vector<PolicyScore>& feasibl
   for (const PolicyScore& f : feasible) {
     lo = std::min(lo, f.score);
     hi = std::max(hi, f.score);
-    if (f.score > best->score || (f.score == best->score && f.fine > best->fine) ||
-        (f.score == best->score && f.fine == best->fine && names[f.i] < names[best->i]))
-      best = &f;
+    if (RanksBefore(f, *best, names)) best = &f;
   }
   for (const PolicyScore& f : feasible) {
     int64_t& out = (*scores)[f.i];

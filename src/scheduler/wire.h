@@ -109,6 +109,10 @@ struct PolicyScore {
   int64_t score = 0;
   double fine = 0;  // refines ties of `score` (core::Candidate::fine)
 };
+// Whether `a` ranks before `b` as the placer chooses: higher (score, fine),
+// ties to the first name in `names`.
+bool RanksBefore(const PolicyScore& a, const PolicyScore& b, const std::vector<std::string>& names);
+
 // Turns policy scores into the extender's 0..10 in `*scores` (at each
 // feasible node's index; others are left as they are) and returns the best:
 // the highest (score, fine), ties to the first name in `names`, which is the
