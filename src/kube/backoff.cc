@@ -16,10 +16,11 @@ std::chrono::milliseconds BackoffDelay(int attempt, std::chrono::milliseconds ba
 }
 
 Backoff::Backoff(std::chrono::milliseconds base, std::chrono::milliseconds cap, double jitter, uint64_t seed)
-    : base_(base), cap_(cap), jitter_(jitter), rng_(seed != 0 ? seed : std::random_device{}()) {}
+    : base_(base), cap_(cap), jitter_(jitter), seed_(seed) {}
 
 std::chrono::milliseconds Backoff::Next() {
-  const auto d = BackoffDelay(attempt_, base_, cap_, jitter_, rng_.Uniform());
+  if (!rng_) rng_.emplace(seed_ != 0 ? seed_ : std::random_device{}());
+  const auto d = BackoffDelay(attempt_, base_, cap_, jitter_, rng_->Uniform());
   if (attempt_ < 64) ++attempt_;
   return d;
 }
