@@ -209,13 +209,42 @@ Result<ExtenderArgs> ParseExtenderArgs(std::string_view body, const core::Resour
   return args;
 }
 
-Result<BindingArgs> ParseBindingArgs(std::string_view body) {
-  TESSERA_ASSIGN_OR_RETURN(Json root, ParseBody(body, "ExtenderBindingArgs"));
+namespace {
+
+// ExtenderBindingArgs as kube-scheduler sends it (its four members, each a
+// plain string, PodUID optional) read by a scan; nullopt for anything else,
+// which ParseBindingArgs leaves to nlohmann.
+std::optional<BindingArgs> ScanPlainBindingArgs(std::string_view body) {
+  Result<std::vector<internal::JsonMember>> members = internal::SplitObject(body);
+  if (!members.ok()) return std::nullopt;
   BindingArgs args;
-  TESSERA_ASSIGN_OR_RETURN(args.pod_name, StringField(root, "PodName", true));
-  TESSERA_ASSIGN_OR_RETURN(args.pod_namespace, StringField(root, "PodNamespace", true));
-  TESSERA_ASSIGN_OR_RETURN(args.pod_uid, StringField(root, "PodUID", false));
-  TESSERA_ASSIGN_OR_RETURN(args.node, StringField(root, "Node", true));
+  bool name = false, ns = false, node = false;
+  for (const auto& m : *members) {
+    const std::optional<std::string_view> v = internal::PlainString(m.value);
+    if (!v) return std::nullopt;
+    if (m.key == "PodName") args.pod_name = *v, name = true;
+    else if (m.key == "PodNamespace") args.pod_namespace = *v, ns = true;
+    else if (m.key == "PodUID") args.pod_uid = *v;
+    else if (m.key == "Node") args.node = *v, node = true;
+    else return std::nullopt;
+  }
+  if (!name || !ns || !node) return std::nullopt;
+  return args;
+}
+
+}  // namespace
+
+Result<BindingArgs> ParseBindingArgs(std::string_view body) {
+  BindingArgs args;
+  if (std::optional<BindingArgs> plain = ScanPlainBindingArgs(body)) {
+    args = std::move(*plain);
+  } else {
+    TESSERA_ASSIGN_OR_RETURN(Json root, ParseBody(body, "ExtenderBindingArgs"));
+    TESSERA_ASSIGN_OR_RETURN(args.pod_name, StringField(root, "PodName", true));
+    TESSERA_ASSIGN_OR_RETURN(args.pod_namespace, StringField(root, "PodNamespace", true));
+    TESSERA_ASSIGN_OR_RETURN(args.pod_uid, StringField(root, "PodUID", false));
+    TESSERA_ASSIGN_OR_RETURN(args.node, StringField(root, "Node", true));
+  }
   if (args.pod_name.empty() || args.node.empty())
     return InvalidArgument("ExtenderBindingArgs.PodName and .Node must not be empty");
   if (args.pod_namespace.empty()) args.pod_namespace = "default";

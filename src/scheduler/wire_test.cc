@@ -52,6 +52,32 @@ TEST(WireTest, PriorityAndBinding) {
   EXPECT_EQ(b->pod_uid, "");
 }
 
+// kube-scheduler's plain bodies are scanned; anything else goes through
+// nlohmann, with the same answers and errors.
+TEST(WireTest, BindingArgsScannedOrParsedAlike) {
+  auto plain = ParseBindingArgs(R"( {"PodName":"p", "PodNamespace":"ns","PodUID":"u","Node":"n"} )");
+  auto escaped = ParseBindingArgs(R"({"PodName":"\u0070","PodNamespace":"ns","PodUID":"u","Node":"n","Extra":[1]})");
+  ASSERT_TRUE(plain.ok());
+  ASSERT_TRUE(escaped.ok());
+  for (const BindingArgs* b : {&*plain, &*escaped}) {
+    EXPECT_EQ(b->pod_name, "p");
+    EXPECT_EQ(b->pod_namespace, "ns");
+    EXPECT_EQ(b->pod_uid, "u");
+    EXPECT_EQ(b->node, "n");
+  }
+  auto null_uid = ParseBindingArgs(R"({"PodName":"p","PodNamespace":"ns","PodUID":null,"Node":"n"})");
+  ASSERT_TRUE(null_uid.ok());
+  EXPECT_EQ(null_uid->pod_uid, "");
+  auto number_uid = ParseBindingArgs(R"({"PodName":"p","PodNamespace":"ns","PodUID":7,"Node":"n"})");
+  ASSERT_FALSE(number_uid.ok());
+  EXPECT_NE(number_uid.status().message().find("PodUID must be a string"), std::string::npos);
+  auto no_name = ParseBindingArgs(R"({"PodNamespace":"ns","Node":"n"})");
+  ASSERT_FALSE(no_name.ok());
+  EXPECT_NE(no_name.status().message().find("PodName is missing"), std::string::npos);
+  EXPECT_FALSE(ParseBindingArgs(R"({"PodName":"p","PodNamespace":"ns","Node":"n","X":[})").ok());
+  EXPECT_FALSE(ParseBindingArgs(R"({"PodName":"","PodNamespace":"ns","Node":"n"})").ok());
+}
+
 TEST(WireTest, PolicyScoresScaleToTheExtendersRange) {
   const std::vector<std::string> names = {"c", "a", "b", "d"};
   std::vector<int64_t> scores(4, -1);
