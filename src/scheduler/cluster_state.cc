@@ -294,13 +294,15 @@ void ClusterState::DeleteNode(std::string_view name) {
   log_->info("node {} deleted", n);
 }
 
-void ClusterState::UpsertPod(const Json& pod) {
+std::shared_ptr<const core::PodView> ClusterState::UpsertPod(const Json& pod) {
   Result<core::PodView> view = core::DecodePod(pod, options_.resources);
   if (!view.ok()) {
     log_->warn("pod event ignored: {}", view.status().message());
-    return;
+    return nullptr;
   }
-  UpsertPod(*view);
+  auto shared = std::make_shared<const core::PodView>(std::move(*view));
+  UpsertPod(*shared);
+  return shared;
 }
 
 void ClusterState::DeletePod(const Json& pod) {

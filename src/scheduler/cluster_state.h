@@ -287,9 +287,10 @@ class ClusterState {
   void UpsertPod(const core::PodView& pod);
   void DeletePod(const core::PodView& pod);
   // The pod informer's edge: decodes `pod` (core::DecodePod with
-  // options().resources) and applies the view; a pod without identity is
-  // logged and ignored.
-  void UpsertPod(const nlohmann::json& pod);
+  // options().resources) and applies the view, which it returns for other
+  // readers of the event (Extender::RememberPendingPod); a pod without
+  // identity is logged and ignored (nullptr).
+  std::shared_ptr<const core::PodView> UpsertPod(const nlohmann::json& pod);
   void DeletePod(const nlohmann::json& pod);
   // The ResourceSlice and ResourceClaim informers' callbacks (DRA; see the
   // file comment). Slices of other drivers are ignored; malformed objects

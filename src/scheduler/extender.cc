@@ -368,6 +368,12 @@ HttpReply Extender::Prioritize(std::string_view body) {
   return {200, WriteHostPriorityList(*args, scores), Decision::kScored};
 }
 
+void Extender::RememberPendingPod(std::shared_ptr<const core::PodView> pod) {
+  if (pod == nullptr || !pod->node.empty() || pod->terminal() || pod->terminating || pod->resource_version.empty())
+    return;
+  pods_.Remember(std::move(pod));
+}
+
 // ---- bind ----
 
 HttpReply Extender::Bind(std::string_view body) {

@@ -214,6 +214,15 @@ class Extender {
   HttpReply PrioritizeClaims(std::string_view body);
   HttpReply FilterClaims(std::string_view body);
 
+  // A pod the pod watch decoded while it waits for a node: a call whose Pod
+  // has the same uid and resourceVersion takes this view instead of
+  // decoding its own copy (kube-scheduler sends the object the API server
+  // served both). Ignored for a pod that is bound, finished or has no uid
+  // or resourceVersion. Thread-safe.
+  void RememberPendingPod(std::shared_ptr<const core::PodView> pod);
+  // How many calls took a remembered pod instead of decoding one.
+  uint64_t pods_reused() const { return pods_.hits(); }
+
   // Pods that filter found no room for, kept a few seconds so that a share
   // freed just after can wake them (see rejected_pods.h).
   RejectedPods& rejected() { return rejected_; }

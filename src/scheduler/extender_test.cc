@@ -109,6 +109,29 @@ TEST_F(ExtenderTest, FilterKeepsFittingNodesAndExplainsTheRest) {
       << r;
 }
 
+// The pod watch's view of a pending pod stands in for the filter call's
+// copy at the same resourceVersion; another version, or a pod the watch saw
+// bound, is decoded from the call. The answers do not change.
+TEST_F(ExtenderTest, FilterTakesThePodTheWatchDecoded) {
+  json pod = PodJson("ns", "p", {{"main", 1, 1024, 10}});
+  pod["metadata"]["resourceVersion"] = "7";
+  extender_->RememberPendingPod(state_->UpsertPod(pod));
+  const json first = Filter(FilterBody(pod, all_));
+  EXPECT_EQ(extender_->pods_reused(), 1u);
+  pod["metadata"]["resourceVersion"] = "8";
+  EXPECT_EQ(Filter(FilterBody(pod, all_)), first);
+  EXPECT_EQ(extender_->pods_reused(), 1u);
+  EXPECT_EQ(Filter(FilterBody(pod, all_)), first);  // remembered by the call before
+  EXPECT_EQ(extender_->pods_reused(), 2u);
+
+  json bound = BoundPodJson(PodJson("ns", "q", {{"main", 1, 1024, 10}}), {"n1", {{"main", {{1, GpuUuid("n1", 1), 1024, 100}}}}});
+  bound["metadata"]["resourceVersion"] = "9";
+  extender_->RememberPendingPod(state_->UpsertPod(bound));
+  extender_->RememberPendingPod(nullptr);  // a pod the watch could not decode
+  (void)Filter(FilterBody(bound, all_));
+  EXPECT_EQ(extender_->pods_reused(), 2u);
+}
+
 TEST_F(ExtenderTest, VerdictsAreNotSharedAcrossIsolationModes) {
   // A hook pod and an MPS pod of one shape: the first fits n1, the second
   // must not reuse that verdict (no GPU of n1 runs MPS).

@@ -124,14 +124,18 @@ int Run(const SchedulerConfig& config) {
   // may_act is set below, with the extender's options.
   std::function<Status()> may_act;
   ClaimAdvisor claim_advisor(client, {.may_act = [&] { return may_act(); }});
+  // A pod event is decoded once: the ledger takes the view, and a pod still
+  // waiting for a node is offered to the extender, whose filter call for it
+  // then skips decoding kube-scheduler's copy.
+  auto upsert_pod = [&](const nlohmann::json& p) {
+    std::shared_ptr<const core::PodView> view = state.UpsertPod(p);
+    if (extender_ptr != nullptr) extender_ptr->RememberPendingPod(std::move(view));
+    claim_advisor.Observe(p);
+    after_pod_event();
+  };
   (void)pods.AddHandlers({
-      .on_add = [&](const nlohmann::json& p) { state.UpsertPod(p); claim_advisor.Observe(p); after_pod_event(); },
-      .on_update =
-          [&](const nlohmann::json&, const nlohmann::json& p) {
-            state.UpsertPod(p);
-            claim_advisor.Observe(p);
-            after_pod_event();
-          },
+      .on_add = upsert_pod,
+      .on_update = [&](const nlohmann::json&, const nlohmann::json& p) { upsert_pod(p); },
       .on_delete = [&](const nlohmann::json& p) { state.DeletePod(p); claim_advisor.Forget(p); after_pod_event(); },
   });
 
