@@ -41,7 +41,10 @@ HttpReply Extender::PrioritizeClaims(std::string_view body) {
   Result<ExtenderArgs> args = ParseExtenderArgs(body, state_.options().resources, &pods_, &node_names_);
   if (!args.ok()) return BadClaimsRequest(log_, "prioritize", args.status());
   const core::PodView& pod = *args->pod;
-  if (!may_have_claims) {
+  // The scan can be wrong the other way only (the word in an annotation,
+  // say): the decoded pod decides.
+  if (pod.claims.empty()) {
+    if (!options_.place_pods_without_gpus) return {200, "[]", Decision::kScored};
     // A GPU pod is the first entry's (with filterReturnsBest kube-scheduler
     // does not even score it); the others are scored as pods without GPUs.
     if (pod.wants_gpu) return {200, "[]", Decision::kScored};

@@ -134,6 +134,9 @@ TEST_F(ExtenderHostTest, GpuPodsPodsWithPreferencesAndThePodsOfTheOptionOffGetNo
   json best_effort = PodJson("ns", "best-effort", {{"main", 0, 0, 0}});
   best_effort["spec"]["containers"][0].erase("resources");  // asks for nothing: every node would tie
   EXPECT_EQ(Ask(best_effort, {"a-empty"}).body, "[]");
+  json mention = CpuPod("mention", "12");  // the word in an annotation does not make it a claim pod
+  mention["metadata"]["annotations"]["resourceClaims"] = "none yet";
+  EXPECT_EQ(Scores(mention, {"a-empty"}).at("a-empty"), 10);
   json hard = CpuPod("hard", "12");  // a required term is kube-scheduler's filter: still scored
   hard["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] =
       json::parse(R"([{"topologyKey": "kubernetes.io/hostname"}])");
