@@ -1,5 +1,5 @@
-// PodViewCache: the pods the extender decoded from kube-scheduler's calls,
-// by uid, so one pod is decoded once per uid and resourceVersion across
+// PodViewCache: the pods the extender decoded from kube-scheduler's calls
+// (and the pending pods the pod watch decoded), by uid, so one pod is decoded once per uid and resourceVersion across
 // filter, prioritize, preempt and bind (kube-scheduler sends the same Pod
 // object to each verb of a scheduling cycle, and bind sends only its uid).
 // Bounded: beyond `capacity` uids the oldest remembered is forgotten.

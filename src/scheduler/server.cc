@@ -10,6 +10,7 @@
 #include <functional>
 #include <list>
 #include <thread>
+#include <vector>
 
 #include "core/thread_annotations.h"
 
@@ -102,7 +103,6 @@ class ElasticPool final : public httplib::TaskQueue {
  private:
   struct Worker {
     std::thread thread;
-    bool done = false;
   };
 
   void StartLocked() TESSERA_REQUIRES(mu_) {
@@ -111,16 +111,15 @@ class ElasticPool final : public httplib::TaskQueue {
     it->thread = std::thread([this, it] { Run(it); });
   }
 
-  // Joins the workers that have left (they no longer touch the pool).
+  // Joins the workers that have left (they no longer touch the pool). Only
+  // those: with a thread per open connection there can be hundreds running,
+  // and enqueue reaps on every new connection.
   void ReapLocked() TESSERA_REQUIRES(mu_) {
-    for (auto it = workers_.begin(); it != workers_.end();) {
-      if (!it->done) {
-        ++it;
-        continue;
-      }
+    for (auto it : finished_) {
       it->thread.join();
-      it = workers_.erase(it);
+      workers_.erase(it);
     }
+    finished_.clear();
   }
 
   void Run(std::list<Worker>::iterator self) {
@@ -141,7 +140,7 @@ class ElasticPool final : public httplib::TaskQueue {
       if (woke == std::cv_status::timeout && jobs_.empty() && threads_ > min_) break;
     }
     --threads_;
-    self->done = true;
+    finished_.push_back(self);
     exited_.NotifyAll();
   }
 
@@ -153,6 +152,7 @@ class ElasticPool final : public httplib::TaskQueue {
   CondVar exited_;  // a worker left
   std::deque<std::function<void()>> jobs_ TESSERA_GUARDED_BY(mu_);
   std::list<Worker> workers_ TESSERA_GUARDED_BY(mu_);
+  std::vector<std::list<Worker>::iterator> finished_ TESSERA_GUARDED_BY(mu_);  // left, not joined yet
   size_t threads_ TESSERA_GUARDED_BY(mu_) = 0;       // running workers
   size_t idle_threads_ TESSERA_GUARDED_BY(mu_) = 0;  // of them, waiting for a task
   bool stopping_ TESSERA_GUARDED_BY(mu_) = false;
