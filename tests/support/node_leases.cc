@@ -79,7 +79,13 @@ class Heartbeat {
       const auto nodes = nodes_;  // renew without the lock: Add/Remove never wait on the API server
       lock.unlock();
       for (auto [name, client] : nodes) {
-        if (Renew(client, name).code() == StatusCode::kNotFound) ForgetNode(name);
+        // Skip a node forgotten since the copy: its cluster may be gone, and
+        // each renewal against a stopped API server waits out the client's
+        // retries (for a thousand nodes, minutes after the cluster went down).
+        lock.lock();
+        const bool wanted = !stop_ && nodes_.count(name) > 0;
+        lock.unlock();
+        if (wanted && Renew(client, name).code() == StatusCode::kNotFound) ForgetNode(name);
       }
       lock.lock();
     }

@@ -141,7 +141,7 @@ nlohmann::json NodeObject(const SimNode& node, const std::string& gpu_resource) 
   const std::string slots = std::to_string(node.info.gpus.size() * node.slots_per_gpu);
   nlohmann::json resources = {{"cpu", std::to_string(node.info.cpu_milli) + "m"},
                               {"memory", std::to_string(node.info.memory_mib) + "Mi"},
-                              {"pods", "110"},
+                              {"pods", std::to_string(node.max_pods)},
                               {gpu_resource, slots}};
   nlohmann::json object = {
       {"apiVersion", "v1"},

@@ -18,6 +18,7 @@ namespace tessera::testing {
 struct SimNode {
   core::NodeInfo info;   // name, CPU, memory, GPUs (uuid derived from name + index; max_sharers = slots_per_gpu)
   int slots_per_gpu = 8;
+  int max_pods = 110;                         // allocatable pods (a kubelet's default)
   std::map<std::string, std::string> labels;  // extra node labels
 };
 
