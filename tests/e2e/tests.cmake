@@ -141,3 +141,9 @@ tessera_real_node_test(e2e_real_node_path_test real_node_path_test.sh 300)
 # GPU without over-commit, the slice offering what device-plugin pods leave.
 # Needs the fake CUDA client (skipped under the sanitizers).
 tessera_real_node_test(e2e_real_node_dra_test real_node_dra_test.sh 420)
+
+# bench/trace_replay on a tiny openb-format trace, in a loopback cluster of
+# its own: the simulator's and the real path's figures, every pod placed by
+# both (docs/simulator.md, "Through the real path").
+add_test(NAME e2e_trace_replay_test COMMAND ${CMAKE_CURRENT_LIST_DIR}/trace_replay_test.sh ${CMAKE_BINARY_DIR})
+set_tests_properties(e2e_trace_replay_test PROPERTIES RESOURCE_LOCK cluster LABELS e2e TIMEOUT 300)
