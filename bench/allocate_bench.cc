@@ -38,6 +38,7 @@
 #include "node/inventory.h"
 #include "tests/kubelet_sim/kubelet_sim.h"
 #include "tests/support/cluster_env.h"
+#include "tests/support/own_cluster.h"
 #include "tests/support/process.h"
 #include "tests/support/sim_nodes.h"
 
@@ -63,11 +64,6 @@ struct Samples {
   std::vector<double> prefer, allocate, pair;
   std::vector<double> list;  // the bench's own LIST of the node's pods, for reference
 };
-
-int Sh(const std::string& command) {
-  const int rc = std::system(command.c_str());
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : 1;
-}
 
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
@@ -274,16 +270,9 @@ struct BenchResult {
 };
 
 Result<BenchResult> Run(const Options& opt) {
-  const std::string cp = opt.repo + "/tools/controlplane";
   const std::string cluster = opt.dir + "/cluster";
-  Sh(cp + "/cluster-down.sh " + cluster + " >/dev/null 2>&1");
-  if (Sh("EXTENDER=0 SCHEDULER=0 " + cp + "/cluster-up.sh " + cluster + " >/dev/null") != 0) {
-    return Internal("cluster-up.sh failed for " + cluster);
-  }
-  struct Down {
-    std::string cmd;
-    ~Down() { Sh(cmd); }
-  } down{cp + "/cluster-down.sh " + cluster + " >/dev/null 2>&1"};
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<OwnCluster> own,
+                           OwnCluster::Start(opt.repo, cluster, "EXTENDER=0 SCHEDULER=0"));
 
   TESSERA_ASSIGN_OR_RETURN(kube::ClientConfig config, kube::LoadKubeconfig(cluster + "/kubeconfig"));
   config.qps = 1000;

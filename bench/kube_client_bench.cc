@@ -45,6 +45,7 @@
 
 #include "kube/client.h"
 #include "kube/config.h"
+#include "tests/support/own_cluster.h"
 
 namespace {
 
@@ -77,11 +78,6 @@ pid_t PidOf(const std::string& dir, const std::string& name) {
   pid_t pid = 0;
   in >> pid;
   return pid;
-}
-
-int Sh(const std::string& command) {
-  const int rc = std::system(command.c_str());
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : 1;
 }
 
 struct Sample {
@@ -169,16 +165,12 @@ int main(int argc, char** argv) {
 
   std::filesystem::create_directories(dir);
   dir = std::filesystem::canonical(dir).string();
-  const std::string cp = std::filesystem::canonical(repo).string() + "/tools/controlplane";
-  Sh(cp + "/cluster-down.sh " + dir + " >/dev/null 2>&1");
-  if (Sh("EXTENDER=0 SCHEDULER=0 " + cp + "/cluster-up.sh " + dir + " >/dev/null") != 0) {
-    std::fprintf(stderr, "cluster-up.sh failed for %s\n", dir.c_str());
+  auto cluster = tessera::testing::OwnCluster::Start(std::filesystem::canonical(repo).string(), dir,
+                                                     "EXTENDER=0 SCHEDULER=0");
+  if (!cluster.ok()) {
+    std::fprintf(stderr, "%s\n", cluster.status().message().c_str());
     return 1;
   }
-  struct Down {
-    std::string cmd;
-    ~Down() { Sh(cmd); }
-  } down{cp + "/cluster-down.sh " + dir + " >/dev/null 2>&1"};
 
   auto loaded = tessera::kube::LoadKubeconfig(dir + "/kubeconfig");
   if (!loaded.ok()) {

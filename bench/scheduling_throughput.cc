@@ -37,7 +37,7 @@
 
 #include "core/random.h"
 #include "tests/support/cluster_env.h"
-#include "tests/support/node_leases.h"
+#include "tests/support/own_cluster.h"
 #include "tests/support/sim_nodes.h"
 
 namespace tessera::testing {
@@ -97,11 +97,6 @@ std::map<std::string, double> CpuOf(const std::map<std::string, pid_t>& pids) {
   return cpu;
 }
 
-int Sh(const std::string& command) {
-  const int rc = std::system(command.c_str());
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : 1;
-}
-
 // The version the kube-scheduler that cluster-up.sh starts reports ("v1.36.3"),
 // or "(unknown version)"; the same binary cluster-up.sh picks.
 std::string KubeSchedulerVersion(const std::string& repo) {
@@ -124,27 +119,15 @@ Result<RunResult> RunMode(bool with_extender, int node_count, int pod_count, int
                           const std::string& repo, const std::string& bin_dir,
                           const std::vector<std::string>& extender_flags) {
   const std::string dir = root + (with_extender ? "/with" : "/without");
-  const std::string cp = repo + "/tools/controlplane";
-  Sh(cp + "/cluster-down.sh " + dir + " >/dev/null 2>&1");
   // Both API clients get the same rate limit: kube-scheduler's (its binds
   // and events without the extender) and tessera-scheduler's (its binds).
   const std::string limits = "SCHEDULER_QPS=" + std::to_string(qps) + " SCHEDULER_BURST=" + std::to_string(2 * qps);
-  if (Sh(limits + " EXTENDER=" + std::string(with_extender ? "1" : "0") + " SCHEDULER=0 " + cp + "/cluster-up.sh " + dir +
-         " >/dev/null") != 0) {
-    return Internal("cluster-up.sh failed for " + dir);
-  }
-  // The nodes' Leases stop being renewed before the cluster goes: renewing
-  // them against a stopped API server would retry in the background for
-  // minutes, during the next mode and at exit.
+  TESSERA_ASSIGN_OR_RETURN(
+      std::unique_ptr<OwnCluster> cluster,
+      OwnCluster::Start(repo, dir, limits + " EXTENDER=" + std::string(with_extender ? "1" : "0") + " SCHEDULER=0"));
+  const std::string& cp = cluster->controlplane();
   auto nodes = UniformSimNodes("bench", node_count, 8, "A100", 81920);
-  struct Down {
-    std::string cmd;
-    const std::vector<SimNode>* nodes;
-    ~Down() {
-      for (const SimNode& node : *nodes) ForgetNode(node.info.name);
-      Sh(cmd);
-    }
-  } down{cp + "/cluster-down.sh " + dir + " >/dev/null 2>&1", &nodes};
+  cluster->ForgetOnExit(nodes);
 
   ::setenv("TESSERA_TEST_KUBECONFIG", (dir + "/kubeconfig").c_str(), 1);
   ::setenv("TESSERA_TEST_CLUSTER_DIR", dir.c_str(), 1);

@@ -30,6 +30,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "core/fragmentation.h"
@@ -38,7 +39,7 @@
 #include "sim/trace.h"
 #include "sim/workload.h"
 #include "tests/support/cluster_env.h"
-#include "tests/support/node_leases.h"
+#include "tests/support/own_cluster.h"
 #include "tests/support/sim_nodes.h"
 
 namespace tessera::testing {
@@ -53,8 +54,6 @@ struct Args {
   int settle_seconds = 30;
   int timeout_seconds = 1800;
 };
-
-int Sh(const std::string& command) { return std::system(command.c_str()); }
 
 // Pod "r-NNNNNN" (the arrival's index) asking for what the trace pod asks:
 // CPU and memory as requests, a share as tessera.io/gpu-core (the traces'
@@ -138,29 +137,26 @@ int Run(const Args& args) {
     return 2;
   }
   const sim::Curve curve = sim::AllocCurve(*sim_run);
-  int last = 0;
-  for (int k = 0; k < static_cast<int>(curve.size()); ++k)
-    if (curve[static_cast<size_t>(k)]) last = k;
-  const double sim_unalloc = 100.0 - *curve[static_cast<size_t>(last)];
+  // The allocation after the last arrival (at 130 % arrived with --tune 1.3).
+  std::optional<double> sim_alloc;
+  for (const std::optional<double>& point : curve)
+    if (point) sim_alloc = point;
+  if (!sim_alloc) {
+    std::fprintf(stderr, "simulator: no allocation recorded (no pod arrived?)\n");
+    return 2;
+  }
+  const double sim_unalloc = 100.0 - *sim_alloc;
 
   // The cluster.
   const std::string& dir = args.dir;
-  const std::string cp = args.repo + "/tools/controlplane";
-  Sh(cp + "/cluster-down.sh " + dir + " >/dev/null 2>&1");
-  if (Sh("SCHEDULER_QPS=1000 SCHEDULER_BURST=2000 EXTENDER=1 SCHEDULER=0 " + cp + "/cluster-up.sh " + dir +
-         " >/dev/null") != 0) {
-    std::fprintf(stderr, "cluster-up.sh failed for %s\n", dir.c_str());
+  auto cluster = OwnCluster::Start(args.repo, dir, "SCHEDULER_QPS=1000 SCHEDULER_BURST=2000 EXTENDER=1 SCHEDULER=0");
+  if (!cluster.ok()) {
+    std::fprintf(stderr, "%s\n", cluster.status().message().c_str());
     return 1;
   }
+  const std::string& cp = (*cluster)->controlplane();
   const std::vector<SimNode> nodes = TraceSimNodes(trace->nodes);
-  struct Down {
-    std::string cmd;
-    const std::vector<SimNode>* nodes;
-    ~Down() {
-      for (const SimNode& node : *nodes) ForgetNode(node.info.name);
-      Sh(cmd);
-    }
-  } down{cp + "/cluster-down.sh " + dir + " >/dev/null 2>&1", &nodes};
+  (*cluster)->ForgetOnExit(nodes);
   // As deploy/ configures kube-scheduler: every feasible node is scored.
   {
     std::ofstream config(dir + "/scheduler-config.yaml", std::ios::app);
