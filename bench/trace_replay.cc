@@ -127,6 +127,16 @@ int Run(const Args& args) {
   }
   const int64_t capacity = trace->gpus * 1000;
   const std::vector<core::PodRequest> arrivals = sim::FgdArrivals(trace->pods, capacity, args.tune, args.seed);
+  // tessera.io/gpu-core is a whole percent: a share the real path cannot ask
+  // for exactly would make the two figures differ by rounding.
+  for (const core::PodRequest& pod : trace->pods) {
+    const int64_t share = pod.containers.front().core_milli_per_gpu;
+    if (share < 1000 && share % 10 != 0) {
+      std::fprintf(stderr, "%s: pod %s asks for %lld milli of a GPU, not a whole percent\n", pods_csv.c_str(),
+                   pod.key.c_str(), static_cast<long long>(share));
+      return 2;
+    }
+  }
 
   // The simulator's run on the same arrivals.
   sim::ReplayOptions opt{args.policy, args.seed, core::TypicalWorkload(trace->pods, 0.95), {}};
