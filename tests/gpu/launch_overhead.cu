@@ -1,7 +1,7 @@
-// What libtessera-cuda.so costs per kernel launch on a real GPU, in four
+// What libtessera-cuda.so costs per kernel launch on a real GPU, in five
 // configurations: no library, preloaded with nothing configured
 // (pass-through), a memory limit only, and a compute share (50 %, hard) that
-// the load never reaches (uncontended), with a busy-board folder
+// the load never reaches (uncontended), without and with a busy-board folder
 // (TESSERA_GPU_BOARD_DIR) as a node gives it.
 //   gpu_launch_overhead
 // Two measures per configuration, each the median over 200 bursts, with the
@@ -112,13 +112,15 @@ int main() {
     std::printf("FAIL: no temporary folder for the busy board\n");
     return 1;
   }
-  const std::array<std::pair<const char*, std::string>, 4> configs{{
+  const std::string share = pre + " TESSERA_GPU_CORE_POLICY=hard TESSERA_GPU_CORE_PERCENT_0=50";
+  const std::array<std::pair<const char*, std::string>, 5> configs{{
       {"none", "LD_PRELOAD="},
       {"passthrough", pre},
       {"memlimit", pre + " TESSERA_GPU_MEM_LIMIT_MIB_0=4096"},
-      {"share", pre + " TESSERA_GPU_CORE_POLICY=hard TESSERA_GPU_CORE_PERCENT_0=50 TESSERA_GPU_BOARD_DIR=" + board},
+      {"share_noboard", share},  // the board's own cost is the difference to the next
+      {"share", share + " TESSERA_GPU_BOARD_DIR=" + board},
   }};
-  std::array<Measure, 4> best;
+  std::array<Measure, 5> best;
   for (int round = 0; round < 2; ++round) {
     for (size_t i = 0; i < configs.size(); ++i) {
       const Measure m = RunChild(configs[i].second);

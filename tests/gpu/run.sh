@@ -26,7 +26,9 @@
 # Knobs: TESSERA_GPU_BUILD_DIR (build there and keep it; default a temporary
 # folder), TESSERA_GPU_RUN_BUDGET_S, TESSERA_GPU_ONLY (an extended regex:
 # run only the tests whose whole name it matches, e.g. 'compute_.*|mps';
-# a partial run is not a result to commit), and for --check TESSERA_GPU_CHECK_NVCC=0
+# a partial run is not a result to commit), TESSERA_GPU_EXTRA_INCLUDE (a
+# folder holding spdlog/ and fmt/ headers, for gpu_mps_supervisor on a GPU
+# machine that has none), and for --check TESSERA_GPU_CHECK_NVCC=0
 # (do not build with an nvcc found on PATH) and TESSERA_CHECK_JOBS (2).
 set -u -o pipefail
 
@@ -111,6 +113,7 @@ launch_overhead|50|TESSERA_CUDA_LIB=@LIB@|@BIN@/gpu_launch_overhead
 torch_step_overhead|120|TESSERA_CUDA_LIB=@LIB@|@PY@ @SRC@/torch_model.py overhead
 priority_hold|45|$ARB|@BIN@/gpu_arbiter_share priority_hold
 burst_lend_reclaim|30|$ARB|@BIN@/gpu_arbiter_share burst_lend_reclaim
+mps_supervisor|45||builtin:mps_supervisor
 mps|45||builtin:mps
 node_arbiter_ratio|35|$ARB|@BIN@/gpu_arbiter_share node_arbiter_ratio
 EOF
@@ -231,6 +234,26 @@ builtin_mps() {
   wait $!
   rc=$?
   return $rc
+}
+
+# Builtin: tessera-node's MPS code (MpsSupervisor, MpsEnv) on this GPU, as
+# gpu_mps_supervisor: starts the control daemon as `tessera-node --mps` does,
+# serves a client with MpsEnv's variables (refused at its 1024 MiB), stops it.
+# Skips when nvidia-cuda-mps-control or the program (no spdlog/fmt headers)
+# is missing.
+builtin_mps_supervisor() {
+  local control uuid
+  control=$(command -v nvidia-cuda-mps-control || ls /usr/local/nvidia/bin/nvidia-cuda-mps-control 2>/dev/null) || {
+    echo "SKIP: nvidia-cuda-mps-control not found (PATH, /usr/local/nvidia/bin)"; return 77; }
+  [ -x "$BIN/gpu_mps_supervisor" ] || {
+    echo "SKIP: gpu_mps_supervisor not built (no spdlog/fmt headers; TESSERA_GPU_EXTRA_INCLUDE names a folder with them)"
+    return 77; }
+  PATH="$(dirname "$control"):$PATH"
+  uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 0 | tr -d ' ') || return 1
+  [ -n "$uuid" ] || { echo "FAIL: no uuid for GPU 0"; return 1; }
+  # In the background so that a TERM reaches the program (it quits the daemon).
+  "$BIN/gpu_mps_supervisor" "$uuid" "$control" "$BIN/gpu_arbiter_share" &
+  wait $!
 }
 
 # Builtin: a container of a DRA claim, as tessera-node's CDI spec sets it up
@@ -439,7 +462,8 @@ build() {
   export CUDAFLAGS="${CUDAFLAGS:-} -allow-unsupported-compiler"
   if ! cmake -S "$ROOT/src/cuda" -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
        -DTESSERA_GPU_TESTS=ON -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="$arch" \
-       -DCUDAToolkit_ROOT="$cuda_home" -DTESSERA_CUDA_INCLUDE_DIR="$inc"; then
+       -DCUDAToolkit_ROOT="$cuda_home" -DTESSERA_CUDA_INCLUDE_DIR="$inc" \
+       -DTESSERA_GPU_EXTRA_INCLUDE="${TESSERA_GPU_EXTRA_INCLUDE:-}"; then
     if [ "$arch" != native ]; then return 1; fi
     echo "configure with architecture native failed; again with 90"
     cmake -S "$ROOT/src/cuda" -B "$BUILD" -DCMAKE_CUDA_ARCHITECTURES=90 || return 1

@@ -1,0 +1,185 @@
+// gpu_mps_supervisor UUID CONTROL CLIENT: tessera-node's own MPS code on a
+// real GPU. What `tessera-node --mps` runs for each GPU (src/node/mps.cc,
+// MpsSupervisor and MpsEnv), without the rest of the node agent:
+//   1. MpsSupervisor::Ensure starts `CONTROL -f` for GPU UUID under a
+//      temporary root; its control pipe must appear within 10 s and
+//      Running() must say so;
+//   2. a client (CLIENT, i.e. `gpu_arbiter_share mps_mem`, run with
+//      TESSERA_GPU_CHILD=1) gets MpsEnv's variables for a share of 1024 MiB
+//      and 50 %, the pipe folder being the host folder the node agent mounts
+//      into the container; it allocates 64 MiB blocks until refused and must
+//      be refused after 256-1024 MiB (MPS's pinned device memory limit, which
+//      also covers the client's context, 518 MiB bare on an H200: proof that
+//      the client went through this daemon, since without it nothing stops
+//      the client before 4 GiB);
+//   3. Stop() quits the daemon: Running() is false and no MPS control or
+//      server process is left within 10 s.
+// Prints RESULT {json}; exit 0 when all three hold, 1 otherwise.
+//
+// Plain C++ (src/node/mps.cc, src/core/{model,status}.cc, spdlog and fmt
+// headers); no GPU setting is changed.
+#include <signal.h>
+#include <spdlog/logger.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "node/mps.h"
+#include "result_line.h"
+
+namespace {
+
+using tessera::node::MpsEnv;
+using tessera::node::MpsOptions;
+using tessera::node::MpsSupervisor;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream b;
+  b << in.rdbuf();
+  return b.str();
+}
+
+// Processes whose name starts with nvidia-cuda-mps (control and server).
+std::vector<std::string> MpsProcesses() {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string pid = e.path().filename();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string comm = ReadFile("/proc/" + pid + "/comm");
+    if (!comm.empty() && comm.back() == '\n') comm.pop_back();
+    if (comm.rfind("nvidia-cuda-mps", 0) == 0) found.push_back(pid + " " + comm);
+  }
+  return found;
+}
+
+// Runs `argv` with `env` added, output to `out`; its exit status, or -1 when
+// it was still running after `seconds` (then killed).
+int RunClient(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+              const std::string& out, double seconds) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    if (freopen(out.c_str(), "w", stdout) == nullptr) _exit(127);
+    dup2(fileno(stdout), 2);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  if (pid < 0) return -1;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  int st = 0;
+  while (waitpid(pid, &st, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &st, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+template <typename Pred>
+bool WaitFor(Pred pred, double seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: %s GPU_UUID NVIDIA_CUDA_MPS_CONTROL CLIENT\n", argv[0]);
+    return 2;
+  }
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  const std::string uuid = argv[1], control = argv[2], client = argv[3];
+  if (!MpsProcesses().empty()) {
+    std::printf("SKIP: an MPS daemon is already running on this machine: %s\n", MpsProcesses()[0].c_str());
+    return 77;
+  }
+  char tmpl[] = "/tmp/tessera-mps-supervisor.XXXXXX";
+  const char* root = mkdtemp(tmpl);
+  if (root == nullptr) return 2;
+  auto log = std::make_shared<spdlog::logger>("mps", std::make_shared<spdlog::sinks::stdout_sink_mt>());
+  ResultLine r;
+  bool started = false, refused_in_range = false, stopped = false;
+  long allocated = -1;
+  {
+    MpsOptions options{control, root};
+    MpsSupervisor mps(options, log);
+    tessera::core::GpuInfo gpu;
+    gpu.uuid = uuid;
+    mps.Ensure({gpu});
+    const std::string pipe = mps.PipeDir(uuid);
+    started = WaitFor([&] { return std::filesystem::exists(pipe + "/control"); }, 10.0) && mps.Running(uuid);
+    std::printf("1. MpsSupervisor::Ensure: control pipe %s/control %s, Running() %d  %s\n", pipe.c_str(),
+                std::filesystem::exists(pipe + "/control") ? "exists" : "missing", mps.Running(uuid) ? 1 : 0,
+                started ? "ok" : "OFF");
+    if (started) {
+      tessera::core::GpuShare share;
+      share.uuid = uuid;
+      share.mem_mib = 1024;
+      share.core_milli = 500;
+      std::map<std::string, std::string> env = MpsEnv(share);
+      std::printf("   MpsEnv for 1024 MiB, 50 %%:");
+      for (const auto& [k, v] : env) std::printf(" %s=%s", k.c_str(), v.c_str());
+      std::printf("\n");
+      env["CUDA_MPS_PIPE_DIRECTORY"] = pipe;  // the host folder the agent mounts at kMpsPipeContainerPath
+      env["TESSERA_GPU_CHILD"] = "1";
+      const std::string out = std::string(root) + "/client.out";
+      const int rc = RunClient({client, "mps_mem"}, env, out, 30.0);
+      const std::string text = ReadFile(out);
+      std::istringstream lines(text);
+      for (std::string line; std::getline(lines, line);) std::printf("   client: %s\n", line.c_str());
+      int refused = 0;
+      if (const size_t at = text.find("allocated_mib "); at != std::string::npos) {
+        std::sscanf(text.c_str() + at, "allocated_mib %ld\nrefused %d", &allocated, &refused);
+      }
+      refused_in_range = rc == 0 && refused == 1 && allocated >= 256 && allocated <= 1024;
+      std::printf("2. a client with MpsEnv's variables: exit %d, refused after %ld MiB of 1024  %s\n", rc, allocated,
+                  refused_in_range ? "ok" : "OFF");
+      const std::string control_log = ReadFile(mps.LogDir(uuid) + "/control.log");
+      std::printf("   control.log: %zu bytes, last lines:\n", control_log.size());
+      std::istringstream cl(control_log.size() > 1200 ? control_log.substr(control_log.size() - 1200) : control_log);
+      for (std::string line; std::getline(cl, line);) std::printf("   | %s\n", line.c_str());
+    }
+    mps.Stop();
+    const bool not_running = !mps.Running(uuid);
+    const bool none_left = WaitFor([] { return MpsProcesses().empty(); }, 10.0);
+    stopped = not_running && none_left;
+    std::printf("3. MpsSupervisor::Stop: Running() %d, MPS processes left: %zu  %s\n", not_running ? 0 : 1,
+                MpsProcesses().size(), stopped ? "ok" : "OFF");
+    for (const std::string& p : MpsProcesses()) std::printf("   left: %s\n", p.c_str());
+  }
+  r.Add("daemon_started", started ? 1 : 0);
+  r.Add("client_allocated_mib", static_cast<double>(allocated));
+  r.Add("client_refused_in_range", refused_in_range ? 1 : 0);
+  r.Add("daemon_stopped", stopped ? 1 : 0);
+  r.Print();
+  std::error_code ec;
+  std::filesystem::remove_all(root, ec);
+  const bool ok = started && refused_in_range && stopped;
+  if (!ok) std::printf("FAIL: tessera-node's MPS supervisor on this GPU (steps marked OFF above)\n");
+  return ok ? 0 : 1;
+}
