@@ -23,6 +23,13 @@
 //            fractions of the wall time. Measured above real is another
 //            context's time-slices inside this one's event spans: what a
 //            gate charging by events over-charges under time-slicing.
+//            Also per process, from each kernel's span: the slices. A span
+//            within 1.2x the kernel's time alone ran in one piece; the
+//            excess of the others is a neighbour's slice inside it (median
+//            and 90th percentile reported), and the mean count of
+//            consecutive one-piece kernels times the kernel's time is this
+//            process's slice: what the gate's correction assumes about a
+//            run that starts on an idle stream (docs/interception.md).
 // The parent re-runs itself for each slicing process (TESSERA_GPU_CHILD).
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -194,6 +201,7 @@ int SliceChild(bool chained, double pace, double alone_ms, double seconds, doubl
   std::deque<Launch> q;
   double span_ms = 0;
   long kernels = 0;
+  std::vector<float> spans;
   auto settle = [&] {
     Launch l = q.front();
     q.pop_front();
@@ -202,6 +210,7 @@ int SliceChild(bool chained, double pace, double alone_ms, double seconds, doubl
     CU_OK(cuEventElapsedTime(&ms, l.start, l.end));
     span_ms += ms;
     ++kernels;
+    spans.push_back(ms);
     // Its start is its own, or the previous launch's end, which that launch's
     // settling left for this one. Its end goes back unless the next queued
     // launch starts with it.
@@ -237,13 +246,33 @@ int SliceChild(bool chained, double pace, double alone_ms, double seconds, doubl
   }
   while (!q.empty()) settle();
   const double wall_ms = Us(Clock::now() - t0) / 1000;
-  std::printf("kernels %ld wall_ms %.3f span_ms %.3f\n", kernels, wall_ms, span_ms);
+  // Kernels that ran in one piece (span within 1.2x alone), in streaks; the
+  // excess of the others.
+  std::vector<double> excess;
+  long streaks = 0, in_streak = 0, one_piece = 0;
+  for (float ms : spans) {
+    if (ms <= 1.2 * alone_ms) {
+      ++one_piece;
+      if (in_streak++ == 0) ++streaks;
+    } else {
+      in_streak = 0;
+      excess.push_back(ms - alone_ms);
+    }
+  }
+  std::sort(excess.begin(), excess.end());
+  auto at = [&](double q) { return excess.empty() ? 0.0 : excess[static_cast<size_t>(q * (excess.size() - 1))]; };
+  std::printf("kernels %ld wall_ms %.3f span_ms %.3f one_piece %ld streaks %ld excess_p50_ms %.3f excess_p90_ms %.3f\n",
+              kernels, wall_ms, span_ms, one_piece, streaks, at(0.5), at(0.9));
   return 0;
 }
 
 struct Slice {
   long kernels = -1;
   double wall_ms = 0, span_ms = 0;
+  long one_piece = 0, streaks = 0;
+  double excess_p50_ms = 0, excess_p90_ms = 0;
+  // Mean consecutive one-piece kernels x the kernel's time: this process's slice.
+  double SliceMs(double alone_ms) const { return streaks > 0 ? alone_ms * one_piece / streaks : 0; }
 };
 
 FILE* StartSlice(bool chained, double pace, double alone_ms, double seconds, double start_at) {
@@ -260,7 +289,9 @@ Slice FinishSlice(FILE* p) {
   Slice s;
   std::array<char, 256> buf{};
   while (p != nullptr && fgets(buf.data(), buf.size(), p) != nullptr) {
-    std::sscanf(buf.data(), "kernels %ld wall_ms %lf span_ms %lf", &s.kernels, &s.wall_ms, &s.span_ms);
+    std::sscanf(buf.data(),
+                "kernels %ld wall_ms %lf span_ms %lf one_piece %ld streaks %ld excess_p50_ms %lf excess_p90_ms %lf",
+                &s.kernels, &s.wall_ms, &s.span_ms, &s.one_piece, &s.streaks, &s.excess_p50_ms, &s.excess_p90_ms);
   }
   if (p == nullptr || pclose(p) != 0) s.kernels = -1;
   return s;
@@ -296,7 +327,16 @@ int Slicing(ResultLine& r) {
     const double a_measured = a.span_ms / a.wall_ms, b_measured = b.span_ms / b.wall_ms;
     std::printf("slicing %-20s A real %.3f measured %.3f (x%.2f)   B real %.3f measured %.3f (x%.2f)\n", c.tag,
                 a_real, a_measured, a_measured / a_real, b_real, b_measured, b_measured / b_real);
+    std::printf("slicing %-20s A: %ld of %ld kernels in one piece, slice ~%.2f ms, neighbour inside a span p50 %.2f "
+                "p90 %.2f ms;  B: %ld of %ld, slice ~%.2f ms, p50 %.2f p90 %.2f ms\n",
+                c.tag, a.one_piece, a.kernels, a.SliceMs(alone_ms), a.excess_p50_ms, a.excess_p90_ms, b.one_piece,
+                b.kernels, b.SliceMs(alone_ms), b.excess_p50_ms, b.excess_p90_ms);
     const std::string t = c.tag;
+    r.Add(t + "_a_one_piece_frac", a.kernels > 0 ? static_cast<double>(a.one_piece) / a.kernels : 0);
+    r.Add(t + "_a_slice_ms", a.SliceMs(alone_ms));
+    r.Add(t + "_a_excess_p50_ms", a.excess_p50_ms);
+    r.Add(t + "_b_slice_ms", b.SliceMs(alone_ms));
+    r.Add(t + "_b_excess_p50_ms", b.excess_p50_ms);
     r.Add(t + "_a_real", a_real);
     r.Add(t + "_a_measured", a_measured);
     r.Add(t + "_b_real", b_real);
