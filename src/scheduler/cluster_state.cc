@@ -536,6 +536,16 @@ int ClusterState::ExpireAssumed(Clock::time_point now) {
     Release(key, core::PodEvent::kForgotten);
     ++expired_total_;
   }
+  std::vector<std::string> host_expired;  // pods without GPUs scored but never seen bound
+  for (auto it = host_assumed_.begin(); it != host_assumed_.end() && now - it->first >= options_.host_assume_ttl;
+       ++it)
+    host_expired.push_back(it->second);
+  for (const auto& key : host_expired) {
+    log_->debug("pod {} (no GPU): scored {} s ago but never seen bound; releasing its booking on {}", key,
+                options_.host_assume_ttl.count(), host_pods_.at(key).node);
+    ForgetHostPod(key, "");
+    ++host_expired_total_;
+  }
   return static_cast<int>(expired.size());
 }
 
@@ -781,9 +791,11 @@ StateSummary ClusterState::SummaryLocked() const {
   for (const auto& [key, rec] : host_pods_) {
     s.host_pods += rec.booked;
     s.host_pods_unfit += !rec.problem.empty();
+    s.host_pods_assumed += rec.assumed;
   }
   s.conflicts_total = conflicts_total_;
   s.expired_total = expired_total_;
+  s.host_expired_total = host_expired_total_;
   s.workloads_learned = static_cast<int64_t>(load_.history().size());
   s.usage_samples_total = load_.samples();
   s.usage_rejected_total = usage_rejected_total_;

@@ -64,6 +64,15 @@
 // when the node becomes one; one that does not fit (the book disagrees with
 // the kubelet, which admitted it) holds nothing, is listed by Problems() and
 // is retried whenever its node frees room.
+// The pod watch shows such a pod bound only after kube-scheduler bound it,
+// and kube-scheduler may score the next pods first; so the extender books a
+// pod without GPUs on the node its prioritize scored best as soon as it has
+// scored it (AssumeHostPod): an *assumed* host pod, counted as an arrival
+// then. The pod watch confirms it (the pod bound there), moves it (bound
+// elsewhere) or ends it (finished, deleted, or a GPU pod after all); a pod
+// seen unbound keeps its assumption (the watch may be behind kube-scheduler),
+// and an assumption the watch never confirms is released by ExpireAssumed
+// after host_assume_ttl (the pod did not schedule).
 // A LoadTracker (load_tracker.h) follows every pending and held pod's
 // predicted GPU load and learns from the tessera.io/usage annotations of held
 // pods; a pod re-booked at a new prediction gives its node a new ledger
@@ -128,6 +137,9 @@ struct ClusterStateOptions {
   // How long a pod bound by this extender may stay unseen by the pod watch
   // before its share is released. Default 60 s.
   std::chrono::seconds assume_ttl{60};
+  // How long a pod without GPUs booked by AssumeHostPod may stay unseen
+  // bound before its booking is released. Default 10 s.
+  std::chrono::seconds host_assume_ttl{10};
   // How long ClaimAdmissionTurn waits for the node to admit the pod bound before
   // (nodes with an agent only). Keep it below kube-scheduler's extender
   // httpTimeout. Default 4 s. A node whose bound pod has awaited admission
@@ -194,8 +206,10 @@ struct StateSummary {
   int claims_waiting = 0;    // allocated ones not booked (see the file comment)
   int host_pods = 0;         // bound pods without GPUs whose CPU and memory the ledger holds
   int host_pods_unfit = 0;   // such pods on GPU nodes whose CPU or memory does not fit the ledger
+  int host_pods_assumed = 0; // of host_pods, booked by AssumeHostPod and not yet seen bound
   int64_t conflicts_total = 0;  // pods that ever entered the conflict state
   int64_t expired_total = 0;    // assumptions released by ExpireAssumed
+  int64_t host_expired_total = 0;  // host pod assumptions released by ExpireAssumed
   int64_t workloads_learned = 0;  // workloads with a utilization history
   int64_t usage_samples_total = 0;  // tessera.io/usage samples taken into the history
   int64_t usage_rejected_total = 0; // tessera.io/usage texts that could not be read
@@ -330,8 +344,24 @@ class ClusterState {
   // nothing, when the pod watch already confirmed the pod; NOT_FOUND if the
   // pod holds nothing.
   Status ForgetAssumed(std::string_view pod_key);
-  // Releases assumptions made before now - assume_ttl. Returns how many.
+  // Releases assumptions made before now - assume_ttl, and host pod
+  // assumptions made before now - host_assume_ttl. Returns how many of the
+  // first kind.
   int ExpireAssumed(Clock::time_point now);
+
+  // Books `pod`, a pod without GPUs that prioritize scored best on `node`,
+  // there as if bound (file comment, "Pods without GPUs"), for up to
+  // host_assume_ttl, and shows it to the policy as an arrival unless
+  // `counted` (an assumption of it was dropped just before). Nothing when
+  // `pod` is bound, ends, or asks for a GPU, or when the pod watch has shown
+  // it bound already; an earlier assumption of the same pod is replaced.
+  void AssumeHostPod(const core::PodView& pod, const std::string& node, Clock::time_point now,
+                     bool counted = false) TESSERA_EXCLUDES(mu_);
+  // Releases an assumption AssumeHostPod made for pod `key` with `uid`, so
+  // that the pod is scored without its own booking when kube-scheduler asks
+  // again. Whether there was one (a booking the watch confirmed stays, and
+  // is not one).
+  bool DropHostAssumption(std::string_view key, std::string_view uid) TESSERA_EXCLUDES(mu_);
 
   // The request of an unbound GPU pod last seen by UpsertPod, if its uid
   // matches (any uid when `uid` is empty). NOT_FOUND when unknown; the pod's
@@ -413,6 +443,8 @@ class ClusterState {
     core::PodRequest request;  // key HostLedgerKey(pod key), the spec's CPU and memory, no containers
     bool booked = false;       // the ledger holds its CPU and memory
     std::string problem;       // why it holds nothing on a GPU node ("" otherwise)
+    bool assumed = false;      // booked by AssumeHostPod, not yet seen bound by the pod watch
+    Clock::time_point assumed_at{};
   };
   struct PendingPod {
     std::string uid;
@@ -518,6 +550,9 @@ class ClusterState {
   // Bound pods without GPUs by pod key; per node the keys of those holding
   // nothing (its node is not a GPU node, or they do not fit).
   std::map<std::string, HostRecord, std::less<>> host_pods_ TESSERA_GUARDED_BY(mu_);
+  // Assumed host pods by (assumed_at, key), oldest first, for ExpireAssumed.
+  std::set<std::pair<Clock::time_point, std::string>> host_assumed_ TESSERA_GUARDED_BY(mu_);
+  int64_t host_expired_total_ TESSERA_GUARDED_BY(mu_) = 0;
   std::map<std::string, std::set<std::string, std::less<>>, std::less<>> host_waiting_ TESSERA_GUARDED_BY(mu_);
 };
 

@@ -7,20 +7,38 @@
 
 namespace tessera::scheduler {
 
+namespace {
+
+// A pod without GPUs that is not bound yet and has not ended.
+bool UnboundHostPod(const core::PodView& pod) {
+  return pod.node.empty() && !pod.terminal() && !pod.wants_gpu && !pod.assignment.has_value();
+}
+
+}  // namespace
+
 void ClusterState::NoteHostPod(const core::PodView& pod) {
   const bool host = !pod.node.empty() && !pod.terminal() && !pod.wants_gpu && !pod.assignment.has_value();
   auto it = host_pods_.find(pod.key);
   if (!host) {
-    if (it != host_pods_.end()) ForgetHostPod(pod.key, "");
+    if (it == host_pods_.end()) return;
+    // The watch may show the pod as it was before kube-scheduler bound it:
+    // an assumption stays (ExpireAssumed ends it if the pod never binds).
+    if (it->second.assumed && it->second.uid == pod.uid && UnboundHostPod(pod)) return;
+    ForgetHostPod(pod.key, "");
     return;
   }
   const bool seen = it != host_pods_.end() && it->second.uid == pod.uid;  // an arrival already
   if (it != host_pods_.end()) {
-    const HostRecord& rec = it->second;
+    HostRecord& rec = it->second;
     if (seen && rec.node == pod.node && rec.request.cpu_milli == pod.host.cpu_milli &&
-        rec.request.memory_mib == pod.host.memory_mib)
+        rec.request.memory_mib == pod.host.memory_mib) {
+      if (rec.assumed) {  // bound where prioritize booked it: confirmed
+        host_assumed_.erase({rec.assumed_at, pod.key});
+        rec.assumed = false;
+      }
       return;  // status, labels, annotations: nothing the ledger holds
-    ForgetHostPod(pod.key, "");  // replaced, or resized in place: booked anew
+    }
+    ForgetHostPod(pod.key, "");  // replaced, resized in place, or bound elsewhere than assumed: booked anew
   }
   HostRecord rec;
   rec.uid = pod.uid;
@@ -38,6 +56,7 @@ void ClusterState::ForgetHostPod(const std::string& key, std::string_view uid) {
   if (it == host_pods_.end() || (!uid.empty() && !it->second.uid.empty() && it->second.uid != uid)) return;
   HostRecord rec = std::move(it->second);
   host_pods_.erase(it);
+  if (rec.assumed) host_assumed_.erase({rec.assumed_at, key});
   const bool freed = rec.booked;
   UnbookHost(key, rec);
   if (auto w = host_waiting_.find(rec.node); w != host_waiting_.end()) {
@@ -48,6 +67,39 @@ void ClusterState::ForgetHostPod(const std::string& key, std::string_view uid) {
     freed_.fetch_add(1, std::memory_order_relaxed);
     ApplyParked(rec.node);
   }
+}
+
+void ClusterState::AssumeHostPod(const core::PodView& pod, const std::string& node, Clock::time_point now,
+                                 bool counted) {
+  if (!UnboundHostPod(pod) || node.empty()) return;
+  MutexLock lock(mu_);
+  auto it = host_pods_.find(pod.key);
+  bool seen = counted;  // counted as an arrival already
+  if (it != host_pods_.end()) {
+    if (!it->second.assumed) return;  // the watch has shown it bound: that booking stands
+    seen = seen || it->second.uid == pod.uid;
+    ForgetHostPod(pod.key, "");
+  }
+  HostRecord rec;
+  rec.uid = pod.uid;
+  rec.node = node;
+  rec.request.key = HostLedgerKey(pod.key);
+  rec.request.cpu_milli = pod.host.cpu_milli;
+  rec.request.memory_mib = pod.host.memory_mib;
+  rec.assumed = true;
+  rec.assumed_at = now;
+  if (!seen) PushNewHold(rec.request);
+  HostRecord& kept = host_pods_.emplace(pod.key, std::move(rec)).first->second;
+  host_assumed_.insert({now, pod.key});
+  BookHost(pod.key, kept);
+}
+
+bool ClusterState::DropHostAssumption(std::string_view key, std::string_view uid) {
+  MutexLock lock(mu_);
+  auto it = host_pods_.find(key);
+  if (it == host_pods_.end() || !it->second.assumed || it->second.uid != uid) return false;
+  ForgetHostPod(std::string(key), uid);
+  return true;
 }
 
 void ClusterState::UnbookHost(const std::string& key, HostRecord& rec) {

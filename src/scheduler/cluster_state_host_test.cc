@@ -201,5 +201,83 @@ TEST(ClusterStateHostPods, AreArrivalsForThePolicyWhereverTheyRun) {
   EXPECT_EQ(CpuFree(state, "n1"), 6000);  // web's 2 CPUs only
 }
 
+// Booked on the node prioritize scored best before the pod watch shows it
+// bound (cluster_state.h, "Pods without GPUs": AssumeHostPod).
+TEST(ClusterStateHostPods, AnAssumedPodIsBookedUntilTheWatchShowsWhereItRuns) {
+  ClusterState state(testing::QuietStateOptions());
+  state.UpsertNode(NodeJson("n1", 1, "A100", 40960, "8"));
+  state.UpsertNode(NodeJson("n2", 1, "A100", 40960, "8"));
+  const auto t0 = Clock::time_point{} + std::chrono::hours(1);
+  uint64_t cursor = 0;
+  (void)state.Read([&](const ClusterView& v) { return v.NewHoldsSince(&cursor); });
+  const json pending = HostPod("web", "", "Pending");
+  const auto view = state.UpsertPod(pending);  // unbound: nothing booked yet
+  EXPECT_EQ(CpuFree(state, "n1"), 8000);
+  state.AssumeHostPod(*view, "n1", t0);
+  EXPECT_EQ(CpuFree(state, "n1"), 7000);
+  EXPECT_EQ(state.Summary().host_pods_assumed, 1);
+  state.UpsertPod(pending);  // the watch behind kube-scheduler: the pod as it was before its binding
+  EXPECT_EQ(CpuFree(state, "n1"), 7000);
+  state.UpsertPod(HostPod("web", "n1"));  // bound where it was booked: confirmed
+  EXPECT_EQ(state.Summary().host_pods_assumed, 0);
+  EXPECT_EQ(state.Summary().host_pods, 1);
+  state.AssumeHostPod(*view, "n2", t0);  // the watch has shown it bound: nothing changes
+  EXPECT_EQ(state.ExpireAssumed(t0 + std::chrono::hours(1)), 0);
+  EXPECT_EQ(CpuFree(state, "n1"), 7000);
+  EXPECT_EQ(CpuFree(state, "n2"), 8000);
+  // One arrival for the policy, when it was booked first.
+  const auto fresh = state.Read([&](const ClusterView& v) { return v.NewHoldsSince(&cursor); });
+  ASSERT_EQ(fresh.size(), 1u);
+  EXPECT_EQ(fresh[0].key, "host:ns/web");
+
+  // Bound elsewhere than assumed: moved there, not a second arrival.
+  const auto db = state.UpsertPod(HostPod("db", "", "Pending"));
+  state.AssumeHostPod(*db, "n1", t0);
+  EXPECT_EQ(CpuFree(state, "n1"), 6000);
+  state.UpsertPod(HostPod("db", "n2"));
+  EXPECT_EQ(CpuFree(state, "n1"), 7000);
+  EXPECT_EQ(CpuFree(state, "n2"), 7000);
+  EXPECT_EQ(state.Read([&](const ClusterView& v) { return v.NewHoldsSince(&cursor); }).size(), 1u);
+
+  // Deleted while assumed: released.
+  const auto gone = state.UpsertPod(HostPod("gone", "", "Pending"));
+  state.AssumeHostPod(*gone, "n2", t0);
+  EXPECT_EQ(CpuFree(state, "n2"), 6000);
+  state.DeletePod(HostPod("gone", "", "Pending"));
+  EXPECT_EQ(CpuFree(state, "n2"), 7000);
+  EXPECT_EQ(state.Summary().host_pods_assumed, 0);
+}
+
+TEST(ClusterStateHostPods, AnAssumptionTheWatchNeverConfirmsExpiresOrIsDropped) {
+  ClusterState state(testing::QuietStateOptions());  // host_assume_ttl 10 s
+  state.UpsertNode(NodeJson("n1", 1, "A100", 40960, "8"));
+  const auto t0 = Clock::time_point{} + std::chrono::hours(1);
+  const auto view = state.UpsertPod(HostPod("web", "", "Pending"));
+  state.AssumeHostPod(*view, "n1", t0);
+  state.AssumeHostPod(*view, "n1", t0 + std::chrono::seconds(5));  // scored again: booked once, from then
+  EXPECT_EQ(CpuFree(state, "n1"), 7000);
+  state.ExpireAssumed(t0 + std::chrono::seconds(14));
+  EXPECT_EQ(CpuFree(state, "n1"), 7000);
+  state.ExpireAssumed(t0 + std::chrono::seconds(15));
+  EXPECT_EQ(CpuFree(state, "n1"), 8000);
+  EXPECT_EQ(state.Summary().host_expired_total, 1);
+  EXPECT_EQ(state.Summary().host_pods, 0);
+
+  // Dropped (kube-scheduler asks about the pod again): only an assumption,
+  // and only the same pod's.
+  state.AssumeHostPod(*view, "n1", t0);
+  EXPECT_FALSE(state.DropHostAssumption("ns/web", "another-uid"));
+  EXPECT_EQ(CpuFree(state, "n1"), 7000);
+  EXPECT_TRUE(state.DropHostAssumption("ns/web", view->uid));
+  EXPECT_EQ(CpuFree(state, "n1"), 8000);
+  state.UpsertPod(HostPod("web", "n1"));
+  EXPECT_FALSE(state.DropHostAssumption("ns/web", view->uid));  // bound and seen: stays
+  EXPECT_EQ(CpuFree(state, "n1"), 7000);
+  // A bound pod, or one asking for a GPU, is never assumed.
+  const auto gpu = state.UpsertPod(PodJson("ns", "share", {{"main", 1, 1024, 10}}));
+  state.AssumeHostPod(*gpu, "n1", t0);
+  EXPECT_EQ(CpuFree(state, "n1"), 7000);
+}
+
 }  // namespace
 }  // namespace tessera::scheduler

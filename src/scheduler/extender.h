@@ -57,7 +57,9 @@
 //    of the GPUs), as the simulator places such pods; a node without GPUs
 //    strands none and gets 10, as the best GPU node does. The pod is then
 //    bound by kube-scheduler and booked by ClusterState as a pod without
-//    GPUs. Pods that ask for a GPU get an empty list there (the first entry
+//    GPUs; when only GPU nodes were scored it is booked on the best one at
+//    once (ClusterState::AssumeHostPod), since kube-scheduler may score the
+//    next pods before the pod watch shows the binding. Pods that ask for a GPU get an empty list there (the first entry
 //    places them), and so do pods with placement preferences of their own
 //    (core::PodView::prefers_placement), which kube-scheduler's scores keep,
 //    and pods that ask for no CPU and no memory (every node would tie).

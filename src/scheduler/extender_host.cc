@@ -22,6 +22,8 @@ HttpReply Extender::PrioritizeWithoutGpus(const ExtenderArgs& args) {
   req.key = HostLedgerKey(pod.key);
   req.cpu_milli = pod.host.cpu_milli;
   req.memory_mib = pod.host.memory_mib;
+  // Asked again (kube-scheduler retries): scored without its own booking.
+  const bool counted = state_.DropHostAssumption(pod.key, pod.uid);
 
   std::vector<PolicyScore> feasible;
   std::vector<size_t> without_gpus;  // nodes that are not GPU nodes: nothing to strand
@@ -54,6 +56,13 @@ HttpReply Extender::PrioritizeWithoutGpus(const ExtenderArgs& args) {
   // As Prioritize: the policy's choice (highest (score, fine), ties to the
   // first name) gets 10, the other GPU nodes 0..9 by their policy score.
   const PolicyScore& best = ScaleToExtenderScores(feasible, names, /*all_equal=*/false, &scores);
+  // kube-scheduler binds the pod where this score puts it (weight 100: one
+  // step outweighs its own scores) and may score the next pods before the
+  // pod watch shows that: booked there now (ClusterState::AssumeHostPod).
+  // Not when nodes without GPUs tie with it: kube-scheduler's scores choose.
+  if (without_gpus.empty()) {
+    state_.AssumeHostPod(pod, names[best.i], options_.now ? options_.now() : Clock::now(), counted);
+  }
   log_->debug("prioritize (no GPU) {}: {} GPU nodes with room, best {} (policy score {}), {} nodes without GPUs",
               pod.key, feasible.size(), names[best.i], best.score, without_gpus.size());
   return {200, WriteHostPriorityList(args, scores), Decision::kScored};

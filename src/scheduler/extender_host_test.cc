@@ -168,6 +168,28 @@ TEST_F(ExtenderHostTest, ThePodIsBookedOnceKubeSchedulerBindsIt) {
   EXPECT_EQ(scores.at("b-busy"), 0);
 }
 
+TEST_F(ExtenderHostTest, ThePodIsBookedWhereItScoredBestBeforeTheWatchShowsIt) {
+  // kube-scheduler may score the next pod before the pod watch shows the
+  // last one bound: the last one is booked where it scored best already.
+  Make("tessera");
+  SeedWorkload();
+  AddGpuNode("a-empty", false);
+  AddGpuNode("b-busy", true);
+  EXPECT_EQ(Scores(CpuPod("first", "12"), {"a-empty", "b-busy"}).at("b-busy"), 10);
+  EXPECT_EQ(state_.Summary().host_pods_assumed, 1);
+  auto scores = Scores(CpuPod("second", "12"), {"a-empty", "b-busy"});
+  EXPECT_EQ(scores.at("a-empty"), 10);
+  EXPECT_EQ(scores.at("b-busy"), 0);  // 2 CPUs left there
+  // Asked again about the first pod (a retry): scored without its own
+  // booking, which would leave it 2 CPUs on b-busy (a-empty has 4 now).
+  EXPECT_EQ(Scores(CpuPod("first", "12"), {"a-empty", "b-busy"}).at("b-busy"), 10);
+  // With a node without GPUs among the candidates kube-scheduler's own
+  // scores break the tie: nothing is booked.
+  AddCpuNode("plain");
+  EXPECT_EQ(Scores(CpuPod("third", "1"), {"a-empty", "b-busy", "plain"}).at("plain"), 10);
+  EXPECT_EQ(state_.Summary().host_pods_assumed, 2);
+}
+
 TEST_F(ExtenderHostTest, ManyShapesWithoutGpusKeepEveryAnswerRight) {
   // Pods without GPUs come in many shapes; beyond the extender's cache of
   // shapes the least recently asked one gives way. Answers stay what a
@@ -180,8 +202,12 @@ TEST_F(ExtenderHostTest, ManyShapesWithoutGpusKeepEveryAnswerRight) {
   const std::string gpu_answer = extender_->Prioritize(gpu_body).body;
   for (int i = 0; i < 150; ++i) {
     const std::string cpu = std::to_string(100 + i) + "m";
-    const auto scores = Scores(CpuPod("p" + std::to_string(i), cpu), {"a-empty", "b-busy"});
+    const std::string name = "p" + std::to_string(i);
+    const auto scores = Scores(CpuPod(name, cpu), {"a-empty", "b-busy"});
     ASSERT_EQ(scores.size(), 2u);
+    // Booked where it scored best; never bound here: dropped, so that every
+    // answer below is asked of the same cluster.
+    EXPECT_TRUE(state_.DropHostAssumption("ns/" + name, "uid-ns-" + name)) << i;
     if (i % 10 == 0) {
       EXPECT_EQ(extender_->Prioritize(gpu_body).body, gpu_answer) << i;
     }
