@@ -9,15 +9,17 @@ namespace tessera::scheduler {
 
 namespace {
 
-// A pod without GPUs that is not bound yet and has not ended.
-bool UnboundHostPod(const core::PodView& pod) {
-  return pod.node.empty() && !pod.terminal() && !pod.wants_gpu && !pod.assignment.has_value();
+// A pod without GPUs that has not ended, bound or not.
+bool LiveHostPod(const core::PodView& pod) {
+  return !pod.terminal() && !pod.wants_gpu && !pod.assignment.has_value();
 }
+
+bool UnboundHostPod(const core::PodView& pod) { return pod.node.empty() && LiveHostPod(pod); }
 
 }  // namespace
 
 void ClusterState::NoteHostPod(const core::PodView& pod) {
-  const bool host = !pod.node.empty() && !pod.terminal() && !pod.wants_gpu && !pod.assignment.has_value();
+  const bool host = !pod.node.empty() && LiveHostPod(pod);
   auto it = host_pods_.find(pod.key);
   if (!host) {
     if (it == host_pods_.end()) return;
