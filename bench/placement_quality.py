@@ -60,12 +60,12 @@ def main():
                                    "--policy", args.policies, "--seeds", args.seeds, "--tune", "1.3",
                                    "--jobs", args.jobs, "--out", out, "--quiet", "--breakdown"],
                                   check=True, stdout=subprocess.PIPE, text=True)
-            # "end state, % of GPUs: POLICY idle beside>=800 other"
+            # "end state, % of GPUs: POLICY idle beside>=800 under100 other"
             ends = {}
             for line in proc.stdout.splitlines():
                 if line.startswith("end state, % of GPUs:") and "idle GPUs" not in line:
                     f = line.split(":", 1)[1].split()
-                    ends[f[0]] = tuple(float(x) for x in f[1:4])
+                    ends[f[0]] = tuple(float(x) for x in f[1:5])
             runs = list(csv.DictReader(open(os.path.join(out, "alloc.csv"))))
             un = {}
             for p in policies:
@@ -103,16 +103,29 @@ def main():
     last = policies[-1]
     lines += ["",
               f"Where the unallocated GPUs sit at the end (% of GPUs, means over the seeds; `tessera-sim fgd --breakdown`): "
-              f"idle whole GPUs, free share beside a lone share of >= 800 milli (only pods of <= 200 milli fit there), "
-              f"and other slivers. \"Best possible\" is the reduction {last} would reach if everything but its "
-              f"beside->=800 part went to zero.",
+              f"idle whole GPUs; free share beside a lone share of >= 800 milli (only pods of <= 200 milli fit there); "
+              f"slivers under 100 milli on other partly used GPUs (only the trace's 50-milli pods fit there); "
+              f"the rest. \"Left by both\" is, of the two middle parts, what neither fgd nor {last} avoided "
+              f"(the smaller of the two, each); \"at best\" is the reduction against fgd if everything else went to "
+              f"zero. Neither is a proven bound; they say how close to the 25 % mean the traces allow.",
               "",
-              "| trace | fgd idle | fgd beside>=800 | fgd other | " + f"{last} idle | {last} beside>=800 | {last} other | best possible vs fgd |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|"]
+              "| trace | fgd idle | fgd beside>=800 | fgd under 100 | fgd rest | "
+              f"{last} idle | {last} beside>=800 | {last} under 100 | {last} rest | left by both | at best vs fgd |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    bests = []
     for t, un, ends in rows:
-        f, c = ends.get("fgd", (0, 0, 0)), ends.get(last, (0, 0, 0))
-        best = (un["fgd"] - c[1]) / un["fgd"] * 100 if un["fgd"] else 0.0
-        lines.append(f"| {t} | {f[0]:.2f} | {f[1]:.2f} | {f[2]:.2f} | {c[0]:.2f} | {c[1]:.2f} | {c[2]:.2f} | {-best:+.1f} % |")
+        f, c = ends.get("fgd", (0, 0, 0, 0)), ends.get(last, (0, 0, 0, 0))
+        both = min(f[1], c[1]) + min(f[2], c[2])
+        best = (un["fgd"] - both) / un["fgd"] * 100 if un["fgd"] else 0.0
+        bests.append(best)
+        lines.append(f"| {t} | {f[0]:.2f} | {f[1]:.2f} | {f[2]:.2f} | {f[3]:.2f} | {c[0]:.2f} | {c[1]:.2f} | "
+                     f"{c[2]:.2f} | {c[3]:.2f} | {both:.2f} | {-best:+.1f} % |")
+    if bests:
+        lines += ["",
+                  f"At best: mean {statistics.mean(bests):.1f} % over the {len(bests)} traces "
+                  f"({statistics.mean(sorted(bests)[:-1]) if len(bests) > 1 else bests[0]:.1f} % without the largest, "
+                  f"{rows[max(range(len(bests)), key=lambda i: bests[i])][0]}); "
+                  f"{sum(b >= MEAN_TARGET for b in bests)}/{len(bests)} traces at or above {MEAN_TARGET:.0f} %."]
     block = "\n".join(lines) + "\n"
     print(block)
     if args.write:

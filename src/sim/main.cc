@@ -145,21 +145,24 @@ void PrintBreakdown(const std::vector<RunResult>& runs, const std::vector<std::s
     if (m >= 800 && m < core::kCoreMilliPerGpu) ++large;
     if (m > 0 && m <= 200) ++small;
   }
-  std::printf("end state, %% of GPUs: %-18s %10s %12s %12s   (trace: %lld shares >= 800 milli, %lld <= 200)\n",
-              "policy", "idle GPUs", "beside>=800", "other", static_cast<long long>(large),
+  std::printf("end state, %% of GPUs: %-18s %10s %12s %12s %12s   (trace: %lld shares >= 800 milli, %lld <= 200)\n",
+              "policy", "idle GPUs", "beside>=800", "under100", "other", static_cast<long long>(large),
               static_cast<long long>(small));
   for (const auto& p : policies) {
-    double w = 0, l = 0, o = 0;
+    double w = 0, l = 0, s = 0, o = 0;
     int n = 0;
     for (const auto& r : runs) {
       if (r.policy != p || r.total_gpus == 0) continue;
       const double t = 10.0 * static_cast<double>(r.total_gpus);
       w += static_cast<double>(r.end.whole_idle_milli) / t;
       l += static_cast<double>(r.end.large_share_milli) / t;
+      s += static_cast<double>(r.end.small_sliver_milli) / t;
       o += static_cast<double>(r.end.other_sliver_milli) / t;
       ++n;
     }
-    if (n > 0) std::printf("end state, %% of GPUs: %-18s %10.2f %12.2f %12.2f\n", p.c_str(), w / n, l / n, o / n);
+    if (n > 0) {
+      std::printf("end state, %% of GPUs: %-18s %10.2f %12.2f %12.2f %12.2f\n", p.c_str(), w / n, l / n, s / n, o / n);
+    }
   }
 }
 

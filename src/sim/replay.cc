@@ -94,6 +94,7 @@ Result<RunResult> Replay(const std::vector<core::NodeInfo>& nodes,
       const int64_t free = node.GpuCoreFree(static_cast<int>(g));
       if (free == core::kCoreMilliPerGpu) run.end.whole_idle_milli += free;
       else if (node.gpus[g].sharers == 1 && node.gpus[g].core_used_milli >= 800) run.end.large_share_milli += free;
+      else if (free < kSmallSliverMilli) run.end.small_sliver_milli += free;
       else run.end.other_sliver_milli += free;
     }
   }

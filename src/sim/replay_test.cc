@@ -25,6 +25,7 @@ TEST(Replay, EndStateSaysWhereTheFreeGpuMilliSits) {
   ASSERT_TRUE(run.ok()) << run.status().ToString();
   EXPECT_EQ(st.placed, 2);
   EXPECT_EQ(run->end.large_share_milli, 150);
+  EXPECT_EQ(run->end.small_sliver_milli, 0);
   EXPECT_EQ(run->end.other_sliver_milli, 700);
   EXPECT_EQ(run->end.whole_idle_milli, 1000);
 }
@@ -36,7 +37,8 @@ TEST(Replay, RunsTheDraVariantsWithTheAllocatorsFirstFit) {
   auto run = Replay({Node("n", 3)}, {Pod("a", 850), Pod("b", 100), Pod("c", 200)}, {"dra-kube", 42, {}}, &st);
   ASSERT_TRUE(run.ok()) << run.status().ToString();
   EXPECT_EQ(st.placed, 3);
-  EXPECT_EQ(run->end.other_sliver_milli, 50 + 800);
+  EXPECT_EQ(run->end.small_sliver_milli, 50);
+  EXPECT_EQ(run->end.other_sliver_milli, 800);
   EXPECT_EQ(run->end.whole_idle_milli, 1000);
 }
 

@@ -41,8 +41,14 @@ struct Sample {
 struct EndState {
   int64_t whole_idle_milli = 0;    // GPUs with nothing on them
   int64_t large_share_milli = 0;   // free beside a single share of >= 800 milli
+  int64_t small_sliver_milli = 0;  // free under kSmallSliverMilli on any other partly used GPU
   int64_t other_sliver_milli = 0;  // free on any other partly used GPU
 };
+
+// Free share under this on a partly used GPU is a sliver only the traces'
+// rarest share (50 milli, about 1 pod in 600) fits: mostly what two or three
+// common shares leave (470 + 470 leaves 60, 650 + 320 leaves 30).
+inline constexpr int64_t kSmallSliverMilli = 100;
 
 // One replay: a workload under a policy with one tuning seed.
 struct RunResult {
