@@ -25,8 +25,9 @@
 #
 # Knobs: TESSERA_GPU_BUILD_DIR (build there and keep it; default a temporary
 # folder), TESSERA_GPU_RUN_BUDGET_S, TESSERA_GPU_ONLY (an extended regex:
-# run only the tests whose whole name it matches, e.g. 'compute_.*|mps';
-# a partial run is not a result to commit), TESSERA_GPU_EXTRA_INCLUDE (a
+# run only the tests whose whole name it matches, e.g. 'compute_.*|mps',
+# the diagnostic variants (DIAG_TESTS) included; a partial run is not a
+# result to commit), TESSERA_GPU_EXTRA_INCLUDE (a
 # folder holding spdlog/ and fmt/ headers, for gpu_mps_supervisor on a GPU
 # machine that has none), and for --check TESSERA_GPU_CHECK_NVCC=0
 # (do not build with an nvcc found on PATH) and TESSERA_CHECK_JOBS (2).
@@ -116,6 +117,16 @@ burst_lend_reclaim|30|$ARB|@BIN@/gpu_arbiter_share burst_lend_reclaim
 mps_supervisor|45||builtin:mps_supervisor
 mps|45||builtin:mps
 node_arbiter_ratio|35|$ARB|@BIN@/gpu_arbiter_share node_arbiter_ratio
+EOF
+)
+# Diagnostic variants, same format: not part of a full run (their verdicts
+# are not claims of their own); run only when TESSERA_GPU_ONLY names them.
+# node_arbiter_ratio with one of its two differences from compute_ratios
+# changed (the worker's launches per synchronize, the policy): which one
+# lets the smaller share run over (tests/gpu/RESULTS.md, 2026-11-27).
+DIAG_TESTS=$(cat <<EOF
+node_arbiter_ratio_batch20|35|$ARB TESSERA_GPU_BATCH=20|@BIN@/gpu_arbiter_share node_arbiter_ratio
+node_arbiter_ratio_hard|35|$ARB TESSERA_GPU_POLICY=hard|@BIN@/gpu_arbiter_share node_arbiter_ratio
 EOF
 )
 
@@ -283,14 +294,16 @@ builtin_claim_env() {
 }
 
 # Prints "NAME|TIMEOUT|ENV|COMMAND" lines, checking each has four fields.
+# The test list's lines, checked; with `all`, the diagnostic variants after them.
 test_lines() {
-  local line n=0
+  local line n=0 list=$TESTS
+  [ "${1:-}" = all ] && list=$TESTS$'\n'$DIAG_TESTS
   while IFS= read -r line; do
     [ -z "$line" ] && continue
     n=$((n + 1))
     [ "$(echo "$line" | awk -F'|' '{ print NF }')" = 4 ] || die "test list line $n: not 4 fields: $line"
     echo "$line"
-  done <<<"$TESTS"
+  done <<<"$list"
 }
 
 # Where nvcc is: PATH, CUDA_HOME, /usr/local/cuda*, /opt/cuda, else the
@@ -313,7 +326,7 @@ check() {
   CHECK_TMP=$tmp
   trap 'rm -rf "$CHECK_TMP"' EXIT
   local lines names
-  lines=$(test_lines) || exit 2
+  lines=$(test_lines all) || exit 2
   names=$(echo "$lines" | cut -d'|' -f1 | sort)
   if [ -n "$(echo "$names" | uniq -d)" ]; then
     echo "FAIL: duplicate test names: $(echo "$names" | uniq -d | tr '\n' ' ')"
@@ -591,6 +604,7 @@ main_run() {
   local lines
   lines=$(test_lines) || exit 2
   if [ -n "${TESSERA_GPU_ONLY:-}" ]; then
+    lines=$(test_lines all) || exit 2
     lines=$(echo "$lines" | awk -F'|' -v re="^(${TESSERA_GPU_ONLY})\$" '$1 ~ re')
     [ -n "$lines" ] || die "TESSERA_GPU_ONLY='$TESSERA_GPU_ONLY' selects no test"
     echo "only the tests TESSERA_GPU_ONLY selects: $(echo "$lines" | cut -d'|' -f1 | tr '\n' ' ')"
@@ -625,6 +639,6 @@ main_run() {
 
 case "${1:-}" in
   --check) check ;;
-  ""|-h|--help) sed -n '2,28p' "$0"; exit 2 ;;
+  ""|-h|--help) sed -n '2,/^[^#]/p' "$0" | sed '$d'; exit 2 ;;
   *) main_run "$1" ;;
 esac
