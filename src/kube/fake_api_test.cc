@@ -249,5 +249,43 @@ TEST(FakeApiTest, AnInformerFollowsTheFake) {
   informer.Stop();
 }
 
+// What the informer stores and hands to its handlers, from a list or a
+// watch: the objects without metadata.managedFields, unless asked to keep it.
+TEST(FakeApiTest, AnInformerDropsManagedFieldsUnlessAskedToKeepThem) {
+  auto with_fields = [](const std::string& name) {
+    json pod = Pod(name, "n1");
+    pod["metadata"]["managedFields"] = json::array({{{"manager", "test"}, {"operation", "Update"}}});
+    return pod;
+  };
+  for (const bool keep : {false, true}) {
+    FakeApi api;
+    ASSERT_TRUE(api.Upsert(PodsPath("ns"), with_fields("listed")).ok());
+    InformerOptions options;
+    options.keep_managed_fields = keep;
+    Informer informer(api, PodsPath(""), options);
+    std::vector<bool> handed;  // whether each on_add / on_update object had the field
+    ASSERT_TRUE(informer
+                    .AddHandlers({.on_add = [&](const json& p) { handed.push_back(p["metadata"].contains("managedFields")); },
+                                  .on_update = [&](const json&, const json& p) {
+                                    handed.push_back(p["metadata"].contains("managedFields"));
+                                  }})
+                    .ok());
+    ASSERT_TRUE(informer.Start().ok());
+    ASSERT_TRUE(informer.WaitForSync(std::chrono::seconds(5)));
+    json w = *api.Upsert(PodsPath("ns"), with_fields("watched"));
+    ASSERT_TRUE(informer.WaitForResourceVersion(w["metadata"]["resourceVersion"], std::chrono::seconds(5)));
+    informer.Stop();
+    for (const char* key : {"ns/listed", "ns/watched"}) {
+      auto got = informer.Get(key);
+      ASSERT_TRUE(got.has_value()) << key;
+      EXPECT_EQ((*got)["metadata"].contains("managedFields"), keep) << key;
+      EXPECT_EQ((*got)["metadata"]["name"], std::string(key).substr(3));
+    }
+    ASSERT_EQ(handed.size(), 2u);
+    EXPECT_EQ(handed[0], keep);
+    EXPECT_EQ(handed[1], keep);
+  }
+}
+
 }  // namespace
 }  // namespace tessera::kube

@@ -37,6 +37,21 @@ StoreDelta DiffStore(const std::map<std::string, nlohmann::json>& store, const s
   return delta;
 }
 
+nlohmann::json WithoutManagedFields(const nlohmann::json& obj) {
+  const auto meta = obj.is_object() ? obj.find("metadata") : obj.end();
+  if (meta == obj.end() || !meta->is_object() || !meta->contains("managedFields")) return obj;
+  nlohmann::json out = nlohmann::json::object();
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    if (it == meta) continue;
+    out[it.key()] = it.value();
+  }
+  nlohmann::json& m = out["metadata"] = nlohmann::json::object();
+  for (auto it = meta->begin(); it != meta->end(); ++it) {
+    if (it.key() != "managedFields") m[it.key()] = it.value();
+  }
+  return out;
+}
+
 bool ResourceVersionAtLeast(const std::string& have, const std::string& want) {
   if (want.empty()) return true;
   // Decimal digits only, no leading zeros beyond "0", at most 20 digits (uint64).
@@ -175,7 +190,12 @@ Status Informer::ListAndApply() {
   std::vector<nlohmann::json> items;
   if (auto it = list.find("items"); it != list.end() && it->is_array()) {
     items.reserve(it->size());
-    for (auto& item : *it) items.push_back(std::move(item));
+    for (auto& item : *it) {
+      if (!options_.keep_managed_fields && item.is_object()) {
+        if (auto meta = item.find("metadata"); meta != item.end() && meta->is_object()) meta->erase("managedFields");
+      }
+      items.push_back(std::move(item));
+    }
   }
   StoreDelta delta;
   {
@@ -220,7 +240,9 @@ bool Informer::Apply(const WatchEvent& event) {
     spdlog::warn("informer {}: ignoring {} event without a name", path_, event.type);
     return true;
   }
+  nlohmann::json kept = deleted ? nlohmann::json() : options_.keep_managed_fields ? obj : WithoutManagedFields(obj);
   std::optional<nlohmann::json> old;
+  const nlohmann::json* stored = &obj;
   {
     MutexLock lock(mu_);
     auto it = store_.find(key);
@@ -228,7 +250,13 @@ bool Informer::Apply(const WatchEvent& event) {
       old = std::move(it->second);
       if (deleted) store_.erase(it);
     }
-    if (!deleted) store_[key] = obj;
+    if (!deleted) {
+      nlohmann::json& slot = store_[key];
+      slot = std::move(kept);
+      // Read below without the lock: only this thread writes the store, and
+      // a map's elements stay where they are until erased.
+      stored = &slot;
+    }
     if (!rv.empty()) resource_version_ = rv;
   }
   cv_.NotifyAll();
@@ -236,9 +264,9 @@ bool Informer::Apply(const WatchEvent& event) {
     if (deleted) {
       if (h.on_delete) h.on_delete(obj);
     } else if (old) {
-      if (h.on_update) h.on_update(*old, obj);
+      if (h.on_update) h.on_update(*old, *stored);
     } else if (h.on_add) {
-      h.on_add(obj);
+      h.on_add(*stored);
     }
   }
   return !stop_.load();

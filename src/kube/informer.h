@@ -11,6 +11,13 @@
 //   TESSERA_RETURN_IF_ERROR(pods.Start());
 //   pods.WaitForSync(std::chrono::seconds(30));
 //
+// The store keeps each object without metadata.managedFields (the API
+// server's record of which client set which field: on a pod often as large
+// as the rest of its metadata and spec together, and read by nothing here),
+// as kube-scheduler's informers do; InformerOptions::keep_managed_fields
+// keeps it. Handlers get the stored objects (a delete: the last state the
+// watch gave).
+//
 // Resilience: the watch resumes from the last resourceVersion seen (BOOKMARKs
 // move it too). On 410 (too old) it lists again and delivers the difference
 // from the store (adds, updates, deletes), so subscribers converge. Any other
@@ -48,6 +55,7 @@ struct InformerOptions {
   int watch_timeout_seconds = 300;  // each watch request's timeoutSeconds
   std::chrono::milliseconds backoff_base{200};
   std::chrono::milliseconds backoff_cap{30000};
+  bool keep_managed_fields = false;  // store metadata.managedFields too
 };
 
 // What takes a store to a fresh list: keys gone (deleted, with their stored
@@ -66,6 +74,10 @@ StoreDelta DiffStore(const std::map<std::string, nlohmann::json>& store, const s
 // (or a non-decimal `want`) never is, so a caller that cannot tell falls back
 // to reading the API server. Pure; unit-tested.
 bool ResourceVersionAtLeast(const std::string& have, const std::string& want);
+
+// `obj` as the store keeps it: a copy without metadata.managedFields (the
+// subtree is skipped, not copied and erased). Pure; unit-tested.
+nlohmann::json WithoutManagedFields(const nlohmann::json& obj);
 
 class Informer {
  public:

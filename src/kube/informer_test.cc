@@ -43,6 +43,24 @@ TEST(InformerTest, DiffStoreOfEqualListsIsEmpty) {
   EXPECT_TRUE(delta.deleted.empty());
 }
 
+TEST(InformerTest, TheStoreKeepsObjectsWithoutManagedFields) {
+  nlohmann::json pod = Obj("ns", "p", "7");
+  pod["metadata"]["labels"] = {{"app", "x"}};
+  pod["metadata"]["managedFields"] = nlohmann::json::array(
+      {{{"manager", "kubectl"}, {"operation", "Update"}, {"fieldsV1", {{"f:spec", nlohmann::json::object()}}}}});
+  pod["spec"] = {{"nodeName", "n1"}};
+  const nlohmann::json kept = WithoutManagedFields(pod);
+  EXPECT_FALSE(kept["metadata"].contains("managedFields"));
+  nlohmann::json expected = pod;
+  expected["metadata"].erase("managedFields");
+  EXPECT_EQ(kept, expected);  // everything else as it was
+  // Nothing to drop, or not an object: the same value.
+  EXPECT_EQ(WithoutManagedFields(expected), expected);
+  EXPECT_EQ(WithoutManagedFields(nlohmann::json("text")), nlohmann::json("text"));
+  nlohmann::json odd = {{"metadata", "not an object"}};
+  EXPECT_EQ(WithoutManagedFields(odd), odd);
+}
+
 TEST(InformerTest, AddHandlersAfterStartOrTwiceStartedFails) {
   ClientConfig config;
   config.server = "https://127.0.0.1:1";
