@@ -46,7 +46,7 @@ struct EndState {
 };
 
 // Free share under this on a partly used GPU is a sliver only the traces'
-// rarest share (50 milli, about 1 pod in 600) fits: mostly what two or three
+// rarest share (50 milli, 0.1-0.2 % of the pods) fits: mostly what two or three
 // common shares leave (470 + 470 leaves 60, 650 + 320 leaves 30).
 inline constexpr int64_t kSmallSliverMilli = 100;
 
