@@ -13,7 +13,10 @@
 // the scheduler's start-up are outside the window. --pairs N runs the two
 // modes back to back N times (alternating which goes first) and prints a
 // row per pair, then the ratio's min / median / max and each mode's
-// control-plane CPU per pod.
+// control-plane CPU per pod. Each row also gives the rate between the 10th
+// and the 90th percentile bind ("10-90%") and its ratio: the same run
+// without either mode's start and drain, which in a window of a few
+// seconds can decide a pair.
 //
 // Per mode it also prints the 1-minute load average when the window opened
 // (other work on the machine skews both modes) and the CPU seconds each
@@ -50,7 +53,17 @@ struct RunResult {
   double seconds = 0;
   double load_average = 0;                // 1-minute load average when the window opened
   std::map<std::string, double> cpu;      // process -> CPU seconds inside the window
+  std::vector<double> bound_at;           // seconds from the first bind to each bind, in order
   double pods_per_second() const { return seconds > 0 ? (bound - 1) / seconds : 0; }
+  // The rate between the 10th and the 90th percentile bind: the window
+  // without either mode's start (first connections, first binds queueing
+  // at the API server) and drain (the last binds, the scheduler idle).
+  double middle_pods_per_second() const {
+    if (bound_at.size() < 10) return pods_per_second();
+    const size_t lo = bound_at.size() / 10, hi = bound_at.size() * 9 / 10;
+    const double span = bound_at[hi] - bound_at[lo];
+    return span > 0 ? static_cast<double>(hi - lo) / span : 0;
+  }
 };
 
 double LoadAverage() {
@@ -202,6 +215,7 @@ Result<RunResult> RunMode(bool with_extender, int node_count, int pod_count, int
       result.load_average = LoadAverage();
       cpu_at_first = CpuOf(pids);
     }
+    result.bound_at.push_back(std::chrono::duration<double>(now - *first).count());
     if (static_cast<int>(bound.size()) < pod_count) return true;
     result.bound = static_cast<int>(bound.size());
     result.seconds = std::chrono::duration<double>(now - *first).count();
@@ -217,10 +231,15 @@ Result<RunResult> RunMode(bool with_extender, int node_count, int pod_count, int
     // (after a relist when the version is too old).
     last_error = st;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    if (st.code() == StatusCode::kOutOfRange && relist().ok() && first &&
-        static_cast<int>(bound.size()) >= pod_count) {
-      result.bound = static_cast<int>(bound.size());
-      result.seconds = std::chrono::duration<double>(Clock::now() - *first).count();
+    const size_t seen = bound.size();
+    if (st.code() == StatusCode::kOutOfRange && relist().ok() && first) {
+      // Binds found by the relist count as seen now.
+      const double at = std::chrono::duration<double>(Clock::now() - *first).count();
+      result.bound_at.resize(result.bound_at.size() + (bound.size() - seen), at);
+      if (static_cast<int>(bound.size()) >= pod_count) {
+        result.bound = static_cast<int>(bound.size());
+        result.seconds = at;
+      }
     }
   }
   if (result.bound == 0 && !last_error.ok()) return Internal("watching the pods: " + last_error.message());
@@ -276,8 +295,8 @@ int main(int argc, char** argv) {
 
   std::printf("kube-scheduler %s, %d pods over %d simulated nodes (8 GPUs each), client limits %d qps / %d burst\n",
               testing::KubeSchedulerVersion(repo).c_str(), pods, nodes, qps, 2 * qps);
-  std::printf("%-4s %-28s %8s %10s %8s %6s  %s\n", "pair", "mode", "seconds", "pods/s", "ratio", "load",
-              "CPU seconds in the window");
+  std::printf("%-4s %-28s %8s %10s %8s %11s %9s %6s  %s\n", "pair", "mode", "seconds", "pods/s", "ratio",
+              "10-90% p/s", "10-90% r", "load", "CPU seconds in the window");
   std::fflush(stdout);
   auto cpu_text = [](const testing::RunResult& r) {
     std::string text;
@@ -290,7 +309,7 @@ int main(int argc, char** argv) {
   };
   // Odd pairs run the baseline first, even pairs the extender first, so
   // neither mode always inherits the machine the other just left.
-  std::vector<double> ratios;
+  std::vector<double> ratios, middle_ratios;
   double cpu_ms_without = 0, cpu_ms_with = 0, cpu_ms_extender = 0;
   int bound_without = 0, bound_with = 0;
   for (int pair = 1; pair <= pairs; ++pair) {
@@ -306,6 +325,8 @@ int main(int argc, char** argv) {
     }
     const double ratio = with->pods_per_second() / without->pods_per_second();
     ratios.push_back(ratio);
+    const double middle_ratio = with->middle_pods_per_second() / without->middle_pods_per_second();
+    middle_ratios.push_back(middle_ratio);
     for (const auto& [name, seconds] : without->cpu) cpu_ms_without += 1000 * seconds;
     for (const auto& [name, seconds] : with->cpu) {
       cpu_ms_with += 1000 * seconds;
@@ -313,22 +334,28 @@ int main(int argc, char** argv) {
     }
     bound_without += without->bound;
     bound_with += with->bound;
-    std::printf("%-4d %-28s %8.2f %10.1f %8.2f %6.2f  %s\n", pair, "without extender (baseline)", without->seconds,
-                without->pods_per_second(), 1.0, without->load_average, cpu_text(*without).c_str());
-    std::printf("%-4d %-28s %8.2f %10.1f %8.2f %6.2f  %s\n", pair, "with tessera-scheduler", with->seconds,
-                with->pods_per_second(), ratio, with->load_average, cpu_text(*with).c_str());
+    std::printf("%-4d %-28s %8.2f %10.1f %8.2f %11.1f %9.2f %6.2f  %s\n", pair, "without extender (baseline)",
+                without->seconds, without->pods_per_second(), 1.0, without->middle_pods_per_second(), 1.0,
+                without->load_average, cpu_text(*without).c_str());
+    std::printf("%-4d %-28s %8.2f %10.1f %8.2f %11.1f %9.2f %6.2f  %s\n", pair, "with tessera-scheduler", with->seconds,
+                with->pods_per_second(), ratio, with->middle_pods_per_second(), middle_ratio, with->load_average,
+                cpu_text(*with).c_str());
     std::fflush(stdout);
   }
   // The spread of the ratio, and where the CPU went: control-plane CPU per
   // bound pod in each mode (all processes listed above), and the
   // extender's own part of it.
-  std::vector<double> sorted = ratios;
-  std::sort(sorted.begin(), sorted.end());
-  const size_t mid = sorted.size() / 2;
-  const double median = sorted.size() % 2 == 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-  std::printf("ratio over %d pair(s): min %.2f, median %.2f, max %.2f; CPU ms per pod: without %.2f, with %.2f "
+  auto spread = [](std::vector<double> values) {
+    std::sort(values.begin(), values.end());
+    const size_t mid = values.size() / 2;
+    const double median = values.size() % 2 == 1 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
+    char text[96];
+    std::snprintf(text, sizeof text, "min %.2f, median %.2f, max %.2f", values.front(), median, values.back());
+    return std::string(text);
+  };
+  std::printf("ratio over %d pair(s): %s (10-90%%: %s); CPU ms per pod: without %.2f, with %.2f "
               "(tessera-scheduler %.2f)\n",
-              pairs, sorted.front(), median, sorted.back(), cpu_ms_without / std::max(1, bound_without),
+              pairs, spread(ratios).c_str(), spread(middle_ratios).c_str(), cpu_ms_without / std::max(1, bound_without),
               cpu_ms_with / std::max(1, bound_with), cpu_ms_extender / std::max(1, bound_with));
   return 0;
 }
