@@ -17,6 +17,7 @@ PACKAGES=(
   nlohmann-json3-dev                  # annotation codec
   libcli11-dev                        # command-line flags
   gnuplot-nox                         # tessera-sim plot
+  libglpk-dev                         # tessera-sim: the LP bound on packing the shares a replay placed
   libcurl4-openssl-dev                # src/kube REST client
   libcpp-httplib-dev                  # extender HTTP server
   libyaml-cpp-dev                     # scheduler configuration file

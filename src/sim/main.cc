@@ -17,6 +17,7 @@
 #include "core/dra_policy.h"
 #include "core/fragmentation.h"
 #include "core/policy.h"
+#include "sim/packing_bound.h"
 #include "sim/replay.h"
 #include "sim/report.h"
 #include "sim/run_jobs.h"
@@ -134,10 +135,13 @@ void PrintSummary(const std::vector<RunResult>& runs, const std::vector<std::str
 }
 
 // With --breakdown: where the unallocated GPUs sit at the end, means over
-// seeds in % of the cluster's GPUs, and how many small shares the trace has
-// to fill the slivers large shares leave.
-void PrintBreakdown(const std::vector<RunResult>& runs, const std::vector<std::string>& policies,
-                    const std::vector<core::PodRequest>& pods) {
+// seeds in % of the cluster's GPUs, how many small shares the trace has to
+// fill the slivers large shares leave, the least any packing of the shares
+// each run placed would leave free, and what best fit decreasing with
+// hindsight leaves (SharePackingBound; computed here, after the runs, on one
+// thread).
+Status PrintBreakdown(const std::vector<RunResult>& runs, const std::vector<std::string>& policies,
+                      const std::vector<core::PodRequest>& pods) {
   int64_t large = 0, small = 0;
   for (const auto& p : pods) {
     if (p.containers.size() != 1 || p.containers[0].gpu_count != 1) continue;
@@ -145,11 +149,11 @@ void PrintBreakdown(const std::vector<RunResult>& runs, const std::vector<std::s
     if (m >= 800 && m < core::kCoreMilliPerGpu) ++large;
     if (m > 0 && m <= 200) ++small;
   }
-  std::printf("end state, %% of GPUs: %-18s %10s %12s %12s %12s   (trace: %lld shares >= 800 milli, %lld <= 200)\n",
-              "policy", "idle GPUs", "beside>=800", "under100", "other", static_cast<long long>(large),
-              static_cast<long long>(small));
+  std::printf("end state, %% of GPUs: %-18s %10s %12s %12s %12s %14s %10s   (trace: %lld shares >= 800 milli, %lld <= 200)\n",
+              "policy", "idle GPUs", "beside>=800", "under100", "other", "packing bound", "best fit",
+              static_cast<long long>(large), static_cast<long long>(small));
   for (const auto& p : policies) {
-    double w = 0, l = 0, s = 0, o = 0;
+    double w = 0, l = 0, s = 0, o = 0, b = 0, f = 0;
     int n = 0;
     for (const auto& r : runs) {
       if (r.policy != p || r.total_gpus == 0) continue;
@@ -158,12 +162,21 @@ void PrintBreakdown(const std::vector<RunResult>& runs, const std::vector<std::s
       l += static_cast<double>(r.end.large_share_milli) / t;
       s += static_cast<double>(r.end.small_sliver_milli) / t;
       o += static_cast<double>(r.end.other_sliver_milli) / t;
+      Result<PackingBound> bound = SharePackingBound(r.end.shares_placed);
+      if (!bound.ok()) {
+        return Status(bound.status().code(), r.workload + " " + p + " seed " + std::to_string(r.seed) + ": " +
+                                                 bound.status().message());
+      }
+      b += static_cast<double>(bound->free_milli) / t;
+      f += static_cast<double>(bound->fit_free_milli) / t;
       ++n;
     }
     if (n > 0) {
-      std::printf("end state, %% of GPUs: %-18s %10.2f %12.2f %12.2f %12.2f\n", p.c_str(), w / n, l / n, s / n, o / n);
+      std::printf("end state, %% of GPUs: %-18s %10.2f %12.2f %12.2f %12.2f %14.2f %10.2f\n", p.c_str(), w / n, l / n,
+                  s / n, o / n, b / n, f / n);
     }
   }
+  return Status::Ok();
 }
 
 struct FgdArgs {
@@ -219,10 +232,13 @@ int RunFgd(const FgdArgs& args) {
   });
   if (!runs.ok()) return Fail(runs.status(), kExitRuntime);
   PrintSummary(*runs, *policies);
-  if (args.breakdown) PrintBreakdown(*runs, *policies, pods);
+  if (args.breakdown) {
+    if (Status s = PrintBreakdown(*runs, *policies, pods); !s.ok()) return Fail(s, kExitRuntime);
+  }
   if (Status s = CreateOutputDir(args.out); !s.ok()) return Fail(s, kExitRuntime);
   for (const auto& [file, fn] : {std::pair{"alloc.csv", &WriteAllocCsv}, std::pair{"frag.csv", &WriteFragCsv},
-                                 std::pair{"frag_ratio.csv", &WriteFragRatioCsv}}) {
+                                 std::pair{"frag_ratio.csv", &WriteFragRatioCsv},
+                                 std::pair{"shares.csv", &WriteSharesCsv}}) {
     Status s = fn(args.out + "/" + file, *runs);
     if (!s.ok()) return Fail(s, kExitRuntime);
   }
@@ -375,12 +391,13 @@ int main(int argc, char** argv) {
   fgd_cmd->add_option("--policy", fgd.policy, "policy name, comma list, all, or dra (the DRA placement variants)")->capture_default_str();
   fgd_cmd->add_option("--seeds", fgd.seeds, "seeds: 42, 42-51 or 1,5,9")->capture_default_str();
   fgd_cmd->add_option("--tune", fgd.tune, "inflate GPU demand to this x capacity (0: off)")->capture_default_str();
-  fgd_cmd->add_option("--out", fgd.out, "output directory for alloc.csv, frag.csv, frag_ratio.csv")->required();
+  fgd_cmd->add_option("--out", fgd.out, "output directory for alloc.csv, frag.csv, frag_ratio.csv, shares.csv")->required();
   fgd_cmd->add_option("--workload", fgd.workload, "workload name in the CSVs (default: pods file stem)");
   fgd_cmd->add_option("--jobs", fgd.jobs, "parallel runs (default: CPU count)");
   fgd_cmd->add_flag("--quiet", fgd.quiet, "no per-run summary lines");
   fgd_cmd->add_flag("--breakdown", fgd.breakdown,
-                    "also print where the unallocated GPUs sit at the end (idle GPUs, beside large shares, other)");
+                    "also print where the unallocated GPUs sit at the end (idle GPUs, beside large shares, slivers, "
+                    "other) and the least any packing of the placed shares leaves free");
   fgd_cmd->add_option("--fade-below-free", fgd.interference.fade_below_free,
                       "tessera-interference: fade the penalty out below this free fraction of GPU compute (0: never)")
       ->capture_default_str();

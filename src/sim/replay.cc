@@ -71,6 +71,11 @@ Result<RunResult> Replay(const std::vector<core::NodeInfo>& nodes,
       if (!s.ok()) return Internal("placer chose a placement the ledger refuses: " + s.ToString());
       used += PodGpuMilli(pod);
       ++st.placed;
+      for (const core::ContainerRequest& c : pod.containers) {
+        if (c.gpu_count > 0 && c.core_milli_per_gpu < core::kCoreMilliPerGpu) {
+          run.end.shares_placed[c.core_milli_per_gpu] += c.gpu_count;
+        }
+      }
     } else {
       ++st.failed;
     }

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "core/policy.h"
 
 namespace tessera::sim {
@@ -28,6 +30,18 @@ TEST(Replay, EndStateSaysWhereTheFreeGpuMilliSits) {
   EXPECT_EQ(run->end.small_sliver_milli, 0);
   EXPECT_EQ(run->end.other_sliver_milli, 700);
   EXPECT_EQ(run->end.whole_idle_milli, 1000);
+  EXPECT_EQ(run->end.shares_placed, (std::map<int64_t, int64_t>{{300, 1}, {850, 1}}));
+}
+
+TEST(Replay, CountsSharesPlacedButNotWholeGpusNorPodsThatFailed) {
+  // The 500 share takes GPU 0 and two whole GPUs the others, so the 600
+  // share finds no room and is not counted; whole GPUs are not shares.
+  ReplayStats st;
+  auto run = Replay({Node("n", 3)}, {Pod("a", 500), Pod("b", 1000), Pod("c", 1000), Pod("d", 600)},
+                    {"bestfit", 42, {}}, &st);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(st.placed, 3);
+  EXPECT_EQ(run->end.shares_placed, (std::map<int64_t, int64_t>{{500, 1}}));
 }
 
 TEST(Replay, RunsTheDraVariantsWithTheAllocatorsFirstFit) {

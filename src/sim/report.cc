@@ -264,6 +264,20 @@ Status WriteFragRatioCsv(const std::string& path, const std::vector<RunResult>& 
   return WriteCurves(path, runs, /*with_total_gpus=*/false, &FragRatioCurve);
 }
 
+Status WriteSharesCsv(const std::string& path, const std::vector<RunResult>& runs) {
+  std::string out = "workload,sc_policy,tune,seed,gpu_milli,gpus\n";
+  for (const RunResult& run : runs) {
+    TESSERA_RETURN_IF_ERROR(CheckCell("workload", run.workload));
+    TESSERA_RETURN_IF_ERROR(CheckCell("policy", run.policy));
+    TESSERA_RETURN_IF_ERROR(CheckCell("tune", run.tune));
+    for (const auto& [milli, gpus] : run.end.shares_placed) {
+      out += run.workload + ',' + run.policy + ',' + run.tune + ',' + std::to_string(run.seed) + ',' +
+             std::to_string(milli) + ',' + std::to_string(gpus) + '\n';
+    }
+  }
+  return WriteTextFile(path, out);
+}
+
 Result<std::vector<CurveRow>> ParseCurveCsv(std::string_view text, std::string_view file_name) {
   if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);
   enum : int { kWorkload = -1, kPolicy = -2, kTune = -3, kSeed = -4, kIgnored = -5 };

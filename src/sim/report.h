@@ -43,6 +43,11 @@ struct EndState {
   int64_t large_share_milli = 0;   // free beside a single share of >= 800 milli
   int64_t small_sliver_milli = 0;  // free under kSmallSliverMilli on any other partly used GPU
   int64_t other_sliver_milli = 0;  // free on any other partly used GPU
+  // The shares placed: per GPU milli under a whole GPU, how many GPUs a
+  // placed pod took at that share (a 2-GPU pod at 500 counts twice). A
+  // packing of exactly these shares onto GPUs bounds from below the free
+  // milli any placement of them leaves (bench/placement_quality.py).
+  std::map<int64_t, int64_t> shares_placed;
 };
 
 // Free share under this on a partly used GPU is a sliver only the traces'
@@ -91,6 +96,9 @@ Curve FragRatioCurve(const RunResult& run);
 Status WriteAllocCsv(const std::string& path, const std::vector<RunResult>& runs);
 Status WriteFragCsv(const std::string& path, const std::vector<RunResult>& runs);
 Status WriteFragRatioCsv(const std::string& path, const std::vector<RunResult>& runs);
+// shares.csv: workload,sc_policy,tune,seed,gpu_milli,gpus, a row per run and
+// share size in EndState::shares_placed (ascending), same errors as above.
+Status WriteSharesCsv(const std::string& path, const std::vector<RunResult>& runs);
 
 // One row of a discrete CSV (any of the three files).
 struct CurveRow {

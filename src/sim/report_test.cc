@@ -147,6 +147,25 @@ TEST(ReportCsvTest, WriteReadRoundTrip) {
   }
 }
 
+TEST(ReportCsvTest, SharesCsvHasARowPerRunAndShareSize) {
+  RunResult a = MakeRun(10, {});
+  a.end.shares_placed = {{470, 3}, {810, 2}};
+  RunResult b = a;
+  b.seed = 43;
+  b.end.shares_placed = {};  // placed no shares: no rows
+  const std::string path = TempDirFor("shares") + "/shares.csv";
+  ASSERT_TRUE(WriteSharesCsv(path, {a, b}).ok());
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(text.str(),
+            "workload,sc_policy,tune,seed,gpu_milli,gpus\n"
+            "openb_pod_list_default,fgd,1.3,42,470,3\n"
+            "openb_pod_list_default,fgd,1.3,42,810,2\n");
+  a.policy = "x\ny";
+  EXPECT_EQ(WriteSharesCsv(path, {a}).code(), StatusCode::kInvalidArgument);
+}
+
 TEST(ReportCsvTest, RejectsCellsTheReaderCannotSplit) {
   RunResult run = MakeRun(1, {});
   run.workload = "a,b";
