@@ -63,12 +63,12 @@ def main():
                                    "--policy", args.policies, "--seeds", args.seeds, "--tune", "1.3",
                                    "--jobs", args.jobs, "--out", out, "--quiet", "--breakdown"],
                                   check=True, stdout=subprocess.PIPE, text=True)
-            # "end state, % of GPUs: POLICY idle beside>=800 under100 other packing-bound best-fit"
+            # "end state, % of GPUs: POLICY idle beside>=800 under100 other packing-bound best-fit cpu-free"
             ends = {}
             for line in proc.stdout.splitlines():
                 if line.startswith("end state, % of GPUs:") and "idle GPUs" not in line:
                     f = line.split(":", 1)[1].split()
-                    ends[f[0]] = tuple(float(x) for x in f[1:7])
+                    ends[f[0]] = tuple(float(x) for x in f[1:8])
             runs = list(csv.DictReader(open(os.path.join(out, "alloc.csv"))))
             un = {}
             for p in policies:
@@ -112,24 +112,25 @@ def main():
               f"could leave, with hindsight and ignoring nodes, CPU and memory (the cutting-stock LP bound, "
               f"`src/sim/packing_bound.h`; per run, then the mean); \"best fit\" is what best fit decreasing leaves "
               f"with the same hindsight (largest share first, each where it fits tightest): a packing that exists, "
-              f"so the best one lies between the two; \"at most vs fgd\" is the reduction against fgd of "
+              f"so the best one lies between the two; \"CPU free\" is the % of the nodes' cores left at the end "
+              f"(where it is near zero, idle GPUs cannot be fed whatever the packing); \"at most vs fgd\" is the reduction against fgd of "
               f"a policy that placed those shares and left nothing else free; \"taken\" is how much of that {last} "
               f"has. A policy that placed other shares could do otherwise, but the shares placed hardly vary with the "
               f"policy: every share that arrives while there is room is placed.",
               "",
               "| trace | fgd idle | fgd beside>=800 | fgd under 100 | fgd rest | "
-              f"{last} idle | {last} beside>=800 | {last} under 100 | {last} rest | {last} packing bound | best fit | "
+              f"{last} idle | {last} beside>=800 | {last} under 100 | {last} rest | {last} packing bound | best fit | {last} CPU free | "
               f"at most vs fgd | taken |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     bests, takens = [], []
     for t, un, ends in rows:
-        f, c = ends.get("fgd", (0, 0, 0, 0, 0, 0)), ends.get(last, (0, 0, 0, 0, 0, 0))
+        f, c = ends.get("fgd", (0,) * 7), ends.get(last, (0,) * 7)
         best = (un["fgd"] - c[4]) / un["fgd"] * 100 if un["fgd"] else 0.0
         taken = red(un, last) / best * 100 if best > 0 else 0.0
         bests.append(best)
         takens.append(taken)
         lines.append(f"| {t} | {f[0]:.2f} | {f[1]:.2f} | {f[2]:.2f} | {f[3]:.2f} | {c[0]:.2f} | {c[1]:.2f} | "
-                     f"{c[2]:.2f} | {c[3]:.2f} | {c[4]:.2f} | {c[5]:.2f} | {-best:+.1f} % | {taken:.0f} % |")
+                     f"{c[2]:.2f} | {c[3]:.2f} | {c[4]:.2f} | {c[5]:.2f} | {c[6]:.2f} | {-best:+.1f} % | {taken:.0f} % |")
     if bests:
         reds = [red(un, last) for _, un, _ in rows]
         mean_red, mean_best = statistics.mean(reds), statistics.mean(bests)

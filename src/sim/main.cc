@@ -139,7 +139,7 @@ void PrintSummary(const std::vector<RunResult>& runs, const std::vector<std::str
 // fill the slivers large shares leave, the least any packing of the shares
 // each run placed would leave free, and what best fit decreasing with
 // hindsight leaves (SharePackingBound; computed here, after the runs, on one
-// thread).
+// thread), and the CPU left on the nodes (% of their cores, not of GPUs).
 Status PrintBreakdown(const std::vector<RunResult>& runs, const std::vector<std::string>& policies,
                       const std::vector<core::PodRequest>& pods) {
   int64_t large = 0, small = 0;
@@ -149,11 +149,12 @@ Status PrintBreakdown(const std::vector<RunResult>& runs, const std::vector<std:
     if (m >= 800 && m < core::kCoreMilliPerGpu) ++large;
     if (m > 0 && m <= 200) ++small;
   }
-  std::printf("end state, %% of GPUs: %-18s %10s %12s %12s %12s %14s %10s   (trace: %lld shares >= 800 milli, %lld <= 200)\n",
-              "policy", "idle GPUs", "beside>=800", "under100", "other", "packing bound", "best fit",
+  std::printf("end state, %% of GPUs: %-18s %10s %12s %12s %12s %14s %10s %10s   (trace: %lld shares >= 800 milli, "
+              "%lld <= 200)\n",
+              "policy", "idle GPUs", "beside>=800", "under100", "other", "packing bound", "best fit", "CPU free",
               static_cast<long long>(large), static_cast<long long>(small));
   for (const auto& p : policies) {
-    double w = 0, l = 0, s = 0, o = 0, b = 0, f = 0;
+    double w = 0, l = 0, s = 0, o = 0, b = 0, f = 0, c = 0;
     int n = 0;
     for (const auto& r : runs) {
       if (r.policy != p || r.total_gpus == 0) continue;
@@ -169,11 +170,12 @@ Status PrintBreakdown(const std::vector<RunResult>& runs, const std::vector<std:
       }
       b += static_cast<double>(bound->free_milli) / t;
       f += static_cast<double>(bound->fit_free_milli) / t;
+      if (r.end.cpu_milli > 0) c += 100.0 * static_cast<double>(r.end.cpu_free_milli) / static_cast<double>(r.end.cpu_milli);
       ++n;
     }
     if (n > 0) {
-      std::printf("end state, %% of GPUs: %-18s %10.2f %12.2f %12.2f %12.2f %14.2f %10.2f\n", p.c_str(), w / n, l / n,
-                  s / n, o / n, b / n, f / n);
+      std::printf("end state, %% of GPUs: %-18s %10.2f %12.2f %12.2f %12.2f %14.2f %10.2f %10.2f\n", p.c_str(), w / n,
+                  l / n, s / n, o / n, b / n, f / n, c / n);
     }
   }
   return Status::Ok();

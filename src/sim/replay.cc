@@ -94,6 +94,8 @@ Result<RunResult> Replay(const std::vector<core::NodeInfo>& nodes,
   }
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (const core::NodeState& node : ledger.nodes()) {
+    run.end.cpu_free_milli += node.CpuFree();
+    run.end.cpu_milli += node.info.cpu_milli;
     for (size_t g = 0; g < node.gpus.size(); ++g) {
       if (!node.info.gpus[g].healthy) continue;
       const int64_t free = node.GpuCoreFree(static_cast<int>(g));

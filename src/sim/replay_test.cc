@@ -31,6 +31,8 @@ TEST(Replay, EndStateSaysWhereTheFreeGpuMilliSits) {
   EXPECT_EQ(run->end.other_sliver_milli, 700);
   EXPECT_EQ(run->end.whole_idle_milli, 1000);
   EXPECT_EQ(run->end.shares_placed, (std::map<int64_t, int64_t>{{300, 1}, {850, 1}}));
+  EXPECT_EQ(run->end.cpu_milli, 32000);
+  EXPECT_EQ(run->end.cpu_free_milli, 32000 - 2 * 1000);  // a core per pod
 }
 
 TEST(Replay, CountsSharesPlacedButNotWholeGpusNorPodsThatFailed) {

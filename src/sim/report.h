@@ -48,6 +48,10 @@ struct EndState {
   // packing of exactly these shares onto GPUs bounds from below the free
   // milli any placement of them leaves (bench/placement_quality.py).
   std::map<int64_t, int64_t> shares_placed;
+  // CPU left on the nodes, and what they have: where CPU runs out, idle
+  // GPUs cannot be used whatever the placement of the shares.
+  int64_t cpu_free_milli = 0;
+  int64_t cpu_milli = 0;
 };
 
 // Free share under this on a partly used GPU is a sliver only the traces'
