@@ -170,7 +170,9 @@ Status PrintBreakdown(const std::vector<RunResult>& runs, const std::vector<std:
       }
       b += static_cast<double>(bound->free_milli) / t;
       f += static_cast<double>(bound->fit_free_milli) / t;
-      if (r.end.cpu_milli > 0) c += 100.0 * static_cast<double>(r.end.cpu_free_milli) / static_cast<double>(r.end.cpu_milli);
+      if (r.end.cpu_milli > 0) {
+        c += 100.0 * static_cast<double>(r.end.cpu_free_milli) / static_cast<double>(r.end.cpu_milli);
+      }
       ++n;
     }
     if (n > 0) {

@@ -44,9 +44,8 @@ struct EndState {
   int64_t small_sliver_milli = 0;  // free under kSmallSliverMilli on any other partly used GPU
   int64_t other_sliver_milli = 0;  // free on any other partly used GPU
   // The shares placed: per GPU milli under a whole GPU, how many GPUs a
-  // placed pod took at that share (a 2-GPU pod at 500 counts twice). A
-  // packing of exactly these shares onto GPUs bounds from below the free
-  // milli any placement of them leaves (bench/placement_quality.py).
+  // placed pod took at that share (a 2-GPU pod at 500 counts twice): what
+  // SharePackingBound (sim/packing_bound.h) bounds the free milli of.
   std::map<int64_t, int64_t> shares_placed;
   // CPU left on the nodes, and what they have: where CPU runs out, idle
   // GPUs cannot be used whatever the placement of the shares.
