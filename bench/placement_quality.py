@@ -144,7 +144,8 @@ def main():
                   f"traces at or above {MEAN_TARGET:.0f} %. {last} takes {statistics.mean(takens):.0f} % of it on "
                   f"average; " + (f"the mean is at or above {MEAN_TARGET:.0f} % already." if mean_red >= MEAN_TARGET
                                   else "the bound leaves no room." if need is None
-                                  else f"a {MEAN_TARGET:.0f} % mean needs {need:.0f} % of the rest on every trace.")]
+                                  else f"a {MEAN_TARGET:.0f} % mean needs {need:.0f} % of the rest on every trace"
+                                  + (", more than all of it: out of reach with these shares." if need > 100 else "."))]
     block = "\n".join(lines) + "\n"
     print(block)
     if args.write:
