@@ -335,6 +335,20 @@ gone() {  # POD...: deleted, and their claims (if any) unprepared
 
 step "10. a mixed node: a device-plugin pod and a claim on one GPU, the slice offering what the pod leaves"
 wait_offered "40Gi 100" "before any pod"
+# The agent restarted in step 8 registers its device plugin again, and the
+# kubelet reports the slots at its next node status update. A pod that comes
+# before that is turned away for want of tessera.io/gpu, and kube-scheduler
+# does not retry it when they appear: its node-update hint checks the pod's
+# tessera.io/gpu-mem, which no node advertises (docs/scheduler-extender.md,
+# "A pod that arrives before the slots"). The test is about the mixed node,
+# so it waits for the slots.
+slots=""
+for _ in $(seq 150); do
+  slots="$("$kubectl" get node "$node" -o 'jsonpath={.status.allocatable.tessera\.io/gpu}')"
+  [[ -n "$slots" && "$slots" != 0 ]] && break
+  sleep 0.2
+done
+[[ -n "$slots" && "$slots" != 0 ]] || fail "node $node reports no tessera.io/gpu slots 30 s after the agent's restart"
 dp_pod dp 16384 40
 ready dp
 [[ "$(assigned_uuid dp)" == "$gpu" ]] || fail "dp is not assigned gpu-0 ($gpu): $(assigned_uuid dp)"
