@@ -3,9 +3,10 @@
 #include <glpk.h>
 
 #include <cmath>
+#include <algorithm>
 #include <memory>
-#include <set>
 #include <numeric>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -150,6 +151,7 @@ Result<PackingBound> SharePackingBound(const std::map<int64_t, int64_t>& shares)
   glp_init_smcp(&parm);
   parm.msg_lev = GLP_MSG_OFF;
   std::vector<double> dual(items.size.size());
+  double best_value = 1.0;  // the last pricing's best pattern value, in units of its cost
   for (int added = 0;; ++added) {
     if (const int rc = glp_simplex(lp.get(), &parm); rc != 0 || glp_get_status(lp.get()) != GLP_OPT) {
       return Internal("packing bound: GLPK's simplex failed (code " + std::to_string(rc) + ", status " +
@@ -158,6 +160,7 @@ Result<PackingBound> SharePackingBound(const std::map<int64_t, int64_t>& shares)
     for (size_t i = 0; i < dual.size(); ++i) dual[i] = glp_get_row_dual(lp.get(), static_cast<int>(i) + 1);
     double value = 0;
     std::vector<int64_t> pattern = BestPattern(items, dual, &value);
+    best_value = std::max(1.0, value);
     if (value <= 1.0 + kEpsilon) break;  // no pattern lowers the count: optimal
     if (added == kMaxPatterns) {
       return Internal("packing bound: no optimum after " + std::to_string(kMaxPatterns) + " patterns");
@@ -165,9 +168,12 @@ Result<PackingBound> SharePackingBound(const std::map<int64_t, int64_t>& shares)
     AddPattern(lp.get(), pattern);
   }
   PackingBound bound;
-  bound.lp_gpus = glp_get_obj_val(lp.get());
-  // Rounded up, with room for the simplex's rounding error.
-  bound.gpus = static_cast<int64_t>(std::ceil(bound.lp_gpus - 1e-6));
+  // The patterns found so far may miss one worth up to kEpsilon more than
+  // its cost; dividing by the best value found keeps this a lower bound
+  // (Farley's bound), and the rounding up leaves room for the simplex's
+  // rounding error, so it errs low by at most one GPU, never high.
+  bound.lp_gpus = glp_get_obj_val(lp.get()) / best_value;
+  bound.gpus = static_cast<int64_t>(std::ceil(bound.lp_gpus - 1e-4));
   bound.free_milli = bound.gpus * kGpu - total;
   bound.fit_gpus = BestFitDecreasingGpus(shares);
   bound.fit_free_milli = bound.fit_gpus * kGpu - total;
