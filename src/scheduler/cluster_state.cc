@@ -1,10 +1,14 @@
 #include "scheduler/cluster_state.h"
 
 #include <algorithm>
+#include <utility>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "core/codec.h"
+#include "core/quantity.h"
 #include "core/timestamp.h"
 
 namespace tessera::scheduler {
@@ -33,21 +37,43 @@ const Json* Annotation(const Json& obj, std::string_view name) {
   return annotations ? Member(*annotations, name) : nullptr;
 }
 
+// The device-plugin resources whose slots the extender counts: Tessera's
+// GPU count, and HAMi's with that front end on. (gpushare's memory units are
+// advertised by the node and counted by kube-scheduler.)
+std::vector<std::string> SlotResources(const core::ResourceNames& names) {
+  std::vector<std::string> r{names.gpu};
+  if (names.hami.enabled) r.push_back(names.hami.gpu);
+  return r;
+}
+
 // What decides a node's place in the ledger: the inventory annotation and
-// allocatable CPU and memory. Heartbeats change none of these.
-std::string NodeFingerprint(const Json& node) {
+// allocatable CPU, memory and slots. Heartbeats change none of these.
+std::string NodeFingerprint(const Json& node, const core::ResourceNames& names) {
   std::string fp;
   const Json* inv = Annotation(node, core::kInventoryAnnotation);
   fp += inv ? inv->dump() : "-";
   fp += Annotation(node, core::kNodeAgentAnnotation) != nullptr ? "\nagent" : "\n-";
   const Json* status = Member(node, "status");
   const Json* alloc = status ? Member(*status, "allocatable") : nullptr;
-  for (const char* r : {"cpu", "memory"}) {
+  std::vector<std::string> counted{"cpu", "memory"};
+  for (std::string& r : SlotResources(names)) counted.push_back(std::move(r));
+  for (const std::string& r : counted) {
     const Json* v = alloc ? Member(*alloc, r) : nullptr;
     fp += '\n';
     fp += v ? v->dump() : "-";
   }
   return fp;
+}
+
+// The whole number of `resource` the node's status.allocatable gives; 0 when
+// absent or not a whole number (the kubelet writes counts as decimal text).
+int64_t AllocatableCount(const Json& node, const std::string& resource) {
+  const Json* status = Member(node, "status");
+  const Json* alloc = status ? Member(*status, "allocatable") : nullptr;
+  const Json* v = alloc ? Member(*alloc, resource) : nullptr;
+  if (v == nullptr || !v->is_string()) return 0;
+  Result<int64_t> n = core::ParseCount(v->get_ref<const std::string&>());
+  return n.ok() ? *n : 0;
 }
 
 // Whether the node has admitted a bound pod: it runs, or the node agent has
@@ -121,6 +147,70 @@ std::string ClusterView::AdmissionStall(std::string_view node, Clock::time_point
   return "node " + std::string(node) + " has not admitted pod " + *oldest + " for " +
          std::to_string(waited.count() / 1000) + " s; tessera-scheduler binds one pod at a time to a node with a "
          "node agent, so new pods go to other nodes until it does";
+}
+
+ClusterView::SlotAsk ClusterView::SlotsAsked(const core::PodView& pod) const {
+  const core::ResourceNames& names = state_->options_.resources;
+  SlotAsk ask;
+  int64_t sum = 0, init_max = 0;
+  for (const core::PodView::Container& c : pod.containers) {
+    const bool hami = c.front_end == core::FrontEnd::kHami && names.hami.enabled;
+    if (c.front_end != core::FrontEnd::kTessera && !hami) continue;
+    const std::string& r = hami ? names.hami.gpu : names.gpu;
+    auto q = c.limits.find(r);
+    if (q == c.limits.end()) {
+      q = c.requests.find(r);
+      if (q == c.requests.end()) continue;
+    }
+    Result<int64_t> n = core::ParseCount(q->second);
+    if (!n.ok()) continue;  // the request's own check says what is wrong
+    ask.resource = r;
+    ask.which = hami ? 1 : 0;
+    if (c.init) init_max = std::max(init_max, *n);
+    else sum += *n;
+  }
+  ask.count = std::max(sum, init_max);
+  return ask;
+}
+
+std::string ClusterView::SlotShortage(size_t index, const SlotAsk& ask) const {
+  state_->mu_.AssertHeld();
+  if (ask.count == 0 || state_->slots_short_.empty()) return "";
+  const auto& nodes = state_->ledger_.nodes();
+  auto& table = state_->short_by_index_;
+  if (state_->short_by_index_version_ != state_->topology_version_) {
+    const std::vector<std::string> resources = SlotResources(state_->options_.resources);
+    table.assign(nodes.size(), {});
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      auto it = state_->slots_short_.find(nodes[i].info.name);
+      if (it == state_->slots_short_.end()) continue;
+      table[i].listed = true;
+      for (size_t w = 0; w < resources.size(); ++w) {
+        if (auto r = it->second.find(resources[w]); r != it->second.end()) table[i].have[w] = r->second;
+      }
+    }
+    state_->short_by_index_version_ = state_->topology_version_;
+  }
+  if (index >= table.size() || !table[index].listed || table[index].have[ask.which] < 0) return "";
+  ClusterState::ShortSlots& entry = table[index];
+  const core::NodeState& node = nodes[index];
+  if (entry.version != node.version) {
+    entry.taken = 0;
+    for (const core::GpuUsage& g : node.gpus) entry.taken += g.sharers;
+    entry.version = node.version;
+  }
+  const int64_t have = entry.have[ask.which];
+  if (entry.taken + ask.count <= have) return "";
+  int64_t listed = 0;  // -1 when a GPU lists no slots
+  for (const core::GpuInfo& g : node.info.gpus) listed = g.max_sharers > 0 && listed >= 0 ? listed + g.max_sharers : -1;
+  std::string why = "node " + node.info.name + ": its kubelet reports " + std::to_string(have) + " " + ask.resource +
+                    " slots allocatable, " + std::to_string(entry.taken) + " of them taken, and the pod asks for " +
+                    std::to_string(ask.count);
+  if (have < listed) {
+    why += " (its inventory lists " + std::to_string(listed) +
+           ": the node agent is starting or restarting, or some GPUs' slots are unhealthy)";
+  }
+  return why;
 }
 
 const std::map<std::string, int64_t, std::less<>>& ClusterView::Models() const {
@@ -223,7 +313,7 @@ void ClusterState::UpsertNode(const Json& node) {
     log_->warn("node event without metadata.name ignored");
     return;
   }
-  std::string fp = NodeFingerprint(node);
+  std::string fp = NodeFingerprint(node, options_.resources);
   MutexLock lock(mu_);
   NodeEntry& entry = nodes_[name];
   if (entry.fingerprint == fp) return;  // a heartbeat: nothing the ledger uses changed
@@ -246,6 +336,7 @@ void ClusterState::UpsertNode(const Json& node) {
     } else {
       log_->debug("node {}: {}", name, entry.not_gpu_reason);
     }
+    slots_short_.erase(name);
     SetWaitingReason(name, "waiting for node " + name + " to be a GPU node (" + entry.not_gpu_reason + ")");
     return;
   }
@@ -257,6 +348,7 @@ void ClusterState::UpsertNode(const Json& node) {
     if (!st.ok()) {
       entry.not_gpu_reason = "not a GPU node: " + st.message();
       log_->error("node {}: {}", name, st.message());
+      slots_short_.erase(name);
       return;
     }
   } else if (!(ledger_.FindNode(name)->info == *info)) {
@@ -270,6 +362,7 @@ void ClusterState::UpsertNode(const Json& node) {
     }
     log_->info("node {} updated: {} GPUs", name, info->gpus.size());
   }
+  NoteSlots(name, node, *info);
   ApplyParked(name);
   if (had_agent != entry.has_agent) {
     log_->info("node {} {} a node agent", name, entry.has_agent ? "has" : "no longer has");
@@ -279,10 +372,44 @@ void ClusterState::UpsertNode(const Json& node) {
   }
 }
 
+void ClusterState::NoteSlots(const std::string& name, const Json& node, const core::NodeInfo& info) {
+  int64_t listed = 0;
+  bool limited = !info.gpus.empty();
+  for (const core::GpuInfo& g : info.gpus) {
+    limited = limited && g.max_sharers > 0;
+    listed += g.max_sharers;
+  }
+  std::map<std::string, int64_t, std::less<>> short_of;
+  for (const std::string& r : SlotResources(options_.resources)) {
+    if (const int64_t have = AllocatableCount(node, r); !limited || have < listed) short_of[r] = have;
+  }
+  auto it = slots_short_.find(name);
+  const bool was_short = it != slots_short_.end();
+  if (short_of.empty()) {
+    if (was_short) {
+      log_->info("node {}: all {} device-plugin slots its inventory lists are allocatable", name, listed);
+      slots_short_.erase(it);
+    }
+    return;
+  }
+  if (!was_short || it->second != short_of) {
+    std::string counts;
+    for (const auto& [r, have] : short_of) counts += (counts.empty() ? "" : ", ") + std::to_string(have) + " " + r;
+    if (limited) {
+      log_->info("node {}: {} slots allocatable of the {} its inventory lists; pods asking for more wait", name,
+                 counts, listed);
+    } else {
+      log_->debug("node {}: {} slots allocatable (its inventory lists no slots per GPU)", name, counts);
+    }
+  }
+  slots_short_.insert_or_assign(name, std::move(short_of));
+}
+
 void ClusterState::DeleteNode(std::string_view name) {
   MutexLock lock(mu_);
   const std::string n(name);
   if (nodes_.erase(n) == 0) return;
+  slots_short_.erase(n);
   TopologyChanged();
   if (ledger_.FindNode(n) == nullptr) {
     SetWaitingReason(n, "waiting for node " + n + " (deleted)");

@@ -73,6 +73,16 @@
 // seen unbound keeps its assumption (the watch may be behind kube-scheduler),
 // and an assumption the watch never confirms is released by ExpireAssumed
 // after host_assume_ttl (the pod did not schedule).
+// Device-plugin slots (tessera.io/gpu, and HAMi's count with that front end
+// on) are counted here, not by kube-scheduler: its queueing hint for a node
+// change checks a pod against the node with the extender's ignored resources
+// too, so a pod it turned away for want of slots was not retried when the
+// slots appeared (docs/scheduler-extender.md, "A pod that arrives before the
+// slots"). A GPU's sharers never exceed the slots its inventory lists (the
+// ledger); a node whose kubelet reports fewer slots allocatable than its
+// inventory lists (its agent starting or restarting, a sick GPU's slots) or
+// whose GPUs list none takes a pod only while what is allocatable, less its
+// GPUs' sharers, covers the slots the pod asks for (SlotShortage).
 // A LoadTracker (load_tracker.h) follows every pending and held pod's
 // predicted GPU load and learns from the tessera.io/usage annotations of held
 // pods; a pod re-booked at a new prediction gives its node a new ledger
@@ -267,6 +277,25 @@ class ClusterView {
   // there would wait behind it. "" when none. The text names the node, the
   // pod and how long.
   std::string AdmissionStall(std::string_view node, Clock::time_point now) const;
+  // The device-plugin slots a pod asks for: the count resource its GPU
+  // containers name (tessera.io/gpu, or HAMi's with that front end on) and
+  // how many the kubelet allocates it (the app containers' sum, or the
+  // largest init container's if larger). count 0: none of these (gpushare's
+  // memory units, or no GPU).
+  struct SlotAsk {
+    std::string resource;
+    int64_t count = 0;
+    size_t which = 0;  // resource's place in the node's slot counts: 0 Tessera's, 1 HAMi's
+  };
+  SlotAsk SlotsAsked(const core::PodView& pod) const;
+  // Why the ledger's node `index` (ledger().nodes()) cannot take a pod
+  // asking `ask` for want of device-plugin slots, or "" when it can (see the
+  // file comment): the slots its kubelet reports allocatable for the
+  // resource, less those its GPUs' sharers take (of any front end, so it
+  // errs towards refusing), must cover the ask. Free while every node's
+  // slots are allocatable; otherwise an index into a table rebuilt when the
+  // topology changes. The text names the node, the resource and the counts.
+  std::string SlotShortage(size_t index, const SlotAsk& ask) const;
   // The GPU node a bind of pod `pod_key` to `node` books on, checked as
   // ClusterState::Assume checks it: ALREADY_EXISTS if the pod already holds or
   // waits for a share; NOT_FOUND / FAILED_PRECONDITION when the node is
@@ -498,6 +527,8 @@ class ClusterState {
   // no longer hold its binds back.
   void GiveUpStaleAwaiting(const std::string& node, Clock::time_point now) TESSERA_REQUIRES(mu_);
   void SetWaitingReason(const std::string& node, const std::string& why) TESSERA_REQUIRES(mu_);
+  // Keeps slots_short_ for GPU node `name` (`node` its object, `info` its inventory).
+  void NoteSlots(const std::string& name, const nlohmann::json& node, const core::NodeInfo& info) TESSERA_REQUIRES(mu_);
   // Feeds a held pod's tessera.io/usage to the LoadTracker; gives its node a
   // new version when its booked load changed.
   void NoteUsage(const std::string& key, const PodRecord& rec, const std::string& usage_text,
@@ -554,6 +585,23 @@ class ClusterState {
   std::set<std::pair<Clock::time_point, std::string>> host_assumed_ TESSERA_GUARDED_BY(mu_);
   int64_t host_expired_total_ TESSERA_GUARDED_BY(mu_) = 0;
   std::map<std::string, std::set<std::string, std::less<>>, std::less<>> host_waiting_ TESSERA_GUARDED_BY(mu_);
+  // GPU nodes whose kubelet reports fewer slots allocatable than their
+  // inventory lists, or whose inventory lists none: per slot resource, the
+  // slots allocatable. SlotShortage looks only at these.
+  std::map<std::string, std::map<std::string, int64_t, std::less<>>, std::less<>> slots_short_ TESSERA_GUARDED_BY(mu_);
+  // slots_short_ by ledger index, as of topology version
+  // short_by_index_version_ (rebuilt by SlotShortage): whether the node is
+  // there, its slots allocatable per SlotAsk::which (-1: not short of that
+  // resource), and its GPUs' sharers as of ledger version `version`. Filter
+  // walks it in node order, so it is kept flat.
+  struct ShortSlots {
+    bool listed = false;
+    int64_t have[2] = {-1, -1};
+    uint64_t version = ~uint64_t{0};  // none yet
+    int64_t taken = 0;
+  };
+  mutable std::vector<ShortSlots> short_by_index_ TESSERA_GUARDED_BY(mu_);
+  mutable uint64_t short_by_index_version_ TESSERA_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace tessera::scheduler

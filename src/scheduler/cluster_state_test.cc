@@ -451,6 +451,49 @@ TEST(ClusterStateTest, WholeGpusHoldTheirMemory) {
   EXPECT_EQ(state.conflict_count(), 1);
 }
 
+// Each front end's pods need the slots of their own count resource: HAMi's
+// (with that front end on) as Tessera's; gpushare's memory units are
+// kube-scheduler's to count. Every GPU's sharers count against each.
+TEST(ClusterStateTest, SlotShortageLooksAtTheResourceThePodNames) {
+  ClusterStateOptions options = Options();
+  options.resources.hami.enabled = true;
+  options.resources.gpushare.enabled = true;
+  ClusterState state(options);
+  json node = NodeJson("n1", 1, "A100", 40960);
+  node["status"]["allocatable"]["tessera.io/gpu"] = "8";
+  node["status"]["allocatable"]["nvidia.com/gpu"] = "0";
+  state.UpsertNode(node);
+  auto pod_with = [&](const std::string& name, const json& limits) {
+    json pod = PodJson("ns", name, {{"main", 0, 0, 0}});
+    pod["spec"]["containers"][0]["resources"]["limits"] = limits;
+    auto view = core::DecodePod(pod, options.resources);
+    EXPECT_TRUE(view.ok()) << view.status().ToString();
+    return *view;
+  };
+  const core::PodView tessera = pod_with("t", {{"tessera.io/gpu", "1"}, {"tessera.io/gpu-mem", "1024"}});
+  const core::PodView hami = pod_with("h", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1024"}});
+  const core::PodView gpushare = pod_with("g", {{"aliyun.com/gpu-mem", "2"}});
+  auto shortage = [&](const core::PodView& pod) {
+    return state.Read([&](const ClusterView& v) {
+      const auto& nodes = v.ledger().nodes();
+      const auto n1 = std::find_if(nodes.begin(), nodes.end(), [](const auto& n) { return n.info.name == "n1"; });
+      return v.SlotShortage(static_cast<size_t>(n1 - nodes.begin()), v.SlotsAsked(pod));
+    });
+  };
+  EXPECT_EQ(shortage(tessera), "");
+  EXPECT_EQ(shortage(hami),
+            "node n1: its kubelet reports 0 nvidia.com/gpu slots allocatable, 0 of them taken, and the pod asks for 1");
+  EXPECT_EQ(shortage(gpushare), "");
+
+  node["status"]["allocatable"]["nvidia.com/gpu"] = "1";
+  state.UpsertNode(node);
+  EXPECT_EQ(shortage(hami), "");
+  state.UpsertPod(Bound("held", "n1", 0, 1024, 10));  // a Tessera pod: one sharer
+  EXPECT_NE(shortage(hami).find("1 nvidia.com/gpu slots allocatable, 1 of them taken"), std::string::npos);
+  EXPECT_EQ(shortage(tessera), "");
+  EXPECT_EQ(shortage(hami).find("inventory"), std::string::npos) << "no slots listed per GPU: nothing to compare";
+}
+
 TEST(ClusterStateTest, MalformedEventsAreIgnored) {
   ClusterState state(Options());
   for (const json& j : {json(nullptr), json(3), json::object(), json{{"metadata", {{"name", 5}}}}}) {

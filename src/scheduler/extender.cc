@@ -202,6 +202,7 @@ HttpReply Extender::Filter(std::string_view body) {
       policy_->SeeCluster(view.ledger());
     }
     const std::vector<int>& index = ResolveLocked(view, args->nodes);
+    const ClusterView::SlotAsk slots = view.SlotsAsked(pod);
     const int shape = ShapeIdLocked(*req);
     const auto& nodes = view.ledger().nodes();
     verdicts_[static_cast<size_t>(shape)].resize(std::max(verdicts_[static_cast<size_t>(shape)].size(), nodes.size()));
@@ -213,6 +214,12 @@ HttpReply Extender::Filter(std::string_view body) {
         // wait would hold this pod's bind back: steer it elsewhere (issue 19).
         if (std::string stall = view.AdmissionStall(args->node_names()[i], now); !stall.empty()) {
           out.failed.emplace_back(i, owned.emplace_back(std::move(stall)));
+          continue;
+        }
+        // Slots the kubelet has not (yet) made allocatable: no eviction frees
+        // them, so neither preemption looks at the node.
+        if (std::string shortage = view.SlotShortage(static_cast<size_t>(index[i]), slots); !shortage.empty()) {
+          out.unresolvable.emplace_back(i, owned.emplace_back(std::move(shortage)));
           continue;
         }
         // Shares others hold here beyond the ledger: nominations, and (when

@@ -109,6 +109,59 @@ TEST_F(ExtenderTest, FilterKeepsFittingNodesAndExplainsTheRest) {
       << r;
 }
 
+// kube-scheduler does not count tessera.io/gpu (ignoredByScheduler): the
+// extender refuses a node whose kubelet has fewer slots allocatable than the
+// pod needs beside its GPUs' sharers, as unresolvable (no eviction helps),
+// and takes it again once the slots are there.
+TEST_F(ExtenderTest, NodesWithoutAllocatableSlotsWaitForThem) {
+  std::vector<core::GpuInfo> gpus(2);
+  for (int i = 0; i < 2; ++i) {
+    gpus[i] = {.index = i, .uuid = GpuUuid("s1", i), .model = "A100", .memory_mib = 40960, .sm_count = 108};
+    gpus[i].max_sharers = 4;
+  }
+  json node = NodeJson("s1", gpus);
+  node["status"]["allocatable"]["tessera.io/gpu"] = "0";  // the agent has not registered yet
+  state_->UpsertNode(node);
+  const json one = PodJson("ns", "p", {{"main", 1, 1024, 10}});
+  json r = Filter(FilterBody(one, {"s1", "n1"}));
+  EXPECT_EQ(r["NodeNames"], json({"n1"}));
+  EXPECT_EQ(r["FailedAndUnresolvableNodes"]["s1"],
+            "node s1: its kubelet reports 0 tessera.io/gpu slots allocatable, 0 of them taken, and the pod asks for 1 "
+            "(its inventory lists 8: the node agent is starting or restarting, or some GPUs' slots are unhealthy)")
+      << r;
+
+  node["status"]["allocatable"]["tessera.io/gpu"] = "8";
+  state_->UpsertNode(node);
+  EXPECT_EQ(Filter(FilterBody(one, {"s1"}))["NodeNames"], json({"s1"}));
+
+  // Some allocatable again (a GPU's slots unhealthy), one of them held.
+  state_->UpsertPod(BoundPodJson(PodJson("ns", "held", {{"main", 1, 1024, 10}}),
+                                 {"s1", {{"main", {{0, GpuUuid("s1", 0), 1024, 100}}}}}));
+  node["status"]["allocatable"]["tessera.io/gpu"] = "2";
+  state_->UpsertNode(node);
+  EXPECT_EQ(Filter(FilterBody(one, {"s1"}))["NodeNames"], json({"s1"}));
+  r = Filter(FilterBody(PodJson("ns", "two", {{"main", 2, 0, 100}}), {"s1"}));
+  EXPECT_EQ(r["NodeNames"], json::array());
+  EXPECT_NE(r["FailedAndUnresolvableNodes"]["s1"].get<std::string>().find(
+                "reports 2 tessera.io/gpu slots allocatable, 1 of them taken, and the pod asks for 2"),
+            std::string::npos)
+      << r;
+  r = Filter(FilterBody(PodJson("ns", "pair", {{"a", 1, 1024, 10}, {"b", 1, 1024, 10}}), {"s1"}));
+  EXPECT_EQ(r["NodeNames"], json::array()) << "two containers, a slot each";
+
+  // GPUs whose inventory lists no slots: what is allocatable is the limit.
+  json open = NodeJson("u1", 1, "A100", 40960);
+  open["status"]["allocatable"]["tessera.io/gpu"] = "1";
+  state_->UpsertNode(open);
+  EXPECT_EQ(Filter(FilterBody(one, {"u1"}))["NodeNames"], json({"u1"}));
+  state_->UpsertPod(BoundPodJson(PodJson("ns", "first", {{"main", 1, 1024, 10}}),
+                                 {"u1", {{"main", {{0, GpuUuid("u1", 0), 1024, 100}}}}}));
+  r = Filter(FilterBody(one, {"u1"}));
+  EXPECT_EQ(r["FailedAndUnresolvableNodes"]["u1"],
+            "node u1: its kubelet reports 1 tessera.io/gpu slots allocatable, 1 of them taken, and the pod asks for 1")
+      << r;
+}
+
 // The pod watch's view of a pending pod stands in for the filter call's
 // copy at the same resourceVersion; another version, or a pod the watch saw
 // bound, is decoded from the call. The answers do not change.

@@ -212,6 +212,39 @@ TEST_F(SchedulingTest, DeletedPodFreesItsShareForTheNext) {
   EXPECT_TRUE(FindOvercommit(*client_, "tessera.io/e2e-group=" + group_).empty());
 }
 
+// A node whose agent has not registered its slots with the kubelet yet:
+// kube-scheduler does not count them (ignoredByScheduler), tessera-scheduler
+// turns the pod away with its own reason, and kube-scheduler retries the pod
+// when the node's status brings the slots.
+TEST_F(SchedulingTest, APodThatArrivesBeforeTheSlotsIsPlacedWhenTheyAppear) {
+  auto nodes = UniformSimNodes(group_ + "-slots", 1, 1, "T4", 15360);
+  nodes[0].labels["tessera.io/e2e-group"] = group_;
+  nodes[0].slots_allocatable = 0;
+  Status created = CreateSimNodes(*client_, nodes);
+  ASSERT_TRUE(created.ok()) << created.ToString();
+  nodes_.insert(nodes_.end(), nodes.begin(), nodes.end());
+  const std::string node = nodes[0].info.name;
+
+  ASSERT_TRUE(Submit("early", {{"main", 1, 4096, 30}}).ok());
+  // The first reason may be that tessera-scheduler's watch has not seen the node yet.
+  auto turned_away = WaitForPod(*client_, ns_, "early", [&](const nlohmann::json& pod) {
+    return IsBound(pod) || RejectionOf("early").find("slots allocatable") != std::string::npos;
+  }, seconds(60));
+  ASSERT_TRUE(turned_away.ok()) << turned_away.status().ToString() << "; last reason: " << RejectionOf("early");
+  ASSERT_FALSE(IsBound(turned_away.value())) << "bound to a node without allocatable slots";
+  EXPECT_NE(RejectionOf("early").find("node " + node + ": its kubelet reports 0 tessera.io/gpu slots allocatable"),
+            std::string::npos)
+      << RejectionOf("early");
+
+  // The agent registers: the kubelet reports the slots.
+  auto patched = client_->Patch("/api/v1/nodes/" + node + "/status", kube::PatchType::kMerge,
+                                {{"status", {{"allocatable", {{"tessera.io/gpu", "8"}}}}}});
+  ASSERT_TRUE(patched.ok()) << patched.status().ToString();
+  auto placed = WaitForPod(*client_, ns_, "early", IsBound, seconds(60));
+  ASSERT_TRUE(placed.ok()) << placed.status().ToString() << "; last reason: " << RejectionOf("early");
+  EXPECT_EQ(placed.value()["spec"]["nodeName"], node);
+}
+
 TEST_F(SchedulingTest, ExtenderKilledMidStreamLosesAndDuplicatesNothing) {
   // 30 pods of 20 % fill 6 GPUs exactly (5 of each GPU's 8 slots): a lost
   // or doubled share would leave a pod without room.

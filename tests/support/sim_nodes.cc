@@ -143,6 +143,8 @@ nlohmann::json NodeObject(const SimNode& node, const std::string& gpu_resource) 
                               {"memory", std::to_string(node.info.memory_mib) + "Mi"},
                               {"pods", std::to_string(node.max_pods)},
                               {gpu_resource, slots}};
+  nlohmann::json allocatable = resources;
+  if (node.slots_allocatable >= 0) allocatable[gpu_resource] = std::to_string(node.slots_allocatable);
   nlohmann::json object = {
       {"apiVersion", "v1"},
       {"kind", "Node"},
@@ -159,7 +161,7 @@ nlohmann::json NodeObject(const SimNode& node, const std::string& gpu_resource) 
       {"spec", {{"unschedulable", false}}},
       {"status",
        {{"capacity", resources},
-        {"allocatable", resources},
+        {"allocatable", allocatable},
         {"conditions",
          {{{"type", "Ready"}, {"status", "True"}, {"reason", "SimulatedNodeReady"},
            {"message", "simulated GPU node (no kubelet)"}}}},

@@ -19,6 +19,7 @@ struct SimNode {
   core::NodeInfo info;   // name, CPU, memory, GPUs (uuid derived from name + index; max_sharers = slots_per_gpu)
   int slots_per_gpu = 8;
   int max_pods = 110;                         // allocatable pods (a kubelet's default)
+  int64_t slots_allocatable = -1;             // allocatable slots; -1: all of them (as a registered agent's)
   std::map<std::string, std::string> labels;  // extra node labels
 };
 
@@ -39,7 +40,8 @@ std::string SimGpuUuid(const std::string& node, int index);
 
 // The v1 Node object for `node`: labels tessera.io/gpu-model, tessera.io/gpu-memory-mib,
 // tessera.io/simulated, the inventory annotation, and status with capacity,
-// allocatable (cpu, memory, pods, tessera.io/gpu) and a Ready condition.
+// allocatable (cpu, memory, pods, tessera.io/gpu: slots_allocatable when set)
+// and a Ready condition.
 nlohmann::json NodeObject(const SimNode& node, const std::string& gpu_resource = "tessera.io/gpu");
 
 // Creates the nodes (replacing ones of the same name) / deletes them. While

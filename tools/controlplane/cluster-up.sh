@@ -199,11 +199,11 @@ if [[ "$extender" == 1 ]]; then
   httpTimeout: 5s
   ignorable: false
   managedResources:
-  - {name: tessera.io/gpu, ignoredByScheduler: false}
+  - {name: tessera.io/gpu, ignoredByScheduler: true}
   - {name: tessera.io/gpu-mem, ignoredByScheduler: true}
   - {name: tessera.io/gpu-core, ignoredByScheduler: true}
   - {name: aliyun.com/gpu-mem, ignoredByScheduler: false}
-  - {name: nvidia.com/gpu, ignoredByScheduler: false}
+  - {name: nvidia.com/gpu, ignoredByScheduler: true}
   - {name: nvidia.com/gpumem, ignoredByScheduler: true}
   - {name: nvidia.com/gpumem-percentage, ignoredByScheduler: true}
   - {name: nvidia.com/gpucores, ignoredByScheduler: true}

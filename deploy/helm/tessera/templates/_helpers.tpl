@@ -43,8 +43,9 @@ extenders:
   httpTimeout: {{ .Values.scheduler.extender.httpTimeout }}
   ignorable: {{ .Values.scheduler.extender.ignorable }}
   managedResources:
+  # The slots too: the extender counts them (docs/scheduler-extender.md).
   - name: {{ .Values.resourceNames.gpu }}
-    ignoredByScheduler: false
+    ignoredByScheduler: true
   - name: {{ .Values.resourceNames.gpuMem }}
     ignoredByScheduler: true
   - name: {{ .Values.resourceNames.gpuCore }}
@@ -58,9 +59,9 @@ extenders:
   {{- end }}
   {{- with .Values.frontEnds.hami }}
   {{- if .enabled }}
-  # HAMi: the nodes advertise the count as slots; the rest only the extender checks.
+  # HAMi: the nodes advertise the count as slots, which the extender counts; the rest only it checks.
   - name: {{ .gpu }}
-    ignoredByScheduler: false
+    ignoredByScheduler: true
   - name: {{ .gpuMem }}
     ignoredByScheduler: true
   - name: {{ .gpuMemPercentage }}
