@@ -336,21 +336,23 @@ gone() {  # POD...: deleted, and their claims (if any) unprepared
 step "10. a mixed node: a device-plugin pod and a claim on one GPU, the slice offering what the pod leaves"
 wait_offered "40Gi 100" "before any pod"
 # The agent restarted in step 8 registers its device plugin again, and the
-# kubelet reports the slots at its next node status update. A pod that comes
-# before that is turned away for want of tessera.io/gpu, and kube-scheduler
-# does not retry it when they appear: its node-update hint checks the pod's
-# tessera.io/gpu-mem, which no node advertises (docs/scheduler-extender.md,
-# "A pod that arrives before the slots"). The test is about the mixed node,
-# so it waits for the slots.
-slots=""
-for _ in $(seq 150); do
-  slots="$("$kubectl" get node "$node" -o 'jsonpath={.status.allocatable.tessera\.io/gpu}')"
-  [[ -n "$slots" && "$slots" != 0 ]] && break
-  sleep 0.2
-done
-[[ -n "$slots" && "$slots" != 0 ]] || fail "node $node reports no tessera.io/gpu slots 30 s after the agent's restart"
+# kubelet reports the slots at its next node status update (up to 10 s
+# later). The device-plugin pod does not wait for them: until they are
+# allocatable tessera-scheduler turns it away with its own reason, and
+# kube-scheduler retries it at the node's status update that brings them
+# (docs/scheduler-extender.md, "A pod that arrives before the slots").
+slots="$("$kubectl" get node "$node" -o 'jsonpath={.status.allocatable.tessera\.io/gpu}')"
+t0=$SECONDS
 dp_pod dp 16384 40
 ready dp
+turned_away="$("$kubectl" -n "$ns" get events --field-selector involvedObject.name=dp,reason=FailedScheduling \
+  -o 'jsonpath={range .items[*]}{.message}{"\n"}{end}')"
+if [[ -n "$turned_away" ]]; then
+  grep -q "tessera.io/gpu slots allocatable" <<< "$turned_away" \
+    || fail "dp was turned away for another reason than its node's slots: $turned_away"
+fi
+echo "dp Ready $((SECONDS - t0)) s after it was created (allocatable tessera.io/gpu then: '${slots:-none}';" \
+  "turned away $(grep -c . <<< "$turned_away") times before)"
 [[ "$(assigned_uuid dp)" == "$gpu" ]] || fail "dp is not assigned gpu-0 ($gpu): $(assigned_uuid dp)"
 t0=$SECONDS
 wait_offered "24Gi 60" "dp (16 GiB, 40 %) running"

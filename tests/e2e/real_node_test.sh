@@ -6,10 +6,14 @@
 #     kube-controller-manager lifts the not-ready taint).
 #  2. A busybox pod runs to completion on it; its log is read back through
 #     the API server (apiserver -> kubelet on the node's InternalIP).
-#  3. tessera-node, simulated GPU file, starts inside the node's mount
-#     namespace and registers with the REAL kubelet's device manager
+#  3. A GPU pod created before the node has a node agent waits (tessera-
+#     scheduler turns it away, not kube-scheduler). tessera-node, simulated
+#     GPU file, then starts inside the node's mount namespace and registers
+#     with the REAL kubelet's device manager
 #     (/var/lib/kubelet/device-plugins/kubelet.sock there); the Node's
-#     capacity shows tessera.io/gpu slots.
+#     capacity shows tessera.io/gpu slots, and the waiting pod runs without
+#     waiting for kube-scheduler's periodic retry (docs/scheduler-extender.md,
+#     "A pod that arrives before the slots").
 #  4. A pod asking for tessera.io/gpu + gpu-mem + gpu-core goes kube-scheduler
 #     -> tessera-scheduler (extender, bind with the assignment) -> kubelet
 #     Allocate; inside the running container (kubectl exec) the limits are in
@@ -122,36 +126,6 @@ echo "log: $log"
 [[ "$log" == "hello from hello on hello" ]] || fail "unexpected log of pod hello"
 echo "pod created to Succeeded and log read: $((SECONDS - t0)) s"
 
-step "3. tessera-node in the node's mount namespace registers with the kubelet"
-# The library and the preload file are host files the kubelet mounts into
-# containers, as the chart's DaemonSet installs them. busybox is static and
-# never loads the library: only the mounts are checked here.
-lib="${TESSERA_TEST_PRELOAD:-}"
-if [[ -z "$lib" ]]; then lib="$work/libtessera-cuda.so"; echo "placeholder" > "$lib"; fi
-echo "/usr/local/lib/tessera/libtessera-cuda.so" > "$work/ld.so.preload"
-cat > "$work/gpus.yaml" <<'EOF'
-gpus:
-- {uuid: GPU-realnode-0, model: A100, memMiB: 40960, sms: 108, numa: 0, healthy: true}
-EOF
-setsid "$realnode" enter "$dir" "$node" "$TESSERA_BIN_DIR/tessera-node" --node-name "$node" \
-  --kubeconfig "$KUBECONFIG" --simulated-gpus "$work/gpus.yaml" --slots-per-gpu 4 \
-  --library-host-path "$lib" --preload-host-path "$work/ld.so.preload" --region-root "$work/regions" \
-  --metrics-bind-address "" --resync-ms 500 --log-level debug > "$work/tessera-node.log" 2>&1 < /dev/null &
-pids+=($!); echo $! > "$dir/pids/tessera-node-realnode-test.pid"
-setsid "$TESSERA_BIN_DIR/tessera-scheduler" --kubeconfig "$KUBECONFIG" --listen-address 127.0.0.1 \
-  --port "$TESSERA_EXTENDER_PORT" --log-level debug > "$work/tessera-scheduler.log" 2>&1 < /dev/null &
-pids+=($!); echo $! > "$dir/pids/tessera-scheduler-realnode-test.pid"
-for _ in $(seq 150); do
-  gpu="$("$kubectl" get node "$node" -o 'jsonpath={.status.allocatable.tessera\.io/gpu}')"
-  [[ "$gpu" == 4 ]] && break
-  sleep 0.2
-done
-[[ "$gpu" == 4 ]] || fail "the kubelet's Node shows tessera.io/gpu '$gpu', not the 4 slots tessera-node registered"
-grep -q "tessera.io/gpu" "$dir/nodes/$node/logs/kubelet.log" || fail "the kubelet logged no tessera.io/gpu registration"
-for _ in $(seq 150); do curl -sf "http://127.0.0.1:$TESSERA_EXTENDER_PORT/readyz" > /dev/null && break; sleep 0.2; done
-echo "kubelet lists tessera.io/gpu: $gpu"
-
-step "4. a sharing pod through the extender and the kubelet's Allocate"
 share_pod() {  # share_pod NAME [ENV_NAME ENV_VALUE]: a pod asking for 4096 MiB and 30 % of one GPU
   local env=""
   (($# == 3)) && env="env: [{name: $2, value: \"$3\"}]"
@@ -172,6 +146,51 @@ spec:
       limits: {tessera.io/gpu: 1, tessera.io/gpu-mem: 4096, tessera.io/gpu-core: 30}
 EOF
 }
+step "3. a GPU pod waits for a node agent; tessera-node registers with the kubelet; the pod runs"
+setsid "$TESSERA_BIN_DIR/tessera-scheduler" --kubeconfig "$KUBECONFIG" --listen-address 127.0.0.1 \
+  --port "$TESSERA_EXTENDER_PORT" --log-level debug > "$work/tessera-scheduler.log" 2>&1 < /dev/null &
+pids+=($!); echo $! > "$dir/pids/tessera-scheduler-realnode-test.pid"
+for _ in $(seq 150); do curl -sf "http://127.0.0.1:$TESSERA_EXTENDER_PORT/readyz" > /dev/null && break; sleep 0.2; done
+reasons() {  # POD: its FailedScheduling messages, one a line
+  "$kubectl" -n "$ns" get events --field-selector "involvedObject.name=$1,reason=FailedScheduling" \
+    -o 'jsonpath={range .items[*]}{.message}{"\n"}{end}'
+}
+share_pod early
+for _ in $(seq 150); do [[ -n "$(reasons early)" ]] && break; sleep 0.2; done
+[[ -n "$(reasons early)" ]] || fail "pod early was not turned away before the node had a node agent"
+echo "early waits: $(reasons early | head -1)"
+# The library and the preload file are host files the kubelet mounts into
+# containers, as the chart's DaemonSet installs them. busybox is static and
+# never loads the library: only the mounts are checked here.
+lib="${TESSERA_TEST_PRELOAD:-}"
+if [[ -z "$lib" ]]; then lib="$work/libtessera-cuda.so"; echo "placeholder" > "$lib"; fi
+echo "/usr/local/lib/tessera/libtessera-cuda.so" > "$work/ld.so.preload"
+cat > "$work/gpus.yaml" <<'EOF'
+gpus:
+- {uuid: GPU-realnode-0, model: A100, memMiB: 40960, sms: 108, numa: 0, healthy: true}
+EOF
+t0=$SECONDS
+setsid "$realnode" enter "$dir" "$node" "$TESSERA_BIN_DIR/tessera-node" --node-name "$node" \
+  --kubeconfig "$KUBECONFIG" --simulated-gpus "$work/gpus.yaml" --slots-per-gpu 4 \
+  --library-host-path "$lib" --preload-host-path "$work/ld.so.preload" --region-root "$work/regions" \
+  --metrics-bind-address "" --resync-ms 500 --log-level debug > "$work/tessera-node.log" 2>&1 < /dev/null &
+pids+=($!); echo $! > "$dir/pids/tessera-node-realnode-test.pid"
+for _ in $(seq 150); do
+  gpu="$("$kubectl" get node "$node" -o 'jsonpath={.status.allocatable.tessera\.io/gpu}')"
+  [[ "$gpu" == 4 ]] && break
+  sleep 0.2
+done
+[[ "$gpu" == 4 ]] || fail "the kubelet's Node shows tessera.io/gpu '$gpu', not the 4 slots tessera-node registered"
+grep -q "tessera.io/gpu" "$dir/nodes/$node/logs/kubelet.log" || fail "the kubelet logged no tessera.io/gpu registration"
+echo "kubelet lists tessera.io/gpu: $gpu ($((SECONDS - t0)) s after tessera-node started)"
+"$kubectl" -n "$ns" wait --for=condition=Ready pod/early --timeout=90s > /dev/null \
+  || fail "pod early not Ready: $("$kubectl" -n "$ns" get pod early -o jsonpath='{.status}'); turned away: $(reasons early)"
+echo "early Ready $((SECONDS - t0)) s after tessera-node started; turned away before:"
+reasons early | sort | uniq -c
+! reasons early | grep -q "Insufficient tessera.io/gpu" || fail "kube-scheduler itself turned early away for want of slots"
+"$kubectl" -n "$ns" delete pod early --wait=true --timeout=60s > /dev/null
+
+step "4. a sharing pod through the extender and the kubelet's Allocate"
 t0=$SECONDS
 share_pod share
 share_pod override TESSERA_GPU_MEM_LIMIT_MIB_0 999999
