@@ -217,7 +217,9 @@ HttpReply Extender::Filter(std::string_view body) {
           continue;
         }
         // Slots the kubelet has not (yet) made allocatable: no eviction frees
-        // them, so neither preemption looks at the node.
+        // them, so neither preemption plans on the node. (Nor where the GPUs
+        // list no slots and all allocatable ones are taken, though evictions
+        // would free some there: such inventories are written by hand.)
         if (std::string shortage = view.SlotShortage(static_cast<size_t>(index[i]), slots); !shortage.empty()) {
           out.unresolvable.emplace_back(i, owned.emplace_back(std::move(shortage)));
           continue;
