@@ -152,10 +152,11 @@ std::string ClusterView::AdmissionStall(std::string_view node, Clock::time_point
 ClusterView::SlotAsk ClusterView::SlotsAsked(const core::PodView& pod) const {
   const core::ResourceNames& names = state_->options_.resources;
   SlotAsk ask;
-  int64_t sum = 0, init_max = 0;
   for (const core::PodView::Container& c : pod.containers) {
+    // Init containers may not ask for GPUs (PodRequestFromJson refuses the
+    // pod), so the app containers' sum is what the kubelet allocates.
     const bool hami = c.front_end == core::FrontEnd::kHami && names.hami.enabled;
-    if (c.front_end != core::FrontEnd::kTessera && !hami) continue;
+    if (c.init || (c.front_end != core::FrontEnd::kTessera && !hami)) continue;
     const std::string& r = hami ? names.hami.gpu : names.gpu;
     auto q = c.limits.find(r);
     if (q == c.limits.end()) {
@@ -166,10 +167,8 @@ ClusterView::SlotAsk ClusterView::SlotsAsked(const core::PodView& pod) const {
     if (!n.ok()) continue;  // the request's own check says what is wrong
     ask.resource = r;
     ask.which = hami ? 1 : 0;
-    if (c.init) init_max = std::max(init_max, *n);
-    else sum += *n;
+    ask.count += *n;
   }
-  ask.count = std::max(sum, init_max);
   return ask;
 }
 
@@ -184,14 +183,13 @@ std::string ClusterView::SlotShortage(size_t index, const SlotAsk& ask) const {
     for (size_t i = 0; i < nodes.size(); ++i) {
       auto it = state_->slots_short_.find(nodes[i].info.name);
       if (it == state_->slots_short_.end()) continue;
-      table[i].listed = true;
       for (size_t w = 0; w < resources.size(); ++w) {
         if (auto r = it->second.find(resources[w]); r != it->second.end()) table[i].have[w] = r->second;
       }
     }
     state_->short_by_index_version_ = state_->topology_version_;
   }
-  if (index >= table.size() || !table[index].listed || table[index].have[ask.which] < 0) return "";
+  if (index >= table.size() || table[index].have[ask.which] < 0) return "";
   ClusterState::ShortSlots& entry = table[index];
   const core::NodeState& node = nodes[index];
   if (entry.version != node.version) {

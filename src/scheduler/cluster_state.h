@@ -279,9 +279,8 @@ class ClusterView {
   std::string AdmissionStall(std::string_view node, Clock::time_point now) const;
   // The device-plugin slots a pod asks for: the count resource its GPU
   // containers name (tessera.io/gpu, or HAMi's with that front end on) and
-  // how many the kubelet allocates it (the app containers' sum, or the
-  // largest init container's if larger). count 0: none of these (gpushare's
-  // memory units, or no GPU).
+  // how many the kubelet allocates it (the containers' sum). count 0: none
+  // of these (gpushare's memory units, or no GPU).
   struct SlotAsk {
     std::string resource;
     int64_t count = 0;
@@ -590,12 +589,11 @@ class ClusterState {
   // slots allocatable. SlotShortage looks only at these.
   std::map<std::string, std::map<std::string, int64_t, std::less<>>, std::less<>> slots_short_ TESSERA_GUARDED_BY(mu_);
   // slots_short_ by ledger index, as of topology version
-  // short_by_index_version_ (rebuilt by SlotShortage): whether the node is
-  // there, its slots allocatable per SlotAsk::which (-1: not short of that
+  // short_by_index_version_ (rebuilt by SlotShortage): its slots
+  // allocatable per SlotAsk::which (-1: not there, or not short of that
   // resource), and its GPUs' sharers as of ledger version `version`. Filter
   // walks it in node order, so it is kept flat.
   struct ShortSlots {
-    bool listed = false;
     int64_t have[2] = {-1, -1};
     uint64_t version = ~uint64_t{0};  // none yet
     int64_t taken = 0;

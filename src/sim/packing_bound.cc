@@ -2,8 +2,8 @@
 
 #include <glpk.h>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <numeric>
 #include <set>
