@@ -3,6 +3,8 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <cerrno>
+#include <cstring>
 #include <charconv>
 #include <chrono>
 
@@ -50,12 +52,15 @@ Result<int> MetricsServer::Start(const BindAddress& address) {
   server_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("ok\n", "text/plain; charset=utf-8");
   });
+  errno = 0;
   const int bound = address.port == 0 ? server_->bind_to_any_port(address.host)
                                       : (server_->bind_to_port(address.host, address.port) ? address.port : -1);
   if (bound <= 0) {
+    const int err = errno;  // bind's or listen's reason, as in the extender's server
     server_.reset();
-    return Status(StatusCode::kUnavailable,
-                  "cannot listen on " + address.host + ":" + std::to_string(address.port) + " for /metrics");
+    return Status(StatusCode::kUnavailable, "cannot listen on " + address.host + ":" + std::to_string(address.port) +
+                                                " for /metrics" +
+                                                (err != 0 ? std::string(": ") + std::strerror(err) : std::string()));
   }
   thread_ = std::thread([this] {
     if (!server_->listen_after_bind()) log_->error("the metrics server stopped with an error");

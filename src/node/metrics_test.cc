@@ -56,6 +56,12 @@ TEST(MetricsServerTest, ServesTheRenderedText) {
   EXPECT_NE(res->body.find("x_total 1\n"), std::string::npos) << res->body;
   EXPECT_EQ(client.Get("/nope")->status, 404);
   EXPECT_FALSE(server.Start({"127.0.0.1", 0}).ok());  // already started
+  // A second server on the same port says why it cannot listen.
+  MetricsServer other([] { return std::string(); }, log);
+  const auto taken = other.Start({"127.0.0.1", *port});
+  EXPECT_EQ(taken.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(taken.status().message().find("for /metrics: Address already in use"), std::string::npos)
+      << taken.status().ToString();
   server.Stop();
   server.Stop();
 }

@@ -5,6 +5,8 @@
 
 #include <sys/socket.h>
 
+#include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <deque>
 #include <functional>
@@ -274,10 +276,15 @@ Result<int> ExtenderServer::Start(const std::string& host, int port) {
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
   Route();
+  errno = 0;
   const int bound = port == 0 ? server_->bind_to_any_port(host) : (server_->bind_to_port(host, port) ? port : -1);
   if (bound <= 0) {
+    // httplib reports only false; errno still holds bind's or listen's reason
+    // (its cleanup is a close that succeeds), e.g. "Address already in use".
+    const int err = errno;
     server_.reset();
-    return Status(StatusCode::kUnavailable, "cannot listen on " + host + ":" + std::to_string(port));
+    return Status(StatusCode::kUnavailable, "cannot listen on " + host + ":" + std::to_string(port) +
+                                                (err != 0 ? std::string(": ") + std::strerror(err) : std::string()));
   }
   thread_ = std::thread([this] {
     if (!server_->listen_after_bind()) log_->error("extender server on port {} stopped with an error", port_);

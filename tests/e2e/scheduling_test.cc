@@ -288,7 +288,9 @@ TEST_F(SchedulingTest, ExtenderKilledMidStreamLosesAndDuplicatesNothing) {
 }
 
 TEST_F(SchedulingTest, StandbyReplicaIsNotReadyAndRefusesToBind) {
-  const int port = env_->extender_port + 1;
+  // A port the kernel has just said is free: extender_port + 1 was once
+  // another process's ephemeral port in CI, and the standby exited at once.
+  const int port = FreeLoopbackPort();
   ClusterEnv standby_env = *env_;
   standby_env.extender_port = port;
   auto standby = standby_env.StartExtender({"--identity", "e2e-standby"}, seconds(3));
@@ -331,7 +333,7 @@ TEST_F(SchedulingTest, StandbyReplicaIsNotReadyAndRefusesToBind) {
 // 30 s termination grace (it took 29 s with a 30 s keep-alive timeout and
 // the Lease released last).
 TEST_F(SchedulingTest, SigtermReleasesTheLeaseFirstAndExitsWithAConnectionOpen) {
-  const int port = env_->extender_port + 2;
+  const int port = FreeLoopbackPort();
   const std::string lease = "tessera-sigterm-" + ns_;
   auto child = ChildProcess::Start({env_->bin_dir + "/tessera-scheduler", "--kubeconfig", env_->kubeconfig,
                                     "--port", std::to_string(port), "--identity", "e2e-sigterm",
