@@ -90,7 +90,7 @@ class Api {
   // too old (relist). Not retried: the caller resumes from the last
   // resourceVersion it saw.
   virtual Status Watch(const std::string& path, const std::string& resource_version,
-                       const std::function<bool(const WatchEvent&)>& on_event,
+                       const WatchHandler& on_event,
                        const std::atomic<bool>* stop = nullptr, int timeout_seconds = 300) = 0;
 
  protected:

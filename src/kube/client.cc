@@ -229,7 +229,7 @@ Status Client::Evict(const std::string& ns, const std::string& name, const std::
 }
 
 Status Client::Watch(const std::string& path, const std::string& resource_version,
-                     const std::function<bool(const WatchEvent&)>& on_event, const std::atomic<bool>* stop,
+                     const WatchHandler& on_event, const std::atomic<bool>* stop,
                      int timeout_seconds) {
   std::string p = AppendQuery(path, "watch", "1");
   p = AppendQuery(p, "allowWatchBookmarks", "true");

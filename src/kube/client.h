@@ -97,7 +97,7 @@ class Client final : public Api {
   // connection is kUnavailable. Not retried: the caller resumes from the last
   // resourceVersion it saw.
   Status Watch(const std::string& path, const std::string& resource_version,
-               const std::function<bool(const WatchEvent&)>& on_event, const std::atomic<bool>* stop = nullptr,
+               const WatchHandler& on_event, const std::atomic<bool>* stop = nullptr,
                int timeout_seconds = 300) override;
 
   const ClientConfig& config() const;

@@ -382,7 +382,7 @@ Status FakeApi::Evict(const std::string& ns, const std::string& name, const std:
 }
 
 Status FakeApi::Watch(const std::string& path, const std::string& resource_version,
-                      const std::function<bool(const WatchEvent&)>& on_event, const std::atomic<bool>* stop,
+                      const WatchHandler& on_event, const std::atomic<bool>* stop,
                       int timeout_seconds) {
   TESSERA_RETURN_IF_ERROR(Begin({"WATCH", path, nullptr}));
   const size_t query_at = path.find('?');
@@ -449,7 +449,7 @@ Status FakeApi::Watch(const std::string& path, const std::string& resource_versi
       }
       if (!events.empty()) {
         lock.Unlock();
-        for (const WatchEvent& e : events) {
+        for (WatchEvent& e : events) {
           if (!on_event(e)) {
             lock.Lock();
             return done(Status::Ok());

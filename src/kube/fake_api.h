@@ -93,7 +93,7 @@ class FakeApi final : public Api {
   Status Evict(const std::string& ns, const std::string& name, const std::string& uid = "",
                bool dry_run = false) override TESSERA_EXCLUDES(mu_);
   Status Watch(const std::string& path, const std::string& resource_version,
-               const std::function<bool(const WatchEvent&)>& on_event, const std::atomic<bool>* stop = nullptr,
+               const WatchHandler& on_event, const std::atomic<bool>* stop = nullptr,
                int timeout_seconds = 300) override TESSERA_EXCLUDES(mu_);
 
   // --- The test's side. ---

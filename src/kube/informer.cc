@@ -37,19 +37,9 @@ StoreDelta DiffStore(const std::map<std::string, nlohmann::json>& store, const s
   return delta;
 }
 
-nlohmann::json WithoutManagedFields(const nlohmann::json& obj) {
-  const auto meta = obj.is_object() ? obj.find("metadata") : obj.end();
-  if (meta == obj.end() || !meta->is_object() || !meta->contains("managedFields")) return obj;
-  nlohmann::json out = nlohmann::json::object();
-  for (auto it = obj.begin(); it != obj.end(); ++it) {
-    if (it == meta) continue;
-    out[it.key()] = it.value();
-  }
-  nlohmann::json& m = out["metadata"] = nlohmann::json::object();
-  for (auto it = meta->begin(); it != meta->end(); ++it) {
-    if (it.key() != "managedFields") m[it.key()] = it.value();
-  }
-  return out;
+void DropManagedFields(nlohmann::json& obj) {
+  if (!obj.is_object()) return;
+  if (auto meta = obj.find("metadata"); meta != obj.end() && meta->is_object()) meta->erase("managedFields");
 }
 
 bool ResourceVersionAtLeast(const std::string& have, const std::string& want) {
@@ -161,7 +151,7 @@ void Informer::Run() {
     int events = 0;
     const Status s = api_.Watch(
         watch_path, ResourceVersion(),
-        [this, &events](const WatchEvent& e) {
+        [this, &events](WatchEvent& e) {
           ++events;
           return Apply(e);
         },
@@ -191,9 +181,7 @@ Status Informer::ListAndApply() {
   if (auto it = list.find("items"); it != list.end() && it->is_array()) {
     items.reserve(it->size());
     for (auto& item : *it) {
-      if (!options_.keep_managed_fields && item.is_object()) {
-        if (auto meta = item.find("metadata"); meta != item.end() && meta->is_object()) meta->erase("managedFields");
-      }
+      if (!options_.keep_managed_fields) DropManagedFields(item);
       items.push_back(std::move(item));
     }
   }
@@ -222,9 +210,9 @@ Status Informer::ListAndApply() {
   return Status::Ok();
 }
 
-bool Informer::Apply(const WatchEvent& event) {
+bool Informer::Apply(WatchEvent& event) {
   if (stop_.load()) return false;
-  const nlohmann::json& obj = event.object;
+  nlohmann::json& obj = event.object;
   const std::string rv = MetaString(obj, "resourceVersion");
   if (event.type == "BOOKMARK") {
     {
@@ -240,7 +228,9 @@ bool Informer::Apply(const WatchEvent& event) {
     spdlog::warn("informer {}: ignoring {} event without a name", path_, event.type);
     return true;
   }
-  nlohmann::json kept = deleted ? nlohmann::json() : options_.keep_managed_fields ? obj : WithoutManagedFields(obj);
+  // The event's object moves into the store (no copy of the whole object per
+  // event); a deleted one stays in the event for the handlers.
+  if (!deleted && !options_.keep_managed_fields) DropManagedFields(obj);
   std::optional<nlohmann::json> old;
   const nlohmann::json* stored = &obj;
   {
@@ -252,7 +242,7 @@ bool Informer::Apply(const WatchEvent& event) {
     }
     if (!deleted) {
       nlohmann::json& slot = store_[key];
-      slot = std::move(kept);
+      slot = std::move(obj);
       // Read below without the lock: only this thread writes the store, and
       // a map's elements stay where they are until erased.
       stored = &slot;

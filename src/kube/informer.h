@@ -75,9 +75,10 @@ StoreDelta DiffStore(const std::map<std::string, nlohmann::json>& store, const s
 // to reading the API server. Pure; unit-tested.
 bool ResourceVersionAtLeast(const std::string& have, const std::string& want);
 
-// `obj` as the store keeps it: a copy without metadata.managedFields (the
-// subtree is skipped, not copied and erased). Pure; unit-tested.
-nlohmann::json WithoutManagedFields(const nlohmann::json& obj);
+// Makes `obj` what the store keeps: erases metadata.managedFields, in place
+// (the informer owns each listed or watched object, so nothing is copied).
+// Anything else, or an object without the field, is left as it is.
+void DropManagedFields(nlohmann::json& obj);
 
 class Informer {
  public:
@@ -122,7 +123,7 @@ class Informer {
  private:
   void Run();
   Status ListAndApply();
-  bool Apply(const WatchEvent& event);
+  bool Apply(WatchEvent& event);
   void SleepFor(std::chrono::milliseconds d);
 
   Api& api_;

@@ -5,7 +5,7 @@
 namespace tessera::kube {
 
 Result<bool> WatchStreamDecoder::Feed(std::string_view chunk,
-                                      const std::function<bool(const WatchEvent&)>& on_event) {
+                                      const WatchHandler& on_event) {
   buffer_.append(chunk);
   size_t start = 0;
   while (true) {
@@ -24,7 +24,7 @@ Result<bool> WatchStreamDecoder::Feed(std::string_view chunk,
 }
 
 Result<bool> WatchStreamDecoder::HandleLine(std::string_view line,
-                                            const std::function<bool(const WatchEvent&)>& on_event) {
+                                            const WatchHandler& on_event) {
   while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
   if (line.empty()) return true;
   auto parsed = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);

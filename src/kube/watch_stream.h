@@ -22,6 +22,11 @@ struct WatchEvent {
   nlohmann::json object;
 };
 
+// Called once per event; returns false to end the watch. The event is the
+// handler's to change: it may move `object` out (an informer stores it
+// without copying a whole pod per event).
+using WatchHandler = std::function<bool(WatchEvent&)>;
+
 class WatchStreamDecoder {
  public:
   // `context` prefixes error messages ("GET /api/v1/pods").
@@ -33,13 +38,13 @@ class WatchStreamDecoder {
   // object describes (code 410 Expired/Gone -> kOutOfRange, see api_error.h);
   // a line that is not a JSON event -> kInternal. After an error or false,
   // the decoder must not be fed again.
-  Result<bool> Feed(std::string_view chunk, const std::function<bool(const WatchEvent&)>& on_event);
+  Result<bool> Feed(std::string_view chunk, const WatchHandler& on_event);
 
   // Bytes of an unfinished line held back (for a stream that ends mid-line).
   size_t pending() const { return buffer_.size(); }
 
  private:
-  Result<bool> HandleLine(std::string_view line, const std::function<bool(const WatchEvent&)>& on_event);
+  Result<bool> HandleLine(std::string_view line, const WatchHandler& on_event);
 
   std::string context_;
   std::string buffer_;
