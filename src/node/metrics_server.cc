@@ -4,9 +4,9 @@
 #include <sys/socket.h>
 
 #include <cerrno>
-#include <cstring>
 #include <charconv>
 #include <chrono>
+#include <cstring>
 
 #include "metrics/text_format.h"
 
@@ -56,11 +56,12 @@ Result<int> MetricsServer::Start(const BindAddress& address) {
   const int bound = address.port == 0 ? server_->bind_to_any_port(address.host)
                                       : (server_->bind_to_port(address.host, address.port) ? address.port : -1);
   if (bound <= 0) {
-    const int err = errno;  // bind's or listen's reason, as in the extender's server
+    const int err = errno;  // bind's or listen's reason, named as the extender's server does
     server_.reset();
+    const bool named = err == EADDRINUSE || err == EACCES || err == EADDRNOTAVAIL;
     return Status(StatusCode::kUnavailable, "cannot listen on " + address.host + ":" + std::to_string(address.port) +
                                                 " for /metrics" +
-                                                (err != 0 ? std::string(": ") + std::strerror(err) : std::string()));
+                                                (named ? std::string(": ") + std::strerror(err) : std::string()));
   }
   thread_ = std::thread([this] {
     if (!server_->listen_after_bind()) log_->error("the metrics server stopped with an error");

@@ -6,8 +6,8 @@
 #include <sys/socket.h>
 
 #include <cerrno>
-#include <cstring>
 #include <chrono>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <list>
@@ -280,11 +280,13 @@ Result<int> ExtenderServer::Start(const std::string& host, int port) {
   const int bound = port == 0 ? server_->bind_to_any_port(host) : (server_->bind_to_port(host, port) ? port : -1);
   if (bound <= 0) {
     // httplib reports only false; errno still holds bind's or listen's reason
-    // (its cleanup is a close that succeeds), e.g. "Address already in use".
+    // (its cleanup is a close that succeeds). Only the reasons bind and
+    // listen give are named: after a failed name lookup errno means nothing.
     const int err = errno;
     server_.reset();
+    const bool named = err == EADDRINUSE || err == EACCES || err == EADDRNOTAVAIL;
     return Status(StatusCode::kUnavailable, "cannot listen on " + host + ":" + std::to_string(port) +
-                                                (err != 0 ? std::string(": ") + std::strerror(err) : std::string()));
+                                                (named ? std::string(": ") + std::strerror(err) : std::string()));
   }
   thread_ = std::thread([this] {
     if (!server_->listen_after_bind()) log_->error("extender server on port {} stopped with an error", port_);
