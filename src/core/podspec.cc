@@ -673,6 +673,25 @@ bool WantsGpu(const nlohmann::json& pod, const ResourceNames& names) {
   return false;
 }
 
+int64_t AllocatableCount(const nlohmann::json& node, std::string_view resource) {
+  const Json* status = Member(node, "status");
+  const Json* alloc = status != nullptr ? Member(*status, "allocatable") : nullptr;
+  const Json* v = alloc != nullptr ? Member(*alloc, resource) : nullptr;
+  if (v == nullptr || !v->is_string()) return 0;
+  Result<int64_t> n = ParseCount(v->get_ref<const std::string&>());
+  return n.ok() ? *n : 0;
+}
+
+int64_t ListedSlots(const NodeInfo& node) {
+  if (node.gpus.empty()) return -1;
+  int64_t listed = 0;
+  for (const GpuInfo& g : node.gpus) {
+    if (g.max_sharers <= 0) return -1;
+    listed += g.max_sharers;
+  }
+  return listed;
+}
+
 Result<NodeInfo> NodeInfoFromJson(const nlohmann::json& node) {
   try {
     return ReadNode(node);

@@ -148,4 +148,16 @@ Result<PodRequest> HeldRequest(const nlohmann::json& pod, const std::string& key
 // node, annotation, quantity, or GPU indexes that are not 0..n-1.
 Result<NodeInfo> NodeInfoFromJson(const nlohmann::json& node);
 
+// The whole number of `resource` (a device-plugin count such as
+// tessera.io/gpu) a Node object's status.allocatable gives: what its kubelet
+// has registered and can hand out. 0 when absent or not a whole number (the
+// kubelet writes counts as decimal text).
+int64_t AllocatableCount(const nlohmann::json& node, std::string_view resource);
+
+// The device-plugin slots a node's inventory lists: the sum of its GPUs'
+// sharer limits (GpuInfo::max_sharers), which the node agent registers with
+// the kubelet as the count resource once it runs. -1 when a GPU lists none
+// (no limit) or there are no GPUs: nothing to compare allocatable with.
+int64_t ListedSlots(const NodeInfo& node);
+
 }  // namespace tessera::core

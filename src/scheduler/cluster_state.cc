@@ -65,17 +65,6 @@ std::string NodeFingerprint(const Json& node, const core::ResourceNames& names) 
   return fp;
 }
 
-// The whole number of `resource` the node's status.allocatable gives; 0 when
-// absent or not a whole number (the kubelet writes counts as decimal text).
-int64_t AllocatableCount(const Json& node, const std::string& resource) {
-  const Json* status = Member(node, "status");
-  const Json* alloc = status ? Member(*status, "allocatable") : nullptr;
-  const Json* v = alloc ? Member(*alloc, resource) : nullptr;
-  if (v == nullptr || !v->is_string()) return 0;
-  Result<int64_t> n = core::ParseCount(v->get_ref<const std::string&>());
-  return n.ok() ? *n : 0;
-}
-
 // Whether the node has admitted a bound pod: it runs, or the node agent has
 // listed every container the assignment gives GPUs in tessera.io/allocated.
 bool IsAdmitted(const core::Assignment& assignment, const std::string& phase, const std::string& allocated) {
@@ -199,8 +188,7 @@ std::string ClusterView::SlotShortage(size_t index, const SlotAsk& ask) const {
   }
   const int64_t have = entry.have[ask.which];
   if (entry.taken + ask.count <= have) return "";
-  int64_t listed = 0;  // -1 when a GPU lists no slots
-  for (const core::GpuInfo& g : node.info.gpus) listed = g.max_sharers > 0 && listed >= 0 ? listed + g.max_sharers : -1;
+  const int64_t listed = core::ListedSlots(node.info);  // -1 when a GPU lists no slots
   std::string why = "node " + node.info.name + ": its kubelet reports " + std::to_string(have) + " " + ask.resource +
                     " slots allocatable, " + std::to_string(entry.taken) + " of them taken, and the pod asks for " +
                     std::to_string(ask.count);
@@ -371,15 +359,11 @@ void ClusterState::UpsertNode(const Json& node) {
 }
 
 void ClusterState::NoteSlots(const std::string& name, const Json& node, const core::NodeInfo& info) {
-  int64_t listed = 0;
-  bool limited = !info.gpus.empty();
-  for (const core::GpuInfo& g : info.gpus) {
-    limited = limited && g.max_sharers > 0;
-    listed += g.max_sharers;
-  }
+  const int64_t listed = core::ListedSlots(info);
+  const bool limited = listed >= 0;
   std::map<std::string, int64_t, std::less<>> short_of;
   for (const std::string& r : SlotResources(options_.resources)) {
-    if (const int64_t have = AllocatableCount(node, r); !limited || have < listed) short_of[r] = have;
+    if (const int64_t have = core::AllocatableCount(node, r); !limited || have < listed) short_of[r] = have;
   }
   auto it = slots_short_.find(name);
   const bool was_short = it != slots_short_.end();
