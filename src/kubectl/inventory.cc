@@ -80,6 +80,21 @@ Inventory BuildInventory(const Json& nodes, const Json& pods, const Json& claims
         inv.problems.push_back({"node " + name, s.message()});
         continue;
       }
+      // Fewer slots registered than listed: tessera-scheduler turns away
+      // the pods that would need more (its Filter's reason says the same).
+      if (const int64_t listed = core::ListedSlots(*info); listed >= 0) {
+        std::vector<std::string> counts{names.gpu};
+        if (names.hami.enabled) counts.push_back(names.hami.gpu);
+        for (const std::string& r : counts) {
+          if (const int64_t have = core::AllocatableCount(node, r); have < listed) {
+            inv.problems.push_back({"node " + name, "its kubelet reports " + std::to_string(have) + " of the " +
+                                                        std::to_string(listed) + " " + r +
+                                                        " slots its inventory lists allocatable; GPU pods that need "
+                                                        "more wait (the node agent is starting or restarting, or "
+                                                        "some GPUs' slots are unhealthy)"});
+          }
+        }
+      }
       labels[name] = StringAt(node, {"metadata", "labels", std::string(kModelLabel)});
     }
   }

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/codec.h"
 #include "kubectl/test_objects.h"
 
 namespace tessera::kubectl {
@@ -79,6 +80,37 @@ TEST(InventoryTest, MalformedObjectsAreReportedAndTheRestShown) {
   EXPECT_NE(inv.problems[2].message.find("not a GPU node"), std::string::npos);
   EXPECT_EQ(inv.problems[3].object, "pod default/moved");
   EXPECT_NE(inv.problems[3].message.find("bound to elsewhere"), std::string::npos);
+}
+
+// A node whose kubelet has registered fewer slots than its inventory lists
+// (the node agent starting, or unhealthy slots) is shown and reported, with
+// the counts; one with all of them, or whose GPUs list no limit, is not.
+TEST(InventoryTest, NodesShortOfSlotsAreReported) {
+  Json starting = GpuNode("starting", 2, "T4", 15360);
+  starting["status"]["allocatable"].erase("tessera.io/gpu");
+  Json partial = GpuNode("partial", 2, "T4", 15360);
+  partial["status"]["allocatable"]["tessera.io/gpu"] = "12";
+  Json unlimited = GpuNode("unlimited", 1, "T4", 15360);
+  std::vector<core::GpuInfo> gpus = {{.index = 0, .uuid = "GPU-u-0", .model = "T4", .memory_mib = 15360,
+                                      .healthy = true, .max_sharers = 0}};
+  unlimited["metadata"]["annotations"]["tessera.io/gpu-inventory"] = core::EncodeInventory(gpus).value();
+  unlimited["status"]["allocatable"].erase("tessera.io/gpu");
+  const Inventory inv =
+      BuildInventory(Json::array({starting, partial, unlimited, GpuNode("ready", 2, "T4", 15360)}), Json::array());
+  EXPECT_EQ(inv.nodes.size(), 4u);  // all still shown
+  ASSERT_EQ(inv.problems.size(), 2u);
+  EXPECT_EQ(inv.problems[0].object, "node partial");
+  EXPECT_NE(inv.problems[0].message.find("reports 12 of the 16 tessera.io/gpu slots"), std::string::npos)
+      << inv.problems[0].message;
+  EXPECT_EQ(inv.problems[1].object, "node starting");
+  EXPECT_NE(inv.problems[1].message.find("reports 0 of the 16 tessera.io/gpu slots"), std::string::npos)
+      << inv.problems[1].message;
+  // With HAMi's front end on, its count is checked too.
+  core::ResourceNames names;
+  names.hami.enabled = true;
+  const Inventory hami = BuildInventory(Json::array({GpuNode("ready", 2, "T4", 15360)}), Json::array(), names);
+  ASSERT_EQ(hami.problems.size(), 1u);
+  EXPECT_NE(hami.problems[0].message.find("reports 0 of the 16 nvidia.com/gpu slots"), std::string::npos);
 }
 
 TEST(InventoryTest, OverCommitKeepsTheOlderHolderAndReportsTheOther) {

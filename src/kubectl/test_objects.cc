@@ -14,7 +14,9 @@ nlohmann::json GpuNode(const std::string& name, int gpus, const std::string& mod
            {{"name", name},
             {"labels", {{"tessera.io/gpu-model", model}}},
             {"annotations", {{"tessera.io/gpu-inventory", core::EncodeInventory(inv).value()}}}}},
-          {"status", {{"allocatable", {{"cpu", "64"}, {"memory", "512Gi"}}}}}};
+          // The slots a registered node agent gives the kubelet: all it lists.
+          {"status",
+           {{"allocatable", {{"cpu", "64"}, {"memory", "512Gi"}, {"tessera.io/gpu", std::to_string(gpus * 8)}}}}}};
 }
 
 nlohmann::json AssignedPod(const std::string& ns, const std::string& name, const core::Assignment& assignment,
