@@ -682,6 +682,12 @@ int64_t AllocatableCount(const nlohmann::json& node, std::string_view resource) 
   return n.ok() ? *n : 0;
 }
 
+std::vector<std::string> SlotResources(const ResourceNames& names) {
+  std::vector<std::string> r{names.gpu};
+  if (names.hami.enabled) r.push_back(names.hami.gpu);
+  return r;
+}
+
 int64_t ListedSlots(const NodeInfo& node) {
   if (node.gpus.empty()) return -1;
   int64_t listed = 0;

@@ -154,6 +154,11 @@ Result<NodeInfo> NodeInfoFromJson(const nlohmann::json& node);
 // kubelet writes counts as decimal text).
 int64_t AllocatableCount(const nlohmann::json& node, std::string_view resource);
 
+// The device-plugin count resources whose slots are counted per node:
+// Tessera's GPU count, and HAMi's with that front end on. (gpushare's memory
+// units are advertised by the node and counted by kube-scheduler.)
+std::vector<std::string> SlotResources(const ResourceNames& names);
+
 // The device-plugin slots a node's inventory lists: the sum of its GPUs'
 // sharer limits (GpuInfo::max_sharers), which the node agent registers with
 // the kubelet as the count resource once it runs. -1 when a GPU lists none

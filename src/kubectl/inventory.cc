@@ -83,9 +83,7 @@ Inventory BuildInventory(const Json& nodes, const Json& pods, const Json& claims
       // Fewer slots registered than listed: tessera-scheduler turns away
       // the pods that would need more (its Filter's reason says the same).
       if (const int64_t listed = core::ListedSlots(*info); listed >= 0) {
-        std::vector<std::string> counts{names.gpu};
-        if (names.hami.enabled) counts.push_back(names.hami.gpu);
-        for (const std::string& r : counts) {
+        for (const std::string& r : core::SlotResources(names)) {
           if (const int64_t have = core::AllocatableCount(node, r); have < listed) {
             inv.problems.push_back({"node " + name, "its kubelet reports " + std::to_string(have) + " of the " +
                                                         std::to_string(listed) + " " + r +

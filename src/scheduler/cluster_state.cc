@@ -37,15 +37,6 @@ const Json* Annotation(const Json& obj, std::string_view name) {
   return annotations ? Member(*annotations, name) : nullptr;
 }
 
-// The device-plugin resources whose slots the extender counts: Tessera's
-// GPU count, and HAMi's with that front end on. (gpushare's memory units are
-// advertised by the node and counted by kube-scheduler.)
-std::vector<std::string> SlotResources(const core::ResourceNames& names) {
-  std::vector<std::string> r{names.gpu};
-  if (names.hami.enabled) r.push_back(names.hami.gpu);
-  return r;
-}
-
 // What decides a node's place in the ledger: the inventory annotation and
 // allocatable CPU, memory and slots. Heartbeats change none of these.
 std::string NodeFingerprint(const Json& node, const core::ResourceNames& names) {
@@ -56,7 +47,7 @@ std::string NodeFingerprint(const Json& node, const core::ResourceNames& names) 
   const Json* status = Member(node, "status");
   const Json* alloc = status ? Member(*status, "allocatable") : nullptr;
   std::vector<std::string> counted{"cpu", "memory"};
-  for (std::string& r : SlotResources(names)) counted.push_back(std::move(r));
+  for (std::string& r : core::SlotResources(names)) counted.push_back(std::move(r));
   for (const std::string& r : counted) {
     const Json* v = alloc ? Member(*alloc, r) : nullptr;
     fp += '\n';
@@ -167,7 +158,7 @@ std::string ClusterView::SlotShortage(size_t index, const SlotAsk& ask) const {
   const auto& nodes = state_->ledger_.nodes();
   auto& table = state_->short_by_index_;
   if (state_->short_by_index_version_ != state_->topology_version_) {
-    const std::vector<std::string> resources = SlotResources(state_->options_.resources);
+    const std::vector<std::string> resources = core::SlotResources(state_->options_.resources);
     table.assign(nodes.size(), {});
     for (size_t i = 0; i < nodes.size(); ++i) {
       auto it = state_->slots_short_.find(nodes[i].info.name);
@@ -362,7 +353,7 @@ void ClusterState::NoteSlots(const std::string& name, const Json& node, const co
   const int64_t listed = core::ListedSlots(info);
   const bool limited = listed >= 0;
   std::map<std::string, int64_t, std::less<>> short_of;
-  for (const std::string& r : SlotResources(options_.resources)) {
+  for (const std::string& r : core::SlotResources(options_.resources)) {
     if (const int64_t have = core::AllocatableCount(node, r); !limited || have < listed) short_of[r] = have;
   }
   auto it = slots_short_.find(name);
