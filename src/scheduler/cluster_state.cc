@@ -129,8 +129,7 @@ std::string ClusterView::AdmissionStall(std::string_view node, Clock::time_point
          "node agent, so new pods go to other nodes until it does";
 }
 
-ClusterView::SlotAsk ClusterView::SlotsAsked(const core::PodView& pod) const {
-  const core::ResourceNames& names = state_->options_.resources;
+SlotAsk SlotsAsked(const core::PodView& pod, const core::ResourceNames& names) {
   SlotAsk ask;
   for (const core::PodView::Container& c : pod.containers) {
     // Init containers may not ask for GPUs (PodRequestFromJson refuses the
@@ -440,8 +439,12 @@ void ClusterState::UpsertPod(const core::PodView& pod) {
     pending.uid = uid;
     pending.nominated_node = pod.nominated_node;
     pending.workload = workload;
-    if (pod.request.ok()) pending.request = *pod.request;
-    else pending.error = pod.request.status();
+    if (pod.request.ok()) {
+      pending.request = *pod.request;
+      pending.slots = SlotsAsked(pod, options_.resources);
+    } else {
+      pending.error = pod.request.status();
+    }
   }
 
   MutexLock lock(mu_);
@@ -649,13 +652,13 @@ int ClusterState::ExpireAssumed(Clock::time_point now) {
   return static_cast<int>(expired.size());
 }
 
-Result<core::PodRequest> ClusterState::PendingRequest(std::string_view pod_key, std::string_view uid) const {
+Result<BindAsk> ClusterState::PendingRequest(std::string_view pod_key, std::string_view uid) const {
   MutexLock lock(mu_);
   auto it = pending_.find(std::string(pod_key));
   if (it == pending_.end() || (!uid.empty() && !it->second.uid.empty() && it->second.uid != uid))
     return NotFound("pod " + std::string(pod_key) + " is not a pending GPU pod seen by the pod watch");
   if (!it->second.error.ok()) return it->second.error;
-  return it->second.request;
+  return BindAsk{it->second.request, it->second.slots};
 }
 
 bool ClusterState::IsPending(std::string_view pod_key, std::string_view uid, std::string* nominated_node) const {

@@ -231,6 +231,23 @@ struct StateSummary {
 
 class ClusterState;
 
+// The device-plugin slots a pod asks for: the count resource its GPU
+// containers name (tessera.io/gpu, or HAMi's with that front end on) and how
+// many the kubelet allocates it (the containers' sum). count 0: none of
+// these (gpushare's memory units, or no GPU).
+struct SlotAsk {
+  std::string resource;
+  int64_t count = 0;
+  size_t which = 0;  // resource's place in the node's slot counts: 0 Tessera's, 1 HAMi's
+};
+SlotAsk SlotsAsked(const core::PodView& pod, const core::ResourceNames& names);
+
+// What Bind books for a pending pod: its request and the slots it takes.
+struct BindAsk {
+  core::PodRequest request;
+  SlotAsk slots;
+};
+
 // Read-only access to the state, valid only inside ClusterState::Read (with
 // the state's mutex held; its methods assert that to the analysis).
 class ClusterView {
@@ -277,16 +294,6 @@ class ClusterView {
   // there would wait behind it. "" when none. The text names the node, the
   // pod and how long.
   std::string AdmissionStall(std::string_view node, Clock::time_point now) const;
-  // The device-plugin slots a pod asks for: the count resource its GPU
-  // containers name (tessera.io/gpu, or HAMi's with that front end on) and
-  // how many the kubelet allocates it (the containers' sum). count 0: none
-  // of these (gpushare's memory units, or no GPU).
-  struct SlotAsk {
-    std::string resource;
-    int64_t count = 0;
-    size_t which = 0;  // resource's place in the node's slot counts: 0 Tessera's, 1 HAMi's
-  };
-  SlotAsk SlotsAsked(const core::PodView& pod) const;
   // Why the ledger's node `index` (ledger().nodes()) cannot take a pod
   // asking `ask` for want of device-plugin slots, or "" when it can (see the
   // file comment): the slots its kubelet reports allocatable for the
@@ -391,10 +398,10 @@ class ClusterState {
   // is not one).
   bool DropHostAssumption(std::string_view key, std::string_view uid) TESSERA_EXCLUDES(mu_);
 
-  // The request of an unbound GPU pod last seen by UpsertPod, if its uid
-  // matches (any uid when `uid` is empty). NOT_FOUND when unknown; the pod's
-  // validation error when it is malformed.
-  Result<core::PodRequest> PendingRequest(std::string_view pod_key, std::string_view uid) const;
+  // The request and slot ask of an unbound GPU pod last seen by UpsertPod,
+  // if its uid matches (any uid when `uid` is empty). NOT_FOUND when unknown;
+  // the pod's validation error when it is malformed.
+  Result<BindAsk> PendingRequest(std::string_view pod_key, std::string_view uid) const;
   // Whether pod `pod_key` (with `uid`, any when empty) is an unbound GPU pod
   // the pod watch shows, and the node in its status.nominatedNodeName
   // ("" when none: kube-scheduler's own preemption did not pick a node).
@@ -478,6 +485,7 @@ class ClusterState {
     std::string uid;
     Status error;                 // OK when `request` is valid
     core::PodRequest request;
+    SlotAsk slots;
     std::string nominated_node;   // status.nominatedNodeName
     std::string workload;         // WorkloadOf the pod
   };

@@ -120,7 +120,9 @@ TEST(ClusterStateTest, PendingPodsAreKeptForBind) {
   state.UpsertPod(PodJson("ns", "cpu-only", {{"main", 0, 0, 0}}));
   auto good = state.PendingRequest("ns/good", "uid-ns-good");
   ASSERT_TRUE(good.ok()) << good.status().ToString();
-  EXPECT_EQ(good->containers[0].mem_mib_per_gpu, 8192);
+  EXPECT_EQ(good->request.containers[0].mem_mib_per_gpu, 8192);
+  EXPECT_EQ(good->slots.resource, "tessera.io/gpu");
+  EXPECT_EQ(good->slots.count, 1);
   EXPECT_EQ(state.PendingRequest("ns/good", "other-uid").status().code(), StatusCode::kNotFound);
   auto bad = state.PendingRequest("ns/bad", "");
   ASSERT_FALSE(bad.ok());
@@ -477,7 +479,7 @@ TEST(ClusterStateTest, SlotShortageLooksAtTheResourceThePodNames) {
     return state.Read([&](const ClusterView& v) {
       const auto& nodes = v.ledger().nodes();
       const auto n1 = std::find_if(nodes.begin(), nodes.end(), [](const auto& n) { return n.info.name == "n1"; });
-      return v.SlotShortage(static_cast<size_t>(n1 - nodes.begin()), v.SlotsAsked(pod));
+      return v.SlotShortage(static_cast<size_t>(n1 - nodes.begin()), SlotsAsked(pod, state.options().resources));
     });
   };
   EXPECT_EQ(shortage(tessera), "");

@@ -202,7 +202,7 @@ HttpReply Extender::Filter(std::string_view body) {
       policy_->SeeCluster(view.ledger());
     }
     const std::vector<int>& index = ResolveLocked(view, args->nodes);
-    const ClusterView::SlotAsk slots = view.SlotsAsked(pod);
+    const SlotAsk slots = SlotsAsked(pod, state_.options().resources);
     const int shape = ShapeIdLocked(*req);
     const auto& nodes = view.ledger().nodes();
     verdicts_[static_cast<size_t>(shape)].resize(std::max(verdicts_[static_cast<size_t>(shape)].size(), nodes.size()));
@@ -398,13 +398,13 @@ HttpReply Extender::Bind(std::string_view body) {
   }
   const Clock::time_point now = options_.now ? options_.now() : Clock::now();
   state_.ExpireAssumed(now);
-  Result<core::PodRequest> req = RequestForBind(key, args->pod_uid);
-  if (!req.ok()) return fail(req.status().message(), Decision::kError);
+  Result<BindAsk> ask = RequestForBind(key, args->pod_uid);
+  if (!ask.ok()) return fail(ask.status().message(), Decision::kError);
 
   const std::vector<Nomination> nominations =
       options_.preemptor != nullptr ? options_.preemptor->NominationsAgainst(key) : std::vector<Nomination>{};
   std::string source;  // for the log: whose GPU choice was booked
-  Result<core::Assignment> assignment = PickAndAssume(*req, args->pod_uid, args->node, nominations, now, &source);
+  Result<core::Assignment> assignment = PickAndAssume(*ask, args->pod_uid, args->node, nominations, now, &source);
   if (!assignment.ok()) return fail(assignment.status().message(), Decision::kConflict);
   Result<std::string> text = core::EncodeAssignment(*assignment);
   if (!text.ok()) {
@@ -439,9 +439,10 @@ HttpReply Extender::Bind(std::string_view body) {
   return {200, WriteBindingResult(""), Decision::kBound};
 }
 
-Result<Extender::BindPick> Extender::PickForBind(const core::PodRequest& req, const std::string& uid,
-                                                 const std::string& node, const std::vector<Nomination>& nominations,
-                                                 bool take_choice, std::optional<Choice>& chosen) {
+Result<Extender::BindPick> Extender::PickForBind(const BindAsk& ask, const std::string& uid, const std::string& node,
+                                                 const std::vector<Nomination>& nominations, bool take_choice,
+                                                 std::optional<Choice>& chosen) {
+  const core::PodRequest& req = ask.request;
   MutexLock lock(policy_mu_);
   // Filter's choice for this pod (filter_returns_best), taken on the first
   // try: booked if it is still good, else the GPUs are chosen again.
@@ -453,6 +454,12 @@ Result<Extender::BindPick> Extender::PickForBind(const core::PodRequest& req, co
     policy_mu_.AssertHeld();  // taken above, around the Read
     TESSERA_ASSIGN_OR_RETURN(const core::NodeState* target, view.BindTarget(req.key, node));
     const core::NodeState& current = *target;
+    // Filter counted the node's slots before the pods bound since then (their
+    // binds run after kube-scheduler's next filter): counted again here, on
+    // the version Assume books against.
+    if (std::string shortage = view.SlotShortage(static_cast<size_t>(target - view.ledger().nodes().data()), ask.slots);
+        !shortage.empty())
+      return ResourceExhausted("pod " + req.key + " no longer fits: " + shortage);
     policy_->SeeCluster(view.ledger());
     core::NodeState reserved;
     std::string holders;
@@ -478,13 +485,14 @@ Result<Extender::BindPick> Extender::PickForBind(const core::PodRequest& req, co
   });
 }
 
-Result<core::Assignment> Extender::PickAndAssume(const core::PodRequest& req, const std::string& uid,
+Result<core::Assignment> Extender::PickAndAssume(const BindAsk& ask, const std::string& uid,
                                                  const std::string& node, const std::vector<Nomination>& nominations,
                                                  Clock::time_point now, std::string* source) {
+  const core::PodRequest& req = ask.request;
   MutexLock serial(bind_mu_);
   std::optional<Choice> chosen;
   for (int attempt = 1;; ++attempt) {
-    TESSERA_ASSIGN_OR_RETURN(BindPick pick, PickForBind(req, uid, node, nominations, attempt == 1, chosen));
+    TESSERA_ASSIGN_OR_RETURN(BindPick pick, PickForBind(ask, uid, node, nominations, attempt == 1, chosen));
     if (options_.after_pick_for_test) options_.after_pick_for_test(req.key, pick.assignment);
     Result<core::Assignment> booked = state_.Assume(req, uid, pick.assignment, pick.node_version, now);
     if (source != nullptr) *source = pick.source;
@@ -662,11 +670,13 @@ std::optional<Extender::Choice> Extender::TakeChoiceLocked(const std::string& ke
 
 // ---- pod requests ----
 
-Result<core::PodRequest> Extender::RequestForBind(const std::string& key, const std::string& uid) {
-  Result<core::PodRequest> from_watch = state_.PendingRequest(key, uid);
+Result<BindAsk> Extender::RequestForBind(const std::string& key, const std::string& uid) {
+  Result<BindAsk> from_watch = state_.PendingRequest(key, uid);
   if (from_watch.ok() || from_watch.status().code() != StatusCode::kNotFound) return from_watch;
-  if (std::shared_ptr<const core::PodView> pod = pods_.Latest(uid); pod != nullptr && pod->key == key)
-    return pod->request;
+  if (std::shared_ptr<const core::PodView> pod = pods_.Latest(uid); pod != nullptr && pod->key == key) {
+    if (!pod->request.ok()) return pod->request.status();
+    return BindAsk{*pod->request, SlotsAsked(*pod, state_.options().resources)};
+  }
   return NotFound("pod " + key + (uid.empty() ? "" : " (uid " + uid + ")") +
                   " is unknown: not seen by the pod watch nor in a filter call");
 }

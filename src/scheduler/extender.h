@@ -264,7 +264,7 @@ class Extender {
   HttpReply PrioritizeWithoutGpus(const ExtenderArgs& args) TESSERA_EXCLUDES(policy_mu_);
 
   // The request Bind works on: from the pod watch, else from a filter call.
-  Result<core::PodRequest> RequestForBind(const std::string& key, const std::string& uid);
+  Result<BindAsk> RequestForBind(const std::string& key, const std::string& uid);
 
   // What Filter answered for a pod (filter_returns_best), kept for its Bind.
   struct Choice {
@@ -279,10 +279,12 @@ class Extender {
   std::optional<Choice> TakeChoiceLocked(const std::string& key, const std::string& uid, const std::string& node,
                                          const core::PodRequest& req) TESSERA_REQUIRES(policy_mu_);
 
-  // Bind's choice: the GPUs the policy gives `req` on `node` (shares
+  // Bind's choice: the GPUs the policy gives `ask.request` on `node` (shares
   // nominated there for other pods kept free), and the version of the node
-  // it was made on. RESOURCE_EXHAUSTED when the pod no longer fits there;
-  // the errors of ClusterView::BindTarget.
+  // it was made on. RESOURCE_EXHAUSTED when the pod no longer fits there,
+  // its GPUs or its device-plugin slots (Filter's slot check counted the
+  // node before pods bound since took slots); the errors of
+  // ClusterView::BindTarget.
   // With `take_choice`, first takes Filter's choice for the pod into
   // `chosen` (TakeChoiceLocked); a `chosen` still good on the node is the
   // pick. `source` says which (for the log).
@@ -291,14 +293,14 @@ class Extender {
     uint64_t node_version = 0;
     const char* source = "";
   };
-  Result<BindPick> PickForBind(const core::PodRequest& req, const std::string& uid, const std::string& node,
+  Result<BindPick> PickForBind(const BindAsk& ask, const std::string& uid, const std::string& node,
                                const std::vector<Nomination>& nominations, bool take_choice,
                                std::optional<Choice>& chosen) TESSERA_EXCLUDES(policy_mu_);
   // Picks and books (ClusterState::Assume) in the bind turn; picks again
   // when the node changed in between, kBindAttempts times at most, then
   // UNAVAILABLE. Returns what was booked, or why nothing was; `source`
   // (when not null) gets where the booked GPUs were chosen.
-  Result<core::Assignment> PickAndAssume(const core::PodRequest& req, const std::string& uid, const std::string& node,
+  Result<core::Assignment> PickAndAssume(const BindAsk& ask, const std::string& uid, const std::string& node,
                                          const std::vector<Nomination>& nominations, Clock::time_point now,
                                          std::string* source)
       TESSERA_EXCLUDES(bind_mu_, policy_mu_);
