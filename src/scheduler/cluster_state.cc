@@ -151,7 +151,7 @@ SlotAsk SlotsAsked(const core::PodView& pod, const core::ResourceNames& names) {
   return ask;
 }
 
-std::string ClusterView::SlotShortage(size_t index, const SlotAsk& ask) const {
+std::string ClusterView::SlotShortage(size_t index, const SlotAsk& ask, int64_t also_taken) const {
   state_->mu_.AssertHeld();
   if (ask.count == 0 || state_->slots_short_.empty()) return "";
   const auto& nodes = state_->ledger_.nodes();
@@ -177,11 +177,13 @@ std::string ClusterView::SlotShortage(size_t index, const SlotAsk& ask) const {
     entry.version = node.version;
   }
   const int64_t have = entry.have[ask.which];
-  if (entry.taken + ask.count <= have) return "";
+  const int64_t taken = entry.taken + also_taken;
+  if (taken + ask.count <= have) return "";
   const int64_t listed = core::ListedSlots(node.info);  // -1 when a GPU lists no slots
   std::string why = "node " + node.info.name + ": its kubelet reports " + std::to_string(have) + " " + ask.resource +
-                    " slots allocatable, " + std::to_string(entry.taken) + " of them taken, and the pod asks for " +
-                    std::to_string(ask.count);
+                    " slots allocatable, " + std::to_string(taken) + " of them taken" +
+                    (also_taken > 0 ? " (" + std::to_string(also_taken) + " by pods being bound)" : "") +
+                    ", and the pod asks for " + std::to_string(ask.count);
   if (have < listed) {
     why += " (its inventory lists " + std::to_string(listed) +
            ": the node agent is starting or restarting, or some GPUs' slots are unhealthy)";

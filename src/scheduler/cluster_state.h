@@ -298,10 +298,12 @@ class ClusterView {
   // asking `ask` for want of device-plugin slots, or "" when it can (see the
   // file comment): the slots its kubelet reports allocatable for the
   // resource, less those its GPUs' sharers take (of any front end, so it
-  // errs towards refusing), must cover the ask. Free while every node's
-  // slots are allocatable; otherwise an index into a table rebuilt when the
-  // topology changes. The text names the node, the resource and the counts.
-  std::string SlotShortage(size_t index, const SlotAsk& ask) const;
+  // errs towards refusing), and `also_taken` (slots to be taken beyond the
+  // ledger: Filter's choices for pods being bound), must cover the ask. Free
+  // while every node's slots are allocatable; otherwise an index into a table
+  // rebuilt when the topology changes. The text names the node, the resource
+  // and the counts.
+  std::string SlotShortage(size_t index, const SlotAsk& ask, int64_t also_taken = 0) const;
   // The GPU node a bind of pod `pod_key` to `node` books on, checked as
   // ClusterState::Assume checks it: ALREADY_EXISTS if the pod already holds or
   // waits for a share; NOT_FOUND / FAILED_PRECONDITION when the node is

@@ -216,11 +216,21 @@ HttpReply Extender::Filter(std::string_view body) {
           out.failed.emplace_back(i, owned.emplace_back(std::move(stall)));
           continue;
         }
+        // Other pods' choices here, not bound yet (when choosing).
+        const auto on = chosen_on.find(node.info.name);
         // Slots the kubelet has not (yet) made allocatable: no eviction frees
         // them, so neither preemption plans on the node. (Nor where the GPUs
         // list no slots and all allocatable ones are taken, though evictions
         // would free some there: such inventories are written by hand.)
-        if (std::string shortage = view.SlotShortage(static_cast<size_t>(index[i]), slots); !shortage.empty()) {
+        // The choices' shares take slots too once bound.
+        int64_t chosen_slots = 0;
+        if (slots.count > 0 && on != chosen_on.end()) {
+          for (const auto& chosen : on->second)
+            for (const core::ContainerAssignment& c : chosen.second->assignment.containers)
+              chosen_slots += static_cast<int64_t>(c.gpus.size());
+        }
+        if (std::string shortage = view.SlotShortage(static_cast<size_t>(index[i]), slots, chosen_slots);
+            !shortage.empty()) {
           out.unresolvable.emplace_back(i, owned.emplace_back(std::move(shortage)));
           continue;
         }
@@ -235,7 +245,7 @@ HttpReply Extender::Filter(std::string_view body) {
           holders = ReserveAll(view, nominations, &*reserved);
         }
         std::string chosen_for;
-        if (auto on = chosen_on.find(node.info.name); on != chosen_on.end()) {
+        if (on != chosen_on.end()) {
           for (const auto& [other, c] : on->second) {
             if (!reserved) reserved.emplace(node);
             ReserveChoice(c->request, c->assignment, &*reserved);

@@ -162,12 +162,13 @@ TEST_F(ExtenderTest, NodesWithoutAllocatableSlotsWaitForThem) {
       << r;
 }
 
-// Filter counts a node's slots before the binds still under way take
-// theirs (kube-scheduler filters the next pod while the last one binds), so
-// Bind counts them again on the node version it books against: a pod one
-// slot too many is refused, for kube-scheduler to try again, instead of
-// being bound where its kubelet would fail it. With or without Filter's
-// choice kept for Bind, and for a pod known from the watch or from Filter.
+// kube-scheduler filters the next pod while the last one binds. Filter
+// counts the slots its own choices for pods being bound will take (with
+// filter_returns_best), but not binds it did not choose for, so Bind counts
+// them again on the node version it books against: a pod one slot too many
+// is refused, for kube-scheduler to try again, instead of being bound where
+// its kubelet would fail it. With or without Filter's choice kept for Bind,
+// and for a pod known from the watch or from Filter.
 TEST_F(ExtenderTest, BindCountsTheSlotsAgain) {
   for (const bool best : {false, true}) {
     SCOPED_TRACE(best ? "filter returns its choice" : "bind chooses");
@@ -181,13 +182,23 @@ TEST_F(ExtenderTest, BindCountsTheSlotsAgain) {
     node["status"]["allocatable"]["tessera.io/gpu"] = "1";  // three of its slots unhealthy
     state_->UpsertNode(node);
     const std::string a = "a-" + name, b = "b-" + name, c = "c-" + name;
+    const std::string why = " (its inventory lists 4: the node agent is starting or restarting, or some GPUs' "
+                            "slots are unhealthy)";
     EXPECT_EQ(Filter(FilterBody(PodJson("ns", a, {{"main", 1, 1024, 10}}), {name}))["NodeNames"], json({name}));
-    EXPECT_EQ(Filter(FilterBody(PodJson("ns", b, {{"main", 1, 1024, 10}}), {name}))["NodeNames"], json({name}));
+    json r = Filter(FilterBody(PodJson("ns", b, {{"main", 1, 1024, 10}}), {name}));
+    if (best) {  // a's choice takes the slot
+      EXPECT_EQ(r["FailedAndUnresolvableNodes"][name],
+                "node " + name + ": its kubelet reports 1 tessera.io/gpu slots allocatable, 1 of them taken (1 by "
+                "pods being bound), and the pod asks for 1" + why)
+          << r;
+    } else {
+      EXPECT_EQ(r["NodeNames"], json({name}));
+    }
     state_->UpsertPod(PodJson("ns", c, {{"main", 1, 1024, 10}}));  // from the watch
     EXPECT_EQ(Bind(BindBody("ns", a, "uid-ns-" + a, name))["Error"], "");
-    const std::string taken = "node " + name + ": its kubelet reports 1 tessera.io/gpu slots allocatable, 1 of them "
-                              "taken, and the pod asks for 1 (its inventory lists 4: the node agent is starting or "
-                              "restarting, or some GPUs' slots are unhealthy)";
+    const std::string taken =
+        "node " + name + ": its kubelet reports 1 tessera.io/gpu slots allocatable, 1 of them taken, and the pod "
+        "asks for 1" + why;
     EXPECT_EQ(Bind(BindBody("ns", b, "uid-ns-" + b, name))["Error"], "pod ns/" + b + " no longer fits: " + taken);
     EXPECT_EQ(Bind(BindBody("ns", c, "uid-ns-" + c, name))["Error"], "pod ns/" + c + " no longer fits: " + taken);
     EXPECT_EQ(state_->Read([&](const ClusterView& v) { return v.ledger().FindNode(name)->gpus[0].sharers; }), 1);
