@@ -245,6 +245,68 @@ TEST_F(SchedulingTest, APodThatArrivesBeforeTheSlotsIsPlacedWhenTheyAppear) {
   EXPECT_EQ(placed.value()["spec"]["nodeName"], node);
 }
 
+// Four pods at once for a node with two free slots of the three its
+// kubelet reports allocatable, out of eight (a GPU's slots unhealthy, say):
+// kube-scheduler filters each pod while the one before it is still binding,
+// and tessera-scheduler counts the slots of those binds, so two pods are
+// bound and two wait, turned away for want of slots, until the slots come
+// back.
+TEST_F(SchedulingTest, PodsFilteredTogetherTakeNoMoreSlotsThanTheKubeletHas) {
+  auto nodes = UniformSimNodes(group_ + "-few", 1, 1, "A100", 40960);
+  nodes[0].labels["tessera.io/e2e-group"] = group_;
+  nodes[0].slots_allocatable = 3;
+  Status created = CreateSimNodes(*client_, nodes);
+  ASSERT_TRUE(created.ok()) << created.ToString();
+  nodes_.insert(nodes_.end(), nodes.begin(), nodes.end());
+  const std::string node = nodes[0].info.name;
+  // The node must be in tessera-scheduler's cache before the four come, or
+  // they could be turned away for its not being seen yet: a first pod,
+  // bound there, shows it is (and keeps its slot).
+  ASSERT_TRUE(Submit("first", {{"main", 1, 1024, 5}}).ok());
+  auto first = WaitForPod(*client_, ns_, "first", IsBound, seconds(60));
+  ASSERT_TRUE(first.ok()) << first.status().ToString() << "; last reason: " << RejectionOf("first");
+
+  const std::vector<std::string> names = {"q0", "q1", "q2", "q3"};
+  for (const std::string& name : names) ASSERT_TRUE(Submit(name, {{"main", 1, 1024, 10}}).ok());
+  // Wait until every pod is bound or turned away for want of slots.
+  auto settled = [&](int* bound) {
+    *bound = 0;
+    for (const std::string& name : names) {
+      auto pod = client_->Get("/api/v1/namespaces/" + ns_ + "/pods/" + name);
+      if (!pod.ok()) return false;
+      if (IsBound(*pod)) {
+        ++*bound;
+      } else if (RejectionOf(name).find("slots allocatable") == std::string::npos) {
+        return false;
+      }
+    }
+    return true;
+  };
+  int bound = 0;
+  const auto deadline = std::chrono::steady_clock::now() + seconds(60);
+  while (!settled(&bound) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(bound, 2);
+  for (const std::string& name : names) {
+    auto pod = client_->Get("/api/v1/namespaces/" + ns_ + "/pods/" + name);
+    if (!pod.ok() || IsBound(*pod)) continue;
+    EXPECT_NE(RejectionOf(name).find("node " + node + ": its kubelet reports 3 tessera.io/gpu slots allocatable, 3 "
+                                     "of them taken"),
+              std::string::npos)
+        << name << ": " << RejectionOf(name);
+  }
+
+  // The slots come back: the two that waited are placed.
+  auto patched = client_->Patch("/api/v1/nodes/" + node + "/status", kube::PatchType::kMerge,
+                                {{"status", {{"allocatable", {{"tessera.io/gpu", "8"}}}}}});
+  ASSERT_TRUE(patched.ok()) << patched.status().ToString();
+  for (const std::string& name : names) {
+    auto placed = WaitForPod(*client_, ns_, name, IsBound, seconds(60));
+    ASSERT_TRUE(placed.ok()) << name << ": " << placed.status().ToString() << "; last reason: " << RejectionOf(name);
+    EXPECT_EQ(placed.value()["spec"]["nodeName"], node);
+  }
+}
+
 TEST_F(SchedulingTest, ExtenderKilledMidStreamLosesAndDuplicatesNothing) {
   // 30 pods of 20 % fill 6 GPUs exactly (5 of each GPU's 8 slots): a lost
   // or doubled share would leave a pod without room.
