@@ -172,12 +172,16 @@ std::string ClusterView::SlotShortage(size_t index, const SlotAsk& ask, int64_t 
   ClusterState::ShortSlots& entry = table[index];
   const core::NodeState& node = nodes[index];
   if (entry.version != node.version) {
-    entry.taken = 0;
-    for (const core::GpuUsage& g : node.gpus) entry.taken += g.sharers;
+    entry.taken[0] = entry.taken[1] = 0;
+    for (const std::string& key : state_->ledger_.PodsOn(node.info.name)) {
+      auto it = state_->pods_.find(key);
+      if (it == state_->pods_.end() || it->second.slots.count == 0) continue;
+      entry.taken[it->second.slots.which] += it->second.slots.count;
+    }
     entry.version = node.version;
   }
   const int64_t have = entry.have[ask.which];
-  const int64_t taken = entry.taken + also_taken;
+  const int64_t taken = entry.taken[ask.which] + also_taken;
   if (taken + ask.count <= have) return "";
   const int64_t listed = core::ListedSlots(node.info);  // -1 when a GPU lists no slots
   std::string why = "node " + node.info.name + ": its kubelet reports " + std::to_string(have) + " " + ask.resource +
@@ -429,7 +433,9 @@ void ClusterState::UpsertPod(const core::PodView& pod) {
   const std::string& usage_text = node.empty() || terminal ? none : pod.usage;
   const Result<core::PodUsage> usage =
       usage_text.empty() ? Result<core::PodUsage>(core::PodUsage{}) : core::DecodeUsage(usage_text);
-  auto note_meta = [&pod](PodRecord& rec) {
+  const SlotAsk slots = SlotsAsked(pod, options_.resources);
+  auto note_meta = [&pod, &slots](PodRecord& rec) {
+    rec.slots = slots;
     rec.workload = pod.workload;
     rec.priority = pod.priority;
     rec.started_unix = pod.started_unix;
@@ -443,7 +449,7 @@ void ClusterState::UpsertPod(const core::PodView& pod) {
     pending.workload = workload;
     if (pod.request.ok()) {
       pending.request = *pod.request;
-      pending.slots = SlotsAsked(pod, options_.resources);
+      pending.slots = slots;
     } else {
       pending.error = pod.request.status();
     }
@@ -595,9 +601,9 @@ Status ClusterState::ClaimAdmissionTurn(std::string_view pod_key, Clock::time_po
   }
 }
 
-Result<core::Assignment> ClusterState::Assume(const core::PodRequest& pod, std::string_view uid,
-                                              const core::Assignment& assignment, uint64_t seen_version,
-                                              Clock::time_point now) {
+Result<core::Assignment> ClusterState::Assume(const core::PodRequest& pod, const SlotAsk& slots,
+                                              std::string_view uid, const core::Assignment& assignment,
+                                              uint64_t seen_version, Clock::time_point now) {
   MutexLock lock(mu_);
   TESSERA_ASSIGN_OR_RETURN(const core::NodeState* node, ClusterView(this).BindTarget(pod.key, assignment.node));
   if (node->version != seen_version)
@@ -609,6 +615,7 @@ Result<core::Assignment> ClusterState::Assume(const core::PodRequest& pod, std::
   rec.uid = std::string(uid);
   rec.request = pod;
   rec.assignment = assignment;
+  rec.slots = slots;
   if (auto p = pending_.find(pod.key); p != pending_.end()) rec.workload = p->second.workload;
   load_.Placed(pod.key, rec.workload, pod, assignment, NowSeconds());
   rec.assumed = true;

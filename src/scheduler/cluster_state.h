@@ -81,8 +81,9 @@
 // slots"). A GPU's sharers never exceed the slots its inventory lists (the
 // ledger); a node whose kubelet reports fewer slots allocatable than its
 // inventory lists (its agent starting or restarting, a sick GPU's slots) or
-// whose GPUs list none takes a pod only while what is allocatable, less its
-// GPUs' sharers, covers the slots the pod asks for (SlotShortage).
+// whose GPUs list none takes a pod only while what is allocatable, less the
+// slots of that resource its pods hold, covers the slots the pod asks for
+// (SlotShortage).
 // A LoadTracker (load_tracker.h) follows every pending and held pod's
 // predicted GPU load and learns from the tessera.io/usage annotations of held
 // pods; a pod re-booked at a new prediction gives its node a new ledger
@@ -97,7 +98,7 @@
 //   state.UpsertPod(pod_json);        // decodes once, then UpsertPod(const core::PodView&)
 //   size_t held = state.Read([](const ClusterView& v) { return v.ledger().pod_count(); });
 //   // Bind: pick on a node read in Read (its version noted), then book it.
-//   Result<core::Assignment> booked = state.Assume(pod, uid, picked, version_read, Clock::now());
+//   Result<core::Assignment> booked = state.Assume(pod, slots, uid, picked, version_read, Clock::now());
 #pragma once
 
 #include <atomic>
@@ -297,8 +298,8 @@ class ClusterView {
   // Why the ledger's node `index` (ledger().nodes()) cannot take a pod
   // asking `ask` for want of device-plugin slots, or "" when it can (see the
   // file comment): the slots its kubelet reports allocatable for the
-  // resource, less those its GPUs' sharers take (of any front end, so it
-  // errs towards refusing), and `also_taken` (slots to be taken beyond the
+  // resource, less those the pods holding shares there take of it (pods of
+  // other front ends take none), and `also_taken` (slots to be taken beyond the
   // ledger: Filter's choices for pods being bound), must cover the ask. Free
   // while every node's slots are allocatable; otherwise an index into a table
   // rebuilt when the topology changes. The text names the node, the resource
@@ -373,8 +374,10 @@ class ClusterState {
   //    other error here is UNAVAILABLE);
   //  - INVALID_ARGUMENT (the assignment does not match the request) or
   //    RESOURCE_EXHAUSTED (it does not fit) from the ledger.
+  // `slots` are the device-plugin slots the pod will hold there (SlotsAsked;
+  // SlotShortage counts them until the pod releases its share).
   // Takes the state's mutex and calls nothing outside this object.
-  Result<core::Assignment> Assume(const core::PodRequest& pod, std::string_view uid,
+  Result<core::Assignment> Assume(const core::PodRequest& pod, const SlotAsk& slots, std::string_view uid,
                                   const core::Assignment& assignment, uint64_t seen_version,
                                   Clock::time_point now) TESSERA_EXCLUDES(mu_);
   // Releases an assumption (the bind failed). FAILED_PRECONDITION, changing
@@ -461,6 +464,7 @@ class ClusterState {
     bool terminating = false;
     bool seen = false;
     std::string workload;         // WorkloadOf the pod ("" until the pod watch showed it)
+    SlotAsk slots;                // the device-plugin slots it holds on its node (SlotShortage)
   };
   struct NodeEntry {
     std::string fingerprint;      // inventory + allocatable as last seen
@@ -601,12 +605,12 @@ class ClusterState {
   // slots_short_ by ledger index, as of topology version
   // short_by_index_version_ (rebuilt by SlotShortage): its slots
   // allocatable per SlotAsk::which (-1: not there, or not short of that
-  // resource), and its GPUs' sharers as of ledger version `version`. Filter
+  // resource), and the slots its pods hold as of ledger version `version`. Filter
   // walks it in node order, so it is kept flat.
   struct ShortSlots {
     int64_t have[2] = {-1, -1};
     uint64_t version = ~uint64_t{0};  // none yet
-    int64_t taken = 0;
+    int64_t taken[2] = {0, 0};        // per SlotAsk::which, by the pods holding shares there
   };
   mutable std::vector<ShortSlots> short_by_index_ TESSERA_GUARDED_BY(mu_);
   mutable uint64_t short_by_index_version_ TESSERA_GUARDED_BY(mu_) = 0;

@@ -389,7 +389,7 @@ TEST(ClusterStateTest, AssumeRefusesAStaleVersionAndBooksNothing) {
   const uint64_t seen = version();
   state.UpsertPod(Bound("other", "n1", 0, 30720, 50));  // the pod watch books GPU 0 meanwhile
   ASSERT_NE(version(), seen);
-  const Result<core::Assignment> stale = state.Assume(p, "uid-ns-p", Share("n1", 1, 20480, 500), seen, {});
+  const Result<core::Assignment> stale = state.Assume(p, SlotAsk{}, "uid-ns-p", Share("n1", 1, 20480, 500), seen, {});
   ASSERT_EQ(stale.status().code(), StatusCode::kUnavailable) << stale.status().ToString();
   EXPECT_NE(stale.status().message().find("pod ns/p: node n1 changed"), std::string::npos) << stale.status().message();
   EXPECT_EQ(HeldCount(state), 1u);  // "other" only
@@ -398,19 +398,19 @@ TEST(ClusterStateTest, AssumeRefusesAStaleVersionAndBooksNothing) {
   EXPECT_EQ(state.ForgetAssumed("ns/p").code(), StatusCode::kNotFound);
 
   // A fresh version does not make an assignment fit: the ledger refuses it.
-  const Result<core::Assignment> full = state.Assume(p, "uid-ns-p", Share("n1", 0, 20480, 500), version(), {});
+  const Result<core::Assignment> full = state.Assume(p, SlotAsk{}, "uid-ns-p", Share("n1", 0, 20480, 500), version(), {});
   EXPECT_EQ(full.status().code(), StatusCode::kResourceExhausted) << full.status().ToString();
   EXPECT_EQ(HeldCount(state), 1u);
   // A heartbeat leaves the version alone; the choice made before it is booked.
   const uint64_t before_heartbeat = version();
   state.UpsertNode(NodeJson("n1", 2, "A100", 40960));
-  const Result<core::Assignment> ok = state.Assume(p, "uid-ns-p", Share("n1", 1, 20480, 500), before_heartbeat, {});
+  const Result<core::Assignment> ok = state.Assume(p, SlotAsk{}, "uid-ns-p", Share("n1", 1, 20480, 500), before_heartbeat, {});
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_EQ(ok->node, "n1");
   EXPECT_EQ(Gpu(state.Snapshot(), "n1", 1).mem_used_mib, 20480);
   EXPECT_EQ(state.Summary().pods_assumed, 1);
   // A second booking of the pod is refused before its version is looked at.
-  EXPECT_EQ(state.Assume(p, "uid-ns-p", Share("n1", 1, 20480, 500), 0, {}).status().code(),
+  EXPECT_EQ(state.Assume(p, SlotAsk{}, "uid-ns-p", Share("n1", 1, 20480, 500), 0, {}).status().code(),
             StatusCode::kAlreadyExists);
 }
 
@@ -455,7 +455,8 @@ TEST(ClusterStateTest, WholeGpusHoldTheirMemory) {
 
 // Each front end's pods need the slots of their own count resource: HAMi's
 // (with that front end on) as Tessera's; gpushare's memory units are
-// kube-scheduler's to count. Every GPU's sharers count against each.
+// kube-scheduler's to count. Only the pods holding a resource's slots count
+// against it.
 TEST(ClusterStateTest, SlotShortageLooksAtTheResourceThePodNames) {
   ClusterStateOptions options = Options();
   options.resources.hami.enabled = true;
@@ -490,10 +491,22 @@ TEST(ClusterStateTest, SlotShortageLooksAtTheResourceThePodNames) {
   node["status"]["allocatable"]["nvidia.com/gpu"] = "1";
   state.UpsertNode(node);
   EXPECT_EQ(shortage(hami), "");
-  state.UpsertPod(Bound("held", "n1", 0, 1024, 10));  // a Tessera pod: one sharer
-  EXPECT_NE(shortage(hami).find("1 nvidia.com/gpu slots allocatable, 1 of them taken"), std::string::npos);
+  // A Tessera pod holds a tessera.io/gpu slot, not one of HAMi's.
+  state.UpsertPod(Bound("held", "n1", 0, 1024, 10));
+  EXPECT_EQ(shortage(hami), "");
   EXPECT_EQ(shortage(tessera), "");
+  // A HAMi pod holds one of HAMi's.
+  json hami_pod = PodJson("ns", "h-held", {{"main", 0, 0, 0}});
+  hami_pod["spec"]["containers"][0]["resources"]["limits"] = {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1024"}};
+  state.UpsertPod(BoundPodJson(hami_pod, Share("n1", 0, 1024, 100)));
+  EXPECT_EQ(HeldCount(state), 2u);
+  EXPECT_EQ(shortage(hami),
+            "node n1: its kubelet reports 1 nvidia.com/gpu slots allocatable, 1 of them taken, and the pod asks for 1");
   EXPECT_EQ(shortage(hami).find("inventory"), std::string::npos) << "no slots listed per GPU: nothing to compare";
+  EXPECT_EQ(shortage(tessera), "");
+  // Released, the slot is free again.
+  state.DeletePod(hami_pod);
+  EXPECT_EQ(shortage(hami), "");
 }
 
 TEST(ClusterStateTest, MalformedEventsAreIgnored) {

@@ -222,12 +222,11 @@ HttpReply Extender::Filter(std::string_view body) {
         // them, so neither preemption plans on the node. (Nor where the GPUs
         // list no slots and all allocatable ones are taken, though evictions
         // would free some there: such inventories are written by hand.)
-        // The choices' shares take slots too once bound.
+        // The choices of the same resource take slots too once bound.
         int64_t chosen_slots = 0;
         if (slots.count > 0 && on != chosen_on.end()) {
           for (const auto& chosen : on->second)
-            for (const core::ContainerAssignment& c : chosen.second->assignment.containers)
-              chosen_slots += static_cast<int64_t>(c.gpus.size());
+            if (chosen.second->slots.which == slots.which) chosen_slots += chosen.second->slots.count;
         }
         if (std::string shortage = view.SlotShortage(static_cast<size_t>(index[i]), slots, chosen_slots);
             !shortage.empty()) {
@@ -303,7 +302,8 @@ HttpReply Extender::Filter(std::string_view body) {
         best = &c;
     }
     const core::NodeState& node = nodes[static_cast<size_t>(index[best->i])];
-    Choice choice{pod.uid, *req, core::MakeAssignment(*req, node, best->candidate.pick), node.version, choice_now};
+    Choice choice{pod.uid, *req, core::MakeAssignment(*req, node, best->candidate.pick), node.version, choice_now,
+                  slots};
     chosen_text = " (answered " + node.info.name + ", GPUs " + DescribeAssignment(choice.assignment) + ")";
     if (choices_.size() >= options_.remembered_requests) choices_.clear();  // many pods never bound: start over
     choices_.insert_or_assign(key, std::move(choice));
@@ -504,7 +504,7 @@ Result<core::Assignment> Extender::PickAndAssume(const BindAsk& ask, const std::
   for (int attempt = 1;; ++attempt) {
     TESSERA_ASSIGN_OR_RETURN(BindPick pick, PickForBind(ask, uid, node, nominations, attempt == 1, chosen));
     if (options_.after_pick_for_test) options_.after_pick_for_test(req.key, pick.assignment);
-    Result<core::Assignment> booked = state_.Assume(req, uid, pick.assignment, pick.node_version, now);
+    Result<core::Assignment> booked = state_.Assume(req, ask.slots, uid, pick.assignment, pick.node_version, now);
     if (source != nullptr) *source = pick.source;
     if (booked.ok() || booked.status().code() != StatusCode::kUnavailable) return booked;
     log_->debug("bind {} -> node {}: attempt {}: {}", req.key, node, attempt, booked.status().message());

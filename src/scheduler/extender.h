@@ -273,6 +273,7 @@ class Extender {
     core::Assignment assignment;  // the node and the GPUs
     uint64_t node_version = 0;    // the node's ledger version Filter chose on
     Clock::time_point at{};       // when (ExtenderOptions::now's clock)
+    SlotAsk slots;                // the device-plugin slots it will hold there
   };
   // Removes pod `key`'s choice and returns it when it is for this bind: the
   // same uid, node `node` and request `req`. nullopt when there is none.

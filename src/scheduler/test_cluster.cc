@@ -27,7 +27,8 @@ Result<core::Assignment> PickAndAssume(ClusterState& state, const core::PodReque
   });
   if (!copy.ok()) return copy.status();
   TESSERA_ASSIGN_OR_RETURN(core::Assignment chosen, pick(*copy));
-  return state.Assume(pod, uid, chosen, copy->version, now);
+  const SlotAsk slots{state.options().resources.gpu, pod.TotalGpuCount(), 0};  // a Tessera pod's
+  return state.Assume(pod, slots, uid, chosen, copy->version, now);
 }
 
 std::string GpuUuid(const std::string& node, int index) { return "GPU-" + node + "-" + std::to_string(index); }

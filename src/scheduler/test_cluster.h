@@ -89,8 +89,9 @@ std::string BindBody(const std::string& ns, const std::string& name, const std::
 // Bind's two steps with a pick of the caller's, for tests and the benchmark
 // that book shares directly: reads `node` (ClusterView::BindTarget), calls
 // `pick` on a copy of it outside the state's lock, and books the result with
-// ClusterState::Assume against the version read. Returns what Assume
-// returns, BindTarget's error, or `pick`'s.
+// ClusterState::Assume against the version read, with the slots of a pod
+// asking for tessera.io/gpu. Returns what Assume returns, BindTarget's
+// error, or `pick`'s.
 using PickFn = std::function<Result<core::Assignment>(const core::NodeState& node)>;
 Result<core::Assignment> PickAndAssume(ClusterState& state, const core::PodRequest& pod, std::string_view uid,
                                        std::string_view node, const PickFn& pick, Clock::time_point now);
