@@ -464,9 +464,9 @@ Result<Extender::BindPick> Extender::PickForBind(const BindAsk& ask, const std::
     policy_mu_.AssertHeld();  // taken above, around the Read
     TESSERA_ASSIGN_OR_RETURN(const core::NodeState* target, view.BindTarget(req.key, node));
     const core::NodeState& current = *target;
-    // Filter counted the node's slots before the pods bound since then (their
-    // binds run after kube-scheduler's next filter): counted again here, on
-    // the version Assume books against.
+    // Filter may have counted the node's slots before binds it did not
+    // choose for took theirs (kube-scheduler filters the next pod while the
+    // last one binds): counted again here, on the version Assume books against.
     if (std::string shortage = view.SlotShortage(static_cast<size_t>(target - view.ledger().nodes().data()), ask.slots);
         !shortage.empty())
       return ResourceExhausted("pod " + req.key + " no longer fits: " + shortage);
