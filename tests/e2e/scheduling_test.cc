@@ -34,12 +34,16 @@ class SchedulingTest : public ExtenderSuite {
     (void)DeleteSimNodes(*client_, nodes_);
   }
 
-  // Nodes of this test only: labelled with the group, which pods select.
-  void AddNodes(int count, int gpus, const std::string& model, int64_t mem_mib) {
+  // Nodes of this test only: labelled with the group, which pods select;
+  // `slots_allocatable` as SimNode's (-1: all the slots listed).
+  void AddNodes(int count, int gpus, const std::string& model, int64_t mem_mib, int64_t slots_allocatable = -1) {
     std::string lower = model;
     for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     auto nodes = UniformSimNodes(group_ + "-" + lower, count, gpus, model, mem_mib);
-    for (auto& n : nodes) n.labels["tessera.io/e2e-group"] = group_;
+    for (auto& n : nodes) {
+      n.labels["tessera.io/e2e-group"] = group_;
+      n.slots_allocatable = slots_allocatable;
+    }
     Status created = CreateSimNodes(*client_, nodes);
     ASSERT_TRUE(created.ok()) << created.ToString();
     nodes_.insert(nodes_.end(), nodes.begin(), nodes.end());
@@ -217,13 +221,8 @@ TEST_F(SchedulingTest, DeletedPodFreesItsShareForTheNext) {
 // turns the pod away with its own reason, and kube-scheduler retries the pod
 // when the node's status brings the slots.
 TEST_F(SchedulingTest, APodThatArrivesBeforeTheSlotsIsPlacedWhenTheyAppear) {
-  auto nodes = UniformSimNodes(group_ + "-slots", 1, 1, "T4", 15360);
-  nodes[0].labels["tessera.io/e2e-group"] = group_;
-  nodes[0].slots_allocatable = 0;
-  Status created = CreateSimNodes(*client_, nodes);
-  ASSERT_TRUE(created.ok()) << created.ToString();
-  nodes_.insert(nodes_.end(), nodes.begin(), nodes.end());
-  const std::string node = nodes[0].info.name;
+  AddNodes(1, 1, "T4", 15360, /*slots_allocatable=*/0);
+  const std::string node = nodes_.back().info.name;
 
   ASSERT_TRUE(Submit("early", {{"main", 1, 4096, 30}}).ok());
   // The first reason may be that tessera-scheduler's watch has not seen the node yet.
@@ -252,13 +251,8 @@ TEST_F(SchedulingTest, APodThatArrivesBeforeTheSlotsIsPlacedWhenTheyAppear) {
 // bound and two wait, turned away for want of slots, until the slots come
 // back.
 TEST_F(SchedulingTest, PodsFilteredTogetherTakeNoMoreSlotsThanTheKubeletHas) {
-  auto nodes = UniformSimNodes(group_ + "-few", 1, 1, "A100", 40960);
-  nodes[0].labels["tessera.io/e2e-group"] = group_;
-  nodes[0].slots_allocatable = 3;
-  Status created = CreateSimNodes(*client_, nodes);
-  ASSERT_TRUE(created.ok()) << created.ToString();
-  nodes_.insert(nodes_.end(), nodes.begin(), nodes.end());
-  const std::string node = nodes[0].info.name;
+  AddNodes(1, 1, "A100", 40960, /*slots_allocatable=*/3);
+  const std::string node = nodes_.back().info.name;
   // The node must be in tessera-scheduler's cache before the four come, or
   // they could be turned away for its not being seen yet: a first pod,
   // bound there, shows it is (and keeps its slot).
