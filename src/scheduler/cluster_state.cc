@@ -345,6 +345,7 @@ void ClusterState::UpsertNode(const Json& node) {
     log_->info("node {} updated: {} GPUs", name, info->gpus.size());
   }
   NoteSlots(name, node, *info);
+  freed_.fetch_add(1, std::memory_order_relaxed);  // a GPU node added or changed: room may have appeared
   ApplyParked(name);
   if (had_agent != entry.has_agent) {
     log_->info("node {} {} a node agent", name, entry.has_agent ? "has" : "no longer has");

@@ -427,8 +427,12 @@ class ClusterState {
   std::vector<std::string> Problems() const;
   // Pods currently in conflict.
   int conflict_count() const;
-  // How many times a held share has been released so far (pod deleted or
-  // finished, assumption forgotten or expired). Changes mean room was freed.
+  // How many times room may have appeared so far: a held share released
+  // (pod deleted or finished, assumption forgotten or expired), or a GPU
+  // node added or changed (its inventory or allocatable slots; not a
+  // heartbeat). kube-scheduler may see either before this state does and
+  // retry a pod against the old state, so a change is the cue to wake the
+  // pods turned away just before (WakeRejected).
   uint64_t freed_count() const { return freed_.load(std::memory_order_relaxed); }
 
   const ClusterStateOptions& options() const { return options_; }

@@ -84,6 +84,39 @@ TEST(ClusterStateTest, HeartbeatsDoNotTouchTheLedger) {
   EXPECT_EQ(v1, state.Read([](const ClusterView& v) { return v.ledger().FindNode("n1")->version; }));
 }
 
+// Room may appear when a share is released or when a GPU node is added or
+// changed (its slots registered, say): freed_count moves, and main wakes the
+// pods turned away just before. A heartbeat, a node that is not a GPU node
+// and a pod bound move nothing.
+TEST(ClusterStateTest, RoomAppearsWithReleasesAndGpuNodeChangesOnly) {
+  ClusterState state(Options());
+  uint64_t seen = state.freed_count();
+  auto moved = [&] {
+    const uint64_t now = state.freed_count();
+    const bool changed = now != seen;
+    seen = now;
+    return changed;
+  };
+  json node = NodeJson("n1", 1, "T4", 15360);
+  node["status"]["allocatable"]["tessera.io/gpu"] = "0";
+  state.UpsertNode(node);
+  EXPECT_TRUE(moved()) << "a GPU node joined";
+  node["status"]["conditions"][0]["lastHeartbeatTime"] = "2025-01-01T00:00:00Z";
+  state.UpsertNode(node);
+  EXPECT_FALSE(moved()) << "a heartbeat";
+  node["status"]["allocatable"]["tessera.io/gpu"] = "8";
+  state.UpsertNode(node);
+  EXPECT_TRUE(moved()) << "its slots registered";
+  json cpu = NodeJson("cpu1", 0, "", 0);
+  cpu["metadata"]["annotations"] = json::object();
+  state.UpsertNode(cpu);
+  EXPECT_FALSE(moved()) << "not a GPU node";
+  state.UpsertPod(Bound("a", "n1", 0, 4096, 20));
+  EXPECT_FALSE(moved()) << "a pod bound";
+  state.DeletePod(Bound("a", "n1", 0, 4096, 20));
+  EXPECT_TRUE(moved()) << "its share released";
+}
+
 TEST(ClusterStateTest, BoundPodsHoldAndTerminalOrDeletedPodsRelease) {
   ClusterState state(Options());
   state.UpsertNode(NodeJson("n1", 2, "A100", 40960));

@@ -62,7 +62,8 @@ int WakeRejected(kube::Api& api, RejectedPods& rejected, RejectedPods::Clock::ti
                           patch);
     if (done.ok()) {
       ++woken;
-      spdlog::info("wake {}: a GPU share was freed just after it was turned away; asking kube-scheduler to retry",
+      spdlog::info("wake {}: room appeared (a GPU share freed, or a GPU node added or changed) just after it was "
+                   "turned away; asking kube-scheduler to retry",
                    pod.key);
     } else {
       spdlog::debug("wake {}: {}", pod.key, done.status().message());

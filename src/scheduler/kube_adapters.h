@@ -71,9 +71,10 @@ class ApiPreemption final : public PreemptionApi {
   kube::Api& api_;
 };
 
-// A pod turned away for lack of room within this long before a share was
-// freed may have been retried by kube-scheduler against a ledger that had
-// not yet seen the release (kube-scheduler's own watch was faster).
+// A pod turned away within this long before room appeared (a share freed,
+// a GPU node added or changed: ClusterState::freed_count) may have been
+// retried by kube-scheduler against a state that had not yet seen the change
+// (kube-scheduler's own watch was faster).
 inline constexpr std::chrono::seconds kWakeWindow{5};
 // At most this many PATCHes per freed share, so the pod watch's thread is
 // never held long. Enough: once one woken pod binds, kube-scheduler retries

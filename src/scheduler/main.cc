@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
@@ -103,22 +104,21 @@ int Run(const SchedulerConfig& config) {
       .on_update = [&](const nlohmann::json&, const nlohmann::json& s) { state.UpsertSlice(s); },
       .on_delete = [&](const nlohmann::json& s) { state.DeleteSlice(s); },
   });
-  (void)nodes.AddHandlers({
-      .on_add = [&](const nlohmann::json& n) { state.UpsertNode(n); },
-      .on_update = [&](const nlohmann::json&, const nlohmann::json& n) { state.UpsertNode(n); },
-      .on_delete = [&](const nlohmann::json& n) { state.DeleteNode(n["metadata"].value("name", std::string())); },
-  });
   // Set once the extender exists (before the informers start).
   Extender* extender_ptr = nullptr;
-  uint64_t freed_seen = 0;
+  // Room appeared (ClusterState::freed_count): pods turned away just before
+  // are woken. Called from the pod, claim and node informers' threads.
+  std::atomic<uint64_t> freed_seen{0};
   auto after_pod_event = [&] {
-    if (const uint64_t freed = state.freed_count(); freed != freed_seen) {
-      freed_seen = freed;
-      if (extender_ptr != nullptr) {
-        WakeRejected(client, extender_ptr->rejected(), Clock::now(), std::chrono::system_clock::now());
-      }
-    }
+    const uint64_t freed = state.freed_count();
+    if (freed_seen.exchange(freed) != freed && extender_ptr != nullptr)
+      WakeRejected(client, extender_ptr->rejected(), Clock::now(), std::chrono::system_clock::now());
   };
+  (void)nodes.AddHandlers({
+      .on_add = [&](const nlohmann::json& n) { state.UpsertNode(n); after_pod_event(); },
+      .on_update = [&](const nlohmann::json&, const nlohmann::json& n) { state.UpsertNode(n); after_pod_event(); },
+      .on_delete = [&](const nlohmann::json& n) { state.DeleteNode(n["metadata"].value("name", std::string())); },
+  });
   // Pods asking the DRA driver for what no GPU has get a reason of their
   // own (kube-scheduler's is "cannot allocate all claims" whatever the cause).
   // may_act is set below, with the extender's options.
