@@ -26,16 +26,34 @@ bool MostImportantFirst(const PreemptionPod* a, const PreemptionPod* b) {
   return a->key < b->key;
 }
 
+// A node's room as the planner changes it: its use, and the slots taken of
+// the preemptor's resource where the kubelet is short of them.
+struct Room {
+  NodeState node;
+  int64_t slots_taken = 0;
+
+  void Apply(const PreemptionPod& p, int sign) {
+    ApplyHold(node, p.request, p.assignment, sign);
+    slots_taken += sign * p.slots;
+  }
+};
+
+bool Fits(const PodRequest& pod, const SlotRoom& limit, const Room& room) {
+  if (limit.allocatable >= 0 && room.slots_taken + limit.asked > limit.allocatable) return false;
+  return FitsNode(pod, room.node) == FitFailure::kNone;
+}
+
 // The exact search over subsets of `pool` of one size: depth-first, removing
 // pods from `state` on the way down and giving them back on the way up.
 class SubsetSearch {
  public:
-  SubsetSearch(const PodRequest& pod, const std::vector<const PreemptionPod*>& pool, int64_t now, int64_t budget)
-      : pod_(pod), pool_(pool), now_(now), budget_(budget) {}
+  SubsetSearch(const PodRequest& pod, const SlotRoom& limit, const std::vector<const PreemptionPod*>& pool,
+               int64_t now, int64_t budget)
+      : pod_(pod), limit_(limit), pool_(pool), now_(now), budget_(budget) {}
 
   // The fitting subset of `size` pods with the least work lost, as pool
   // indexes; empty when none fits. Sets exhausted() when the budget ran out.
-  std::vector<size_t> Best(NodeState& state, size_t size) {
+  std::vector<size_t> Best(Room& state, size_t size) {
     best_.clear();
     best_work_ = INT64_MAX;
     chosen_.clear();
@@ -45,11 +63,11 @@ class SubsetSearch {
   bool exhausted() const { return checks_ > budget_; }
 
  private:
-  void Visit(NodeState& state, size_t from, size_t left, int64_t work) {
+  void Visit(Room& state, size_t from, size_t left, int64_t work) {
     if (exhausted() || work >= best_work_) return;  // a subset found already loses less
     if (left == 0) {
       ++checks_;
-      if (FitsNode(pod_, state) == FitFailure::kNone) {
+      if (Fits(pod_, limit_, state)) {
         best_ = chosen_;
         best_work_ = work;
       }
@@ -57,16 +75,17 @@ class SubsetSearch {
     }
     for (size_t i = from; i + left <= pool_.size(); ++i) {
       const PreemptionPod& p = *pool_[i];
-      ApplyHold(state, p.request, p.assignment, -1);
+      state.Apply(p, -1);
       chosen_.push_back(i);
       Visit(state, i + 1, left - 1, work + RunSeconds(p, now_));
       chosen_.pop_back();
-      ApplyHold(state, p.request, p.assignment, +1);
+      state.Apply(p, +1);
       if (exhausted()) return;
     }
   }
 
   const PodRequest& pod_;
+  const SlotRoom& limit_;
   const std::vector<const PreemptionPod*>& pool_;
   const int64_t now_;
   const int64_t budget_;
@@ -128,19 +147,20 @@ std::optional<PreemptionPlan> PlanOnNode(const PodRequest& pod, int32_t priority
   const int64_t now = options.now_unix;
   const std::set<std::string> forced_uids(node.forced_uids.begin(), node.forced_uids.end());
   // What stays whatever happens: the node less terminating and forced pods.
-  NodeState base = node.node;
+  const SlotRoom& limit = node.slots;
+  Room base{node.node, limit.taken};
   std::vector<const PreemptionPod*> forced, candidates;
   for (const PreemptionPod& p : node.pods) {
     if (!p.uid.empty() && forced_uids.contains(p.uid)) {
       forced.push_back(&p);
-      ApplyHold(base, p.request, p.assignment, -1);
+      base.Apply(p, -1);
     } else if (p.terminating) {
-      ApplyHold(base, p.request, p.assignment, -1);
+      base.Apply(p, -1);
     } else if (p.evictable && p.priority < priority) {
       candidates.push_back(&p);
     }
   }
-  if (FitsNode(pod, base) == FitFailure::kNone) return MakePlan(pod, node, base, forced, {}, true, now);
+  if (Fits(pod, limit, base)) return MakePlan(pod, node, base.node, forced, {}, true, now);
 
   std::set<int32_t> tiers;
   for (const PreemptionPod* p : candidates) tiers.insert(p->priority);
@@ -150,39 +170,39 @@ std::optional<PreemptionPlan> PlanOnNode(const PodRequest& pod, int32_t priority
     for (const PreemptionPod* p : candidates)
       if (p->priority <= tier) pool.push_back(p);
     std::sort(pool.begin(), pool.end(), LeastWorkFirst);
-    NodeState all = base;
-    for (const PreemptionPod* p : pool) ApplyHold(all, p->request, p->assignment, -1);
-    if (FitsNode(pod, all) != FitFailure::kNone) continue;
+    Room all = base;
+    for (const PreemptionPod* p : pool) all.Apply(*p, -1);
+    if (!Fits(pod, limit, all)) continue;
 
-    const size_t limit = options.max_victims > 0 ? std::min(pool.size(), static_cast<size_t>(options.max_victims))
-                                                 : pool.size();
-    SubsetSearch search(pod, pool, now, std::max<int64_t>(options.search_budget, 1));
-    NodeState work = base;
-    for (size_t size = 1; size <= limit && !search.exhausted(); ++size) {
+    const size_t max = options.max_victims > 0 ? std::min(pool.size(), static_cast<size_t>(options.max_victims))
+                                               : pool.size();
+    SubsetSearch search(pod, limit, pool, now, std::max<int64_t>(options.search_budget, 1));
+    Room work = base;
+    for (size_t size = 1; size <= max && !search.exhausted(); ++size) {
       std::vector<size_t> best = search.Best(work, size);
       if (best.empty() || search.exhausted()) continue;
       std::vector<const PreemptionPod*> chosen;
-      NodeState freed = base;
+      Room freed = base;
       for (size_t i : best) {
         chosen.push_back(pool[i]);
-        ApplyHold(freed, pool[i]->request, pool[i]->assignment, -1);
+        freed.Apply(*pool[i], -1);
       }
-      return MakePlan(pod, node, freed, forced, std::move(chosen), true, now);
+      return MakePlan(pod, node, freed.node, forced, std::move(chosen), true, now);
     }
     if (!search.exhausted()) continue;  // no subset within max_victims at this tier
     // Too many subsets: reprieve the most important pods the preemptor can do without.
     std::vector<const PreemptionPod*> order = pool;
     std::sort(order.begin(), order.end(), MostImportantFirst);
-    NodeState freed = all;
+    Room freed = all;
     std::vector<const PreemptionPod*> chosen;
     for (const PreemptionPod* p : order) {
-      ApplyHold(freed, p->request, p->assignment, +1);
-      if (FitsNode(pod, freed) == FitFailure::kNone) continue;  // reprieved
-      ApplyHold(freed, p->request, p->assignment, -1);
+      freed.Apply(*p, +1);
+      if (Fits(pod, limit, freed)) continue;  // reprieved
+      freed.Apply(*p, -1);
       chosen.push_back(p);
     }
     if (options.max_victims > 0 && chosen.size() > static_cast<size_t>(options.max_victims)) continue;
-    return MakePlan(pod, node, freed, forced, std::move(chosen), false, now);
+    return MakePlan(pod, node, freed.node, forced, std::move(chosen), false, now);
   }
   return std::nullopt;
 }

@@ -3,7 +3,9 @@
 // least. Pure (no I/O, no clock); the scheduler evicts what a plan names.
 //
 // Victims are pods of strictly lower priority (Kubernetes spec.priority) than
-// the preemptor. A plan is ranked, lowest first, by
+// the preemptor. Where the node's kubelet has fewer device-plugin slots
+// allocatable than its inventory lists (PreemptionNode::slots), the plan must
+// also free enough of them. A plan is ranked, lowest first, by
 //   1. the highest priority among its victims (evict only the least important),
 //   2. the number of victims,
 //   3. the work lost: the sum of the victims' run times (evict the youngest),
@@ -39,6 +41,18 @@ struct PreemptionPod {
   bool evictable = true;       // false: never a victim (its priority is not known yet, a PDB refused, ...)
   PodRequest request;          // what it holds
   Assignment assignment;
+  int64_t slots = 0;           // device-plugin slots it holds of the resource the preemptor asks for
+};
+
+// The device-plugin slots of the preemptor's resource on a node whose kubelet
+// has fewer allocatable than the node's inventory lists. Slots are counted
+// per resource (tessera.io/gpu, nvidia.com/gpu); `taken` includes what the
+// pods in PreemptionNode::pods hold (their `slots`) and what pods not listed
+// there take (pods being bound, nominated pods), which no plan frees.
+struct SlotRoom {
+  int64_t allocatable = -1;  // -1: the kubelet has them all; no slot check
+  int64_t taken = 0;
+  int64_t asked = 0;         // what the preemptor needs
 };
 
 // One node that may host the preemptor.
@@ -49,6 +63,7 @@ struct PreemptionNode {
   // verb): removed first, and part of every plan for this node whatever their
   // priority.
   std::vector<std::string> forced_uids;
+  SlotRoom slots;
 };
 
 struct PreemptionOptions {

@@ -224,6 +224,63 @@ TEST(Preemption, NodesAreRankedByVictimPriorityThenCountThenWork) {
   EXPECT_EQ(plans[2].node, "a-mid");   // a priority-5 victim
 }
 
+TEST(Preemption, SlotsTheKubeletIsShortOfMustBeFreedToo) {
+  // Two GPUs with room to spare, but the kubelet has only 3 slots allocatable
+  // and the three sharers hold one each.
+  NodeBuilder n("n1", 2);
+  n.Share("old", 0, 100, 0, 5000).Share("young", 1, 100, 0, 60).Share("high", 1, 100, 20, 10);
+  PreemptionNode node = n.Build();
+  for (auto& p : node.pods) p.slots = 1;
+  node.slots = {.allocatable = 3, .taken = 3, .asked = 1};
+  auto plan = PlanOnNode(Request("ns/p", 1, 200), 10, node, Options());
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(Keys(*plan), std::vector<std::string>{"ns/young"}) << "one slot freed, the least work lost";
+  // A pod asking two slots needs two victims of lower priority.
+  node.slots.asked = 2;
+  plan = PlanOnNode(Request("ns/p", 1, 200), 10, node, Options());
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(Keys(*plan), (std::vector<std::string>{"ns/young", "ns/old"}));
+  // Slots taken by pods not on the list (being bound) are never freed.
+  node.slots = {.allocatable = 3, .taken = 4, .asked = 1};
+  plan = PlanOnNode(Request("ns/p", 1, 200), 10, node, Options());
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(plan->victims.size(), 2u);
+  // More than the kubelet has: no eviction helps.
+  node.slots = {.allocatable = 3, .taken = 3, .asked = 4};
+  EXPECT_FALSE(PlanOnNode(Request("ns/p", 1, 200), 10, node, Options()).has_value());
+  // A pod on its way out gives its slot back: no victim needed.
+  node.slots = {.allocatable = 3, .taken = 3, .asked = 1};
+  node.pods[2].terminating = true;
+  plan = PlanOnNode(Request("ns/p", 1, 200), 10, node, Options());
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_TRUE(plan->victims.empty());
+  // Slots of another resource (slots = 0 here) free nothing.
+  node.pods[2].terminating = false;
+  for (auto& p : node.pods) p.slots = 0;
+  EXPECT_FALSE(PlanOnNode(Request("ns/p", 1, 200), 10, node, Options()).has_value());
+}
+
+TEST(Preemption, SlotsAndSharesAreFreedByOneSet) {
+  // Both GPUs are nearly full; only "slot" (on GPU 1) holds a slot of the
+  // pod's resource. Evicting "gpu-hog" makes GPU room but no slot: the one
+  // victim that frees both is found exactly and by the reprieve fallback.
+  NodeBuilder n("n1", 2);
+  n.Share("gpu-hog", 0, 900, 0, 100, 1024).Share("slot", 1, 900, 0, 200, 1024).Share("spare", 1, 50, 0, 10, 1024);
+  PreemptionNode node = n.Build();
+  node.pods[1].slots = 1;
+  node.slots = {.allocatable = 1, .taken = 1, .asked = 1};
+  auto plan = PlanOnNode(Request("ns/p", 1, 500), 10, node, Options());
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(Keys(*plan), std::vector<std::string>{"ns/slot"}) << "freeing room on GPU 1 and the slot at once";
+  EXPECT_EQ(plan->assignment.containers[0].gpus[0].index, 1);
+  PreemptionOptions o = Options();
+  o.search_budget = 1;
+  plan = PlanOnNode(Request("ns/p", 1, 500), 10, node, o);
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_FALSE(plan->exact);
+  EXPECT_EQ(Keys(*plan), std::vector<std::string>{"ns/slot"});
+}
+
 TEST(Preemption, ApplyHoldIsItsOwnInverse) {
   NodeBuilder n("n1", 2);
   n.Share("a", 1, 300, 0, 10, 2048);
