@@ -151,9 +151,9 @@ SlotAsk SlotsAsked(const core::PodView& pod, const core::ResourceNames& names) {
   return ask;
 }
 
-std::string ClusterView::SlotShortage(size_t index, const SlotAsk& ask, int64_t also_taken) const {
+std::optional<ClusterView::SlotCount> ClusterView::SlotsFor(size_t index, size_t which) const {
   state_->mu_.AssertHeld();
-  if (ask.count == 0 || state_->slots_short_.empty()) return "";
+  if (state_->slots_short_.empty()) return std::nullopt;
   const auto& nodes = state_->ledger_.nodes();
   auto& table = state_->short_by_index_;
   if (state_->short_by_index_version_ != state_->topology_version_) {
@@ -168,7 +168,7 @@ std::string ClusterView::SlotShortage(size_t index, const SlotAsk& ask, int64_t 
     }
     state_->short_by_index_version_ = state_->topology_version_;
   }
-  if (index >= table.size() || table[index].have[ask.which] < 0) return "";
+  if (index >= table.size() || which >= 2 || table[index].have[which] < 0) return std::nullopt;
   ClusterState::ShortSlots& entry = table[index];
   const core::NodeState& node = nodes[index];
   if (entry.version != node.version) {
@@ -180,13 +180,22 @@ std::string ClusterView::SlotShortage(size_t index, const SlotAsk& ask, int64_t 
     }
     entry.version = node.version;
   }
-  const int64_t have = entry.have[ask.which];
-  const int64_t taken = entry.taken[ask.which] + also_taken;
+  return SlotCount{entry.have[which], entry.taken[which]};
+}
+
+std::string ClusterView::SlotShortage(size_t index, const SlotAsk& ask, int64_t also_taken) const {
+  state_->mu_.AssertHeld();
+  if (ask.count == 0) return "";
+  const std::optional<SlotCount> count = SlotsFor(index, ask.which);
+  if (!count) return "";
+  const int64_t have = count->allocatable;
+  const int64_t taken = count->taken + also_taken;
   if (taken + ask.count <= have) return "";
+  const core::NodeState& node = state_->ledger_.nodes()[index];
   const int64_t listed = core::ListedSlots(node.info);  // -1 when a GPU lists no slots
   std::string why = "node " + node.info.name + ": its kubelet reports " + std::to_string(have) + " " + ask.resource +
                     " slots allocatable, " + std::to_string(taken) + " of them taken" +
-                    (also_taken > 0 ? " (" + std::to_string(also_taken) + " by pods being bound)" : "") +
+                    (also_taken > 0 ? " (" + std::to_string(also_taken) + " by pods being bound or preempting)" : "") +
                     ", and the pod asks for " + std::to_string(ask.count);
   if (have < listed) {
     why += " (its inventory lists " + std::to_string(listed) +
@@ -231,7 +240,7 @@ std::vector<core::PodRequest> ClusterView::NewHoldsSince(uint64_t* cursor) const
   return out;
 }
 
-std::vector<core::PreemptionPod> ClusterView::HeldPodsOn(std::string_view node) const {
+std::vector<core::PreemptionPod> ClusterView::HeldPodsOn(std::string_view node, const SlotAsk& ask) const {
   state_->mu_.AssertHeld();
   std::vector<core::PreemptionPod> out;
   for (const std::string& key : state_->ledger_.PodsOn(node)) {
@@ -247,9 +256,25 @@ std::vector<core::PreemptionPod> ClusterView::HeldPodsOn(std::string_view node) 
     p.evictable = rec.seen && !rec.uid.empty();
     p.request = rec.request;
     p.assignment = rec.assignment;
+    if (ask.count > 0 && rec.slots.which == ask.which) p.slots = rec.slots.count;
     out.push_back(std::move(p));
   }
   return out;
+}
+
+core::PreemptionNode ClusterView::PreemptionNodeOf(size_t index, const SlotAsk& ask, int64_t also_taken) const {
+  state_->mu_.AssertHeld();
+  core::PreemptionNode pn;
+  pn.node = state_->ledger_.nodes().at(index);
+  pn.pods = HeldPodsOn(pn.node.info.name, ask);
+  if (ask.count > 0) {
+    if (std::optional<SlotCount> count = SlotsFor(index, ask.which)) {
+      pn.slots.allocatable = count->allocatable;
+      pn.slots.taken = count->taken + also_taken;
+      pn.slots.asked = ask.count;
+    }
+  }
+  return pn;
 }
 
 Result<const core::NodeState*> ClusterView::BindTarget(std::string_view pod_key, std::string_view node) const {
@@ -275,6 +300,13 @@ const core::PodRequest* ClusterView::HeldRequest(std::string_view key) const {
   auto it = state_->pods_.find(key);
   if (it == state_->pods_.end() || !core::HoldsShare(it->second.stage)) return nullptr;
   return &it->second.request;
+}
+
+const SlotAsk* ClusterView::HeldSlots(std::string_view key) const {
+  state_->mu_.AssertHeld();
+  auto it = state_->pods_.find(key);
+  if (it == state_->pods_.end() || !core::HoldsShare(it->second.stage)) return nullptr;
+  return &it->second.slots;
 }
 
 // ---- ClusterState ----

@@ -108,6 +108,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -282,12 +283,20 @@ class ClusterView {
   };
   std::vector<HostPod> HostPodsOn(std::string_view node) const;
   // The pods holding shares on `node`, for preemption planning: key, uid,
-  // spec.priority, start time, whether deletion was requested, and what they
-  // hold. Pods this extender bound that the pod watch has not shown yet are
+  // spec.priority, start time, whether deletion was requested, what they
+  // hold, and the slots each holds of `ask`'s resource (none when ask.count
+  // is 0). Pods this extender bound that the pod watch has not shown yet are
   // not evictable (their priority is not known).
-  std::vector<core::PreemptionPod> HeldPodsOn(std::string_view node) const;
+  std::vector<core::PreemptionPod> HeldPodsOn(std::string_view node, const SlotAsk& ask = {}) const;
+  // The ledger's node `index` as the preemption planner sees it for a pod
+  // asking `ask`: the node, HeldPodsOn, and where its kubelet is short of
+  // slots of the ask's resource, their count (SlotShortage's, with
+  // `also_taken` more: slots reserved for nominated pods).
+  core::PreemptionNode PreemptionNodeOf(size_t index, const SlotAsk& ask, int64_t also_taken = 0) const;
   // What pod `key` holds (request and assignment); nullptr when it holds no share.
   const core::PodRequest* HeldRequest(std::string_view key) const;
+  // The device-plugin slots pod `key` holds; nullptr when it holds no share.
+  const SlotAsk* HeldSlots(std::string_view key) const;
   // Predicted load of every GPU and the learned history.
   const LoadTracker& load() const;
   // Why `node` should get no new pods now: a pod bound there has awaited its
@@ -303,8 +312,17 @@ class ClusterView {
   // ledger: Filter's choices for pods being bound), must cover the ask. Free
   // while every node's slots are allocatable; otherwise an index into a table
   // rebuilt when the topology changes. The text names the node, the resource
-  // and the counts.
+  // and the counts. Evicting pods frees slots only while the ask is no more
+  // than what is allocatable (SlotsFor says).
   std::string SlotShortage(size_t index, const SlotAsk& ask, int64_t also_taken = 0) const;
+  // The slots of resource `which` (SlotAsk::which) on the ledger's node
+  // `index` when its kubelet is short of them: allocatable, and taken by the
+  // pods holding shares there. nullopt when the node has all it lists.
+  struct SlotCount {
+    int64_t allocatable = 0;
+    int64_t taken = 0;
+  };
+  std::optional<SlotCount> SlotsFor(size_t index, size_t which) const;
   // The GPU node a bind of pod `pod_key` to `node` books on, checked as
   // ClusterState::Assume checks it: ALREADY_EXISTS if the pod already holds or
   // waits for a share; NOT_FOUND / FAILED_PRECONDITION when the node is

@@ -537,6 +537,26 @@ TEST(ClusterStateTest, SlotShortageLooksAtTheResourceThePodNames) {
             "node n1: its kubelet reports 1 nvidia.com/gpu slots allocatable, 1 of them taken, and the pod asks for 1");
   EXPECT_EQ(shortage(hami).find("inventory"), std::string::npos) << "no slots listed per GPU: nothing to compare";
   EXPECT_EQ(shortage(tessera), "");
+  // The preemption planner sees the same counts, and which pod holds which slot.
+  auto planner_view = [&](const core::PodView& pod) {
+    return state.Read([&](const ClusterView& v) {
+      const auto& nodes = v.ledger().nodes();
+      const auto n1 = std::find_if(nodes.begin(), nodes.end(), [](const auto& n) { return n.info.name == "n1"; });
+      return v.PreemptionNodeOf(static_cast<size_t>(n1 - nodes.begin()), SlotsAsked(pod, state.options().resources),
+                                /*also_taken=*/2);
+    });
+  };
+  core::PreemptionNode pn = planner_view(hami);
+  EXPECT_EQ(pn.slots.allocatable, 1);
+  EXPECT_EQ(pn.slots.taken, 3) << "the HAMi pod's slot and the 2 reserved beyond the ledger";
+  EXPECT_EQ(pn.slots.asked, 1);
+  ASSERT_EQ(pn.pods.size(), 2u);
+  for (const auto& p : pn.pods) EXPECT_EQ(p.slots, p.key == "ns/h-held" ? 1 : 0) << p.key;
+  pn = planner_view(tessera);
+  EXPECT_EQ(pn.slots.allocatable, 8);
+  EXPECT_EQ(pn.slots.taken, 3);
+  for (const auto& p : pn.pods) EXPECT_EQ(p.slots, p.key == "ns/held" ? 1 : 0) << p.key;
+  EXPECT_EQ(planner_view(gpushare).slots.allocatable, -1) << "no slots asked: no slot check";
   // Released, the slot is free again.
   state.DeletePod(hami_pod);
   EXPECT_EQ(shortage(hami), "");

@@ -166,6 +166,7 @@ HttpReply Extender::Filter(std::string_view body) {
     return {200, WriteFilterResult(*args, out), Decision::kUnschedulable};
   }
   const bool detailed = n <= options_.detailed_reasons_max_nodes;
+  const SlotAsk slots = SlotsAsked(pod, state_.options().resources);
   std::string problem;
   std::deque<std::string> owned;  // reasons made for this call only
   // Shares held for preempting pods (other than this one) while their victims leave.
@@ -202,7 +203,6 @@ HttpReply Extender::Filter(std::string_view body) {
       policy_->SeeCluster(view.ledger());
     }
     const std::vector<int>& index = ResolveLocked(view, args->nodes);
-    const SlotAsk slots = SlotsAsked(pod, state_.options().resources);
     const int shape = ShapeIdLocked(*req);
     const auto& nodes = view.ledger().nodes();
     verdicts_[static_cast<size_t>(shape)].resize(std::max(verdicts_[static_cast<size_t>(shape)].size(), nodes.size()));
@@ -218,20 +218,24 @@ HttpReply Extender::Filter(std::string_view body) {
         }
         // Other pods' choices here, not bound yet (when choosing).
         const auto on = chosen_on.find(node.info.name);
-        // Slots the kubelet has not (yet) made allocatable: no eviction frees
-        // them, so neither preemption plans on the node. (Nor where the GPUs
-        // list no slots and all allocatable ones are taken, though evictions
-        // would free some there: such inventories are written by hand.)
-        // The choices of the same resource take slots too once bound.
-        int64_t chosen_slots = 0;
-        if (slots.count > 0 && on != chosen_on.end()) {
-          for (const auto& chosen : on->second)
-            if (chosen.second->slots.which == slots.which) chosen_slots += chosen.second->slots.count;
-        }
-        if (std::string shortage = view.SlotShortage(static_cast<size_t>(index[i]), slots, chosen_slots);
-            !shortage.empty()) {
-          out.unresolvable.emplace_back(i, owned.emplace_back(std::move(shortage)));
-          continue;
+        // Slots the kubelet has fewer of allocatable than the inventory
+        // lists: the choices of the same resource for pods being bound take
+        // some once bound, nominated pods some once their victims are gone.
+        // Evicting the pods that hold slots frees them, so the node is left
+        // to preemption unless the pod asks more than the kubelet has.
+        if (slots.count > 0) {
+          int64_t also_taken = NominatedSlots(view, nominations, node.info.name, slots);
+          if (on != chosen_on.end()) {
+            for (const auto& chosen : on->second)
+              if (chosen.second->slots.which == slots.which) also_taken += chosen.second->slots.count;
+          }
+          if (std::string shortage = view.SlotShortage(static_cast<size_t>(index[i]), slots, also_taken);
+              !shortage.empty()) {
+            const auto count = view.SlotsFor(static_cast<size_t>(index[i]), slots.which);
+            const bool evictions_help = count && slots.count <= count->allocatable;
+            (evictions_help ? out.failed : out.unresolvable).emplace_back(i, owned.emplace_back(std::move(shortage)));
+            continue;
+          }
         }
         // Shares others hold here beyond the ledger: nominations, and (when
         // choosing) other pods' choices not bound yet. The node is judged on a
@@ -325,6 +329,7 @@ HttpReply Extender::Filter(std::string_view body) {
       pr.uid = pod.uid;
       pr.priority = pod.priority;
       pr.request = *req;
+      pr.slots = slots;
       for (const auto& [i, reason] : out.failed) pr.nodes.push_back(args->node_names()[i]);
       options_.preemptor->Request(std::move(pr));
     }
@@ -467,7 +472,9 @@ Result<Extender::BindPick> Extender::PickForBind(const BindAsk& ask, const std::
     // Filter may have counted the node's slots before binds it did not
     // choose for took theirs (kube-scheduler filters the next pod while the
     // last one binds): counted again here, on the version Assume books against.
-    if (std::string shortage = view.SlotShortage(static_cast<size_t>(target - view.ledger().nodes().data()), ask.slots);
+    if (std::string shortage =
+            view.SlotShortage(static_cast<size_t>(target - view.ledger().nodes().data()), ask.slots,
+                              NominatedSlots(view, nominations, node, ask.slots));
         !shortage.empty())
       return ResourceExhausted("pod " + req.key + " no longer fits: " + shortage);
     policy_->SeeCluster(view.ledger());
@@ -530,6 +537,7 @@ HttpReply Extender::Preempt(std::string_view body) {
     return {200, WritePreemptionResult({}), Decision::kUnschedulable};
   }
   const int32_t priority = args->pod->priority;
+  const SlotAsk slots = SlotsAsked(*args->pod, state_.options().resources);
   const std::vector<Nomination> nominations =
       options_.preemptor != nullptr ? options_.preemptor->NominationsAgainst(key) : std::vector<Nomination>{};
   core::PreemptionOptions plan_options;
@@ -547,8 +555,8 @@ HttpReply Extender::Preempt(std::string_view body) {
         dropped += " " + given.node + " (not a GPU node known to tessera-scheduler)";
         continue;
       }
-      core::PreemptionNode pn;
-      pn.node = *node;
+      core::PreemptionNode pn = view.PreemptionNodeOf(static_cast<size_t>(node - view.ledger().nodes().data()),
+                                                      slots, NominatedSlots(view, nominations, given.node, slots));
       (void)ReserveAll(view, nominations, &pn.node);
       // Pods without GPUs that kube-scheduler names as victims give back
       // their CPU and memory (the plan evicts only GPU pods of its own).
@@ -557,7 +565,6 @@ HttpReply Extender::Preempt(std::string_view body) {
         pn.node.cpu_used_milli -= host.cpu_milli;
         pn.node.mem_used_mib -= host.memory_mib;
       }
-      pn.pods = view.HeldPodsOn(given.node);
       pn.forced_uids = given.uids;
       std::optional<core::PreemptionPlan> plan = core::PlanOnNode(*req, priority, pn, plan_options);
       if (!plan) {

@@ -21,12 +21,14 @@
 //    Verdicts are cached per (pod shape, node version), so a cycle over
 //    thousands of nodes recomputes only the nodes that changed.
 //  - Preempt (kube-scheduler's preempt verb, called when its own dry run
-//    found victims, e.g. for tessera.io/gpu slots) adds to each candidate
-//    node's victims the lower-priority GPU pods that must also leave for the
-//    pod's GPU shares to fit, and drops nodes where no set would do.
+//    found victims, e.g. for CPU) adds to each candidate node's victims the
+//    lower-priority GPU pods that must also leave for the pod's GPU shares
+//    (and the device-plugin slots of a node whose kubelet is short of them)
+//    to fit, and drops nodes where no set would do.
 //  - With a GpuPreemptor (preemptor.h), Filter hands a pod that fits nowhere
 //    and may preempt to it, and Filter, Prioritize and Bind keep the shares
-//    nominated for preempting pods free for them.
+//    (Filter and Bind: and the slots) nominated for preempting pods free for
+//    them.
 //  - Bind books Filter's choice when the node is unchanged since, or (a
 //    one-GPU share) its GPU still has the share free; otherwise, or without a
 //    choice, it picks the GPUs on the chosen node with the policy. The pick

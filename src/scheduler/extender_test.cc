@@ -140,9 +140,11 @@ TEST_F(ExtenderTest, NodesWithoutAllocatableSlotsWaitForThem) {
   node["status"]["allocatable"]["tessera.io/gpu"] = "2";
   state_->UpsertNode(node);
   EXPECT_EQ(Filter(FilterBody(one, {"s1"}))["NodeNames"], json({"s1"}));
+  // Evicting the holder would free its slot: left to preemption (FailedNodes),
+  // where a pod asking more than the kubelet has is not (above).
   r = Filter(FilterBody(PodJson("ns", "two", {{"main", 2, 0, 100}}), {"s1"}));
   EXPECT_EQ(r["NodeNames"], json::array());
-  EXPECT_NE(r["FailedAndUnresolvableNodes"]["s1"].get<std::string>().find(
+  EXPECT_NE(r["FailedNodes"]["s1"].get<std::string>().find(
                 "reports 2 tessera.io/gpu slots allocatable, 1 of them taken, and the pod asks for 2"),
             std::string::npos)
       << r;
@@ -157,7 +159,7 @@ TEST_F(ExtenderTest, NodesWithoutAllocatableSlotsWaitForThem) {
   state_->UpsertPod(BoundPodJson(PodJson("ns", "first", {{"main", 1, 1024, 10}}),
                                  {"u1", {{"main", {{0, GpuUuid("u1", 0), 1024, 100}}}}}));
   r = Filter(FilterBody(one, {"u1"}));
-  EXPECT_EQ(r["FailedAndUnresolvableNodes"]["u1"],
+  EXPECT_EQ(r["FailedNodes"]["u1"],
             "node u1: its kubelet reports 1 tessera.io/gpu slots allocatable, 1 of them taken, and the pod asks for 1")
       << r;
 }
@@ -187,9 +189,9 @@ TEST_F(ExtenderTest, BindCountsTheSlotsAgain) {
     EXPECT_EQ(Filter(FilterBody(PodJson("ns", a, {{"main", 1, 1024, 10}}), {name}))["NodeNames"], json({name}));
     json r = Filter(FilterBody(PodJson("ns", b, {{"main", 1, 1024, 10}}), {name}));
     if (best) {  // a's choice takes the slot
-      EXPECT_EQ(r["FailedAndUnresolvableNodes"][name],
+      EXPECT_EQ(r["FailedNodes"][name],
                 "node " + name + ": its kubelet reports 1 tessera.io/gpu slots allocatable, 1 of them taken (1 by "
-                "pods being bound), and the pod asks for 1" + why)
+                "pods being bound or preempting), and the pod asks for 1" + why)
           << r;
     } else {
       EXPECT_EQ(r["NodeNames"], json({name}));

@@ -43,6 +43,11 @@ std::string VictimList(const core::PreemptionPlan& plan) {
   return out;
 }
 
+// "1 tessera.io/gpu slot", "2 nvidia.com/gpu slots".
+std::string SlotText(int64_t count, const std::string& resource) {
+  return std::to_string(count) + " " + resource + (count == 1 ? " slot" : " slots");
+}
+
 }  // namespace
 
 void ReserveNominated(const ClusterView& view, const Nomination& nomination, core::NodeState* node) {
@@ -82,6 +87,23 @@ void ReserveNominated(const ClusterView& view, const Nomination& nomination, cor
     node->gpus[i].mem_used_mib += std::max<int64_t>(0, want[i].mem_used_mib - held[i].mem_used_mib);
     node->gpus[i].sharers += std::max(0, want[i].sharers - held[i].sharers);
   }
+}
+
+int64_t NominatedSlots(const ClusterView& view, const std::vector<Nomination>& nominations, std::string_view node,
+                       const SlotAsk& ask) {
+  if (ask.count == 0) return 0;
+  int64_t reserved = 0;
+  for (const Nomination& nom : nominations) {
+    if (nom.node != node || nom.slots.count == 0 || nom.slots.which != ask.which) continue;
+    int64_t held = 0;  // by its victims still there
+    for (const std::string& key : nom.victims) {
+      const SlotAsk* slots = view.HeldSlots(key);
+      const core::Assignment* a = view.ledger().FindAssignment(key);
+      if (slots != nullptr && a != nullptr && a->node == node && slots->which == ask.which) held += slots->count;
+    }
+    reserved += std::max<int64_t>(0, nom.slots.count - held);
+  }
+  return reserved;
 }
 
 GpuPreemptor::GpuPreemptor(ClusterState& state, PreemptionApi& api, PreemptorOptions options)
@@ -282,9 +304,9 @@ void GpuPreemptor::Process(const PreemptionRequest& request) {
         if (reserved.contains(node_name)) continue;
         const core::NodeState* node = view.ledger().FindNode(node_name);
         if (node == nullptr) continue;
-        core::PreemptionNode pn;
-        pn.node = *node;
-        pn.pods = view.HeldPodsOn(node_name);
+        // (No nomination of another pod is on it: its slot count needs none.)
+        core::PreemptionNode pn =
+            view.PreemptionNodeOf(static_cast<size_t>(node - view.ledger().nodes().data()), request.slots);
         for (auto& p : pn.pods) {
           if (refused.contains(p.key) || p.key == request.key) p.evictable = false;
         }
@@ -342,6 +364,7 @@ void GpuPreemptor::Process(const PreemptionRequest& request) {
     nomination.priority = request.priority;
     nomination.request = request.request;
     nomination.assignment = plan.assignment;
+    nomination.slots = request.slots;
     for (const auto& v : plan.victims) nomination.victims.push_back(v.key);
     nomination.expires = Now() + options_.nomination_ttl;
     {
@@ -349,7 +372,15 @@ void GpuPreemptor::Process(const PreemptionRequest& request) {
       nominations_[request.key] = nomination;
       last_failure_.erase(request.uid);
     }
-    const std::string share = DescribeRequest(request.request);
+    // Where the node's kubelet is short of slots, they are part of the need.
+    std::string share = DescribeRequest(request.request);
+    bool slots_short = false;
+    for (const auto& pn : nodes) {
+      if (pn.node.info.name != plan.node || pn.slots.allocatable < 0) continue;
+      slots_short = true;
+      share += ", with " + SlotText(request.slots.count, request.slots.resource) + " (its kubelet has " +
+               std::to_string(pn.slots.allocatable) + " allocatable)";
+    }
     if (plan.victims.empty()) {
       log_->info("preemption: {} nominated to node {}: it fits once the pods terminating there are gone", request.key,
                  plan.node);
@@ -372,7 +403,8 @@ void GpuPreemptor::Process(const PreemptionRequest& request) {
       api_.RecordEvent(vns, vname, v.uid, "Normal", "TesseraPreempted",
                        "Preempted by " + request.key + " (priority " + std::to_string(request.priority) +
                            ") on node " + plan.node + ": it needs " + share + " and this pod (priority " +
-                           std::to_string(v.priority) + ") held " + DescribeAssignment(v.assignment));
+                           std::to_string(v.priority) + ") held " + DescribeAssignment(v.assignment) +
+                           (slots_short && v.slots > 0 ? " and " + SlotText(v.slots, request.slots.resource) : ""));
     }
     api_.RecordEvent(ns, name, request.uid, "Normal", "TesseraPreempting",
                      "Preempting " + std::to_string(plan.victims.size()) + " lower-priority pod(s) on node " +

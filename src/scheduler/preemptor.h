@@ -7,13 +7,14 @@
 //      pod meanwhile (its preempt verb ran for the pod, or the pod has
 //      status.nominatedNodeName);
 //   2. plans with core::PlanPreemption on the nodes Filter turned away for
-//      lack of room (minimal victims of strictly lower priority);
+//      lack of room (minimal victims of strictly lower priority), GPU share
+//      and, where the node's kubelet is short of them, device-plugin slots;
 //   3. asks the Eviction API for every victim with dryRun first, so a
 //      PodDisruptionBudget that forbids one (429) moves on to the next plan
 //      before anything is evicted (at most `max_attempts` plans);
 //   4. nominates the pod on the node (a reservation other pods' Filter and
-//      Bind respect, ReserveNominated) before evicting, so the freed share
-//      is not taken while the victims terminate;
+//      Bind respect, ReserveNominated and NominatedSlots) before evicting, so
+//      the freed share and slots are not taken while the victims terminate;
 //   5. evicts the victims and records an Event on each (TesseraPreempted)
 //      and on the pod (TesseraPreempting); a pod that cannot be helped gets
 //      TesseraPreemptionFailed once per reason.
@@ -38,6 +39,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -96,6 +98,7 @@ struct PreemptionRequest {
   std::string uid;
   int32_t priority = 0;              // spec.priority
   core::PodRequest request;
+  SlotAsk slots;                     // the device-plugin slots it asks for (SlotsAsked)
   std::vector<std::string> nodes;    // nodes that lack room (kube-scheduler's other filters passed them)
 };
 
@@ -107,6 +110,7 @@ struct Nomination {
   int32_t priority = 0;
   core::PodRequest request;
   core::Assignment assignment;        // the GPUs the plan gave it
+  SlotAsk slots;                      // the device-plugin slots it will take there
   std::vector<std::string> victims;   // keys of the pods evicted for it
   Clock::time_point expires{};
 };
@@ -116,6 +120,13 @@ struct Nomination {
 // leaves room for the nominated pod both now and once the victims are gone.
 // `view` must be the state `node` was copied from.
 void ReserveNominated(const ClusterView& view, const Nomination& nomination, core::NodeState* node);
+
+// The device-plugin slots of `ask`'s resource that `nominations` reserve on
+// the ledger's node `node` beyond those their victims still hold there (the
+// victims' slots pass to the nominated pod as they leave), to be counted as
+// taken (ClusterView::SlotShortage's also_taken). 0 when ask.count is 0.
+int64_t NominatedSlots(const ClusterView& view, const std::vector<Nomination>& nominations, std::string_view node,
+                       const SlotAsk& ask);
 
 class GpuPreemptor {
  public:

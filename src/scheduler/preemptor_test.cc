@@ -258,5 +258,82 @@ TEST_F(PreemptorTest, PreemptVerbCountsTheCpuOfVictimsWithoutGpus) {
   EXPECT_EQ(pods[0]["UID"], "uid-ns-web");
 }
 
+// A node whose kubelet has fewer tessera.io/gpu slots allocatable than its
+// inventory lists (some GPUs' slots unhealthy): 1 GPU, 4 slots listed, 2
+// allocatable.
+json ShortOfSlots(const std::string& name, const std::string& allocatable) {
+  std::vector<core::GpuInfo> gpus(1);
+  gpus[0] = {.index = 0, .uuid = testing::GpuUuid(name, 0), .model = "A100", .memory_mib = 40960, .sm_count = 108};
+  gpus[0].max_sharers = 4;
+  json node = NodeJson(name, gpus);
+  node["status"]["allocatable"]["tessera.io/gpu"] = allocatable;
+  return node;
+}
+
+TEST_F(PreemptorTest, FreesTheSlotsAKubeletIsShortOf) {
+  state_->UpsertNode(ShortOfSlots("s1", "2"));
+  Running("old", "s1", 0, 10, 1024, 0, 9000);
+  const json young = Running("young", "s1", 0, 10, 1024, 0, 60);
+  // The GPU has room; the slots do not. Evicting frees one: left to preemption.
+  const json high = Pending("high", 10, 1024, 1000);
+  HttpReply r = extender_->Filter(FilterBody(high, {"s1"}));
+  EXPECT_NE(json::parse(r.body)["FailedNodes"]["s1"].get<std::string>().find(
+                "2 tessera.io/gpu slots allocatable, 2 of them taken, and the pod asks for 1"),
+            std::string::npos)
+      << r.body;
+  EXPECT_EQ(preemptor_->RunPending(), 1);
+  EXPECT_EQ(api_.Evicted(), std::vector<std::string>{"ns/young"}) << "one slot, the least work lost";
+  ASSERT_EQ(api_.EventsWith("TesseraPreempted").size(), 1u);
+  EXPECT_NE(api_.EventsWith("TesseraPreempted")[0].message.find(
+                "it needs 1024 MiB and 10 percent of 1 GPU, with 1 tessera.io/gpu slot (its kubelet has 2 "
+                "allocatable) and this pod (priority 0) held [0:1024MiB/10%] and 1 tessera.io/gpu slot"),
+            std::string::npos)
+      << api_.EventsWith("TesseraPreempted")[0].message;
+  ASSERT_EQ(preemptor_->nominations().size(), 1u);
+  EXPECT_EQ(preemptor_->nominations()[0].slots.count, 1);
+
+  // While the victim terminates, and once it is gone, its slot is the preemptor's.
+  const json sneaky = Pending("sneaky", 10, 1024, 0);
+  r = extender_->Filter(FilterBody(sneaky, {"s1"}));
+  EXPECT_NE(r.body.find("2 of them taken, and the pod asks for 1"), std::string::npos) << r.body;
+  state_->DeletePod(young);
+  r = extender_->Filter(FilterBody(sneaky, {"s1"}));
+  EXPECT_NE(r.body.find("2 of them taken (1 by pods being bound or preempting)"), std::string::npos) << r.body;
+  HttpReply bound = extender_->Bind(BindBody("ns", "sneaky", "uid-ns-sneaky", "s1"));
+  EXPECT_NE(bound.body.find("no longer fits"), std::string::npos) << "Bind counts the nomination too: " << bound.body;
+  EXPECT_EQ(Passed(high, {"s1"}), std::vector<std::string>{"s1"});
+  bound = extender_->Bind(BindBody("ns", "high", "uid-ns-high", "s1"));
+  EXPECT_EQ(bound.decision, Decision::kBound) << bound.body;
+  EXPECT_TRUE(preemptor_->nominations().empty());
+  EXPECT_EQ(api_.Evicted().size(), 1u);
+}
+
+TEST_F(PreemptorTest, NoPreemptionForMoreSlotsThanTheKubeletHas) {
+  state_->UpsertNode(ShortOfSlots("s1", "0"));  // the node agent has not registered yet
+  const json high = Pending("high", 10, 1024, 1000);
+  HttpReply r = extender_->Filter(FilterBody(high, {"s1"}));
+  EXPECT_NE(json::parse(r.body)["FailedAndUnresolvableNodes"]["s1"].get<std::string>().find(
+                "0 tessera.io/gpu slots allocatable"),
+            std::string::npos)
+      << r.body;
+  EXPECT_EQ(preemptor_->RunPending(), 0) << "no node for preemption: nothing queued";
+}
+
+TEST_F(PreemptorTest, PreemptVerbFreesSlotsToo) {
+  state_->UpsertNode(ShortOfSlots("s1", "2"));
+  Running("old", "s1", 0, 10, 1024, 0, 9000);
+  Running("young", "s1", 0, 10, 1024, 0, 60);
+  const json high = Pending("high", 10, 1024, 1000);
+  // kube-scheduler names no GPU pod (its own filters do not see the slots).
+  const json args = {{"Pod", high},
+                     {"NodeNameToMetaVictims", {{"s1", {{"Pods", json::array()}, {"NumPDBViolations", 0}}}}}};
+  HttpReply r = extender_->Preempt(args.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json out = json::parse(r.body);
+  const json& pods = out["NodeNameToMetaVictims"]["s1"]["Pods"];
+  ASSERT_EQ(pods.size(), 1u) << r.body;
+  EXPECT_EQ(pods[0]["UID"], "uid-ns-young");
+}
+
 }  // namespace
 }  // namespace tessera::scheduler
