@@ -1,7 +1,8 @@
 // End-to-end GPU preemption through the real kube-scheduler and kube-apiserver:
 // a high-priority pod that fits nowhere makes tessera-scheduler evict the
 // fewest lower-priority pods (through the Eviction API), with Events on both
-// sides, and then lands; a high-priority pod that fits evicts nothing.
+// sides, and then lands, also where what it lacks is a device-plugin slot; a
+// high-priority pod that fits evicts nothing.
 // Pods here use terminationGracePeriodSeconds 0, so an eviction deletes them
 // at once; a victim still Terminating is force-deleted by the test, standing
 // in for the kubelet the simulated nodes do not have.
@@ -44,12 +45,14 @@ class PreemptionTest : public ExtenderSuite {
     (void)DeleteSimNodes(*client_, nodes_);
   }
 
-  // One-GPU T4 nodes of this test, each labelled with its own name.
-  void AddNodes(int count) {
+  // One-GPU T4 nodes of this test, each labelled with its own name, with
+  // `slots_allocatable` tessera.io/gpu slots allocatable (-1: all those listed).
+  void AddNodes(int count, int64_t slots_allocatable = -1) {
     auto nodes = UniformSimNodes(group_ + "-t4", count, 1, "T4", 15360);
     for (auto& n : nodes) {
       n.labels["tessera.io/e2e-group"] = group_;
       n.labels["tessera.io/e2e-node"] = n.info.name;
+      n.slots_allocatable = slots_allocatable;
     }
     Status created = CreateSimNodes(*client_, nodes);
     ASSERT_TRUE(created.ok()) << created.ToString();
@@ -158,6 +161,28 @@ TEST_F(PreemptionTest, FitsSomewhereEvictsNothing) {
   EXPECT_TRUE(Exists("low-b"));
   EXPECT_TRUE(EventsIn("TesseraPreempted").empty()) << ::testing::PrintToString(EventsIn("TesseraPreempted"));
   EXPECT_TRUE(EventsIn("TesseraPreempting").empty());
+}
+
+// A node whose kubelet has fewer slots allocatable than its inventory lists
+// (some GPUs' slots unhealthy): the GPU has room, the slots do not, and
+// evicting a lower-priority pod frees one.
+TEST_F(PreemptionTest, ASlotTheKubeletIsShortOfIsFreedForAHigherPriorityPod) {
+  AddNodes(1, /*slots_allocatable=*/2);
+  ASSERT_TRUE(Submit("low-old", kLow, 10, 0).ok());
+  ASSERT_TRUE(Bound("low-old").ok());
+  // Creation times are in seconds: a second apart, the younger is clear.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  ASSERT_TRUE(Submit("low-young", kLow, 10, 0).ok());
+  ASSERT_TRUE(Bound("low-young").ok());
+  ASSERT_TRUE(Submit("urgent", kHigh, 10).ok());
+  Status gone = Evicted("low-young");
+  ASSERT_TRUE(gone.ok()) << gone.ToString() << "; events: " << ::testing::PrintToString(EventsIn("TesseraPreempting"))
+                         << ::testing::PrintToString(EventsIn("TesseraPreemptionFailed"));
+  auto urgent = Bound("urgent");
+  ASSERT_TRUE(urgent.ok()) << urgent.status().ToString();
+  EXPECT_EQ(urgent.value()["spec"]["nodeName"], NodeName(0));
+  EXPECT_TRUE(Exists("low-old")) << "one slot was needed, one victim";
+  EXPECT_EQ(EventsIn("TesseraPreempted").size(), 1u) << ::testing::PrintToString(EventsIn("TesseraPreempted"));
 }
 
 }  // namespace
