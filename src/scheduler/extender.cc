@@ -224,7 +224,7 @@ HttpReply Extender::Filter(std::string_view body) {
         // Evicting the pods that hold slots frees them, so the node is left
         // to preemption unless the pod asks more than the kubelet has.
         if (slots.count > 0) {
-          int64_t also_taken = NominatedSlots(view, nominations, node.info.name, slots);
+          int64_t also_taken = nominations.empty() ? 0 : NominatedSlots(view, nominations, node.info.name, slots);
           if (on != chosen_on.end()) {
             for (const auto& chosen : on->second)
               if (chosen.second->slots.which == slots.which) also_taken += chosen.second->slots.count;
