@@ -240,11 +240,13 @@ void MpsSupervisor::Stop() {
 }
 
 std::map<std::string, std::string> MpsEnv(const core::GpuShare& share) {
-  const int64_t percent = std::clamp<int64_t>((share.core_milli + 9) / 10, 1, 100);
-  std::map<std::string, std::string> env = {
-      {"CUDA_MPS_PIPE_DIRECTORY", kMpsPipeContainerPath},
-      {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", std::to_string(percent)},
-  };
+  std::map<std::string, std::string> env = {{"CUDA_MPS_PIPE_DIRECTORY", kMpsPipeContainerPath}};
+  // A share that names no compute (memory alone) is not held to any: unset,
+  // MPS lets the client use every SM, as the launch gate would not gate it.
+  if (share.core_milli > 0) {
+    const int64_t percent = std::clamp<int64_t>((share.core_milli + 9) / 10, 1, 100);
+    env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = std::to_string(percent);
+  }
   if (share.mem_mib > 0) env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = "0=" + std::to_string(share.mem_mib) + "M";
   return env;
 }

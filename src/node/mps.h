@@ -99,9 +99,10 @@ class MpsSupervisor {
 inline constexpr const char* kMpsPipeContainerPath = "/var/run/tessera/mps";
 
 // The variables that give an MPS container its share: the pipe folder, the
-// share's compute as MPS's active thread percentage (at least 1) and its
-// memory as the pinned device memory limit of device 0 (an MPS container
-// sees one GPU).
+// share's compute as MPS's active thread percentage (rounded up; unset when
+// the share names no compute, as a share of memory alone: MPS then allows
+// every SM) and its memory as the pinned device memory limit of device 0 (an
+// MPS container sees one GPU; unset when the share names no memory).
 std::map<std::string, std::string> MpsEnv(const core::GpuShare& share);
 
 }  // namespace tessera::node

@@ -144,10 +144,20 @@ TEST(MpsEnvTest, TheShareBecomesMpsLimits) {
   EXPECT_EQ(MpsPipeDir("/run/mps", "GPU-c"), "/run/mps/GPU-c/pipe");
   EXPECT_EQ(env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"], "26");  // rounded up: never below the share
   EXPECT_EQ(env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"], "0=4096M");
+  share.core_milli = 1;
+  env = MpsEnv(share);
+  EXPECT_EQ(env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"], "1") << "a share of 0.1 % still gets 1 %";
+  // Memory alone (gpu-mem without gpu-core, gpushare's pods, HAMi's without
+  // gpucores): no compute held back, as under the launch gate.
   share.core_milli = 0;
+  env = MpsEnv(share);
+  EXPECT_FALSE(env.contains("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"));
+  EXPECT_EQ(env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"], "0=4096M");
+  // Compute alone: no memory limit.
+  share.core_milli = 500;
   share.mem_mib = 0;
   env = MpsEnv(share);
-  EXPECT_EQ(env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"], "1");
+  EXPECT_EQ(env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"], "50");
   EXPECT_FALSE(env.contains("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"));
 }
 

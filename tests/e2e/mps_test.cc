@@ -6,7 +6,7 @@
 // variables and its GPU's pipe folder; one held to the second is refused at
 // scheduling time, saying MPS; and a pod whose GPU's daemon died (and cannot
 // be started again) is refused at admission, naming the GPU. A third node
-// serves HAMi's resource too: a pod in HAMi's vocabulary gets MPS there.
+// serves HAMi's and gpushare's resources too: their pods get MPS there.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -44,7 +44,7 @@ std::string FirstLine(const std::string& path) {
 
 class MpsPathTest : public FarmSuite {
  protected:
-  static void SetUpTestSuite() { StartExtender("e2e-mps", {"--hami", "true"}); }
+  static void SetUpTestSuite() { StartExtender("e2e-mps", {"--gpushare", "true", "--hami", "true"}); }
   static void TearDownTestSuite() { StopExtender(); }
   void SetUp() override {
     OpenNamespace("mps", 20);
@@ -213,34 +213,44 @@ TEST_F(MpsPathTest, MpsPodsRunOnlyWhereTheirGpusDaemonRuns) {
   EXPECT_EQ(Phase(*client_->Get(kube::PodPath(ns_, "mps-a"))), "Running");
 }
 
-// A pod in HAMi's vocabulary asks for MPS the same way: its Allocate comes
-// through tessera-node's HAMi plugin, which shares the Allocator (and so the
-// MPS supervisor's answer) with Tessera's own.
-TEST_F(MpsPathTest, HamiPodsGetMpsThroughTheirOwnResource) {
-  mps_farm_ = StartNode("hami", {"--mps=on", "--mps-control", control_, "--mps-root", mps_root_, "--hami", "true"},
-                        {"nvidia.com/gpu"});
+// Pods in the compatibility vocabularies ask for MPS the same way: their
+// Allocates come through tessera-node's HAMi and gpushare plugins, which
+// share the Allocator (and so the MPS supervisor's answer) with Tessera's.
+// gpushare's pods name memory only: MPS holds back no compute for them.
+TEST_F(MpsPathTest, CompatPodsGetMpsThroughTheirOwnResources) {
+  mps_farm_ = StartNode("compat",
+                        {"--mps=on", "--mps-control", control_, "--mps-root", mps_root_, "--gpushare", "true",
+                         "--hami", "true"},
+                        {"aliyun.com/gpu-mem", "nvidia.com/gpu"});
   ASSERT_TRUE(mps_farm_);
   const SimNode& on = mps_farm_->node(0);
   ASSERT_TRUE(WaitForPublishedMps(on.info.name, {{on.info.gpus[0].uuid, true}, {on.info.gpus[1].uuid, true}}))
       << "see " << mps_farm_->AgentLog(0);
-  json pod = GpuPod(ns_, "hami-mps", {{"main", 0, 0, 0}}, {{kGroupLabel, group_}, {"tessera.io/e2e-mps", "hami"}},
-                    {{"tessera.io/isolation", "mps"}});
-  pod["spec"]["containers"][0]["resources"]["limits"] = {
-      {"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "4096"}, {"nvidia.com/gpucores", "25"}};
-  ASSERT_TRUE(client_->Create(kube::PodsPath(ns_), pod).ok());
-  auto running = Settled("hami-mps");
-  ASSERT_TRUE(running.ok()) << running.status().ToString();
-  ASSERT_EQ(Phase(*running), "Running") << (*running)["status"].dump() << "; see " << mps_farm_->AgentLog(0);
-  const std::string gpu = AssignedGpu(*running);
-  const json alloc = json::parse(Annotation(*running, kSimAllocationsAnnotation))["main"];
-  const json& envs = alloc["envs"];
-  EXPECT_EQ(envs.value("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", ""), "25");
-  EXPECT_EQ(envs.value("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", ""), "0=4096M");
-  EXPECT_EQ(envs.value("CUDA_MPS_PIPE_DIRECTORY", ""), node::kMpsPipeContainerPath);
-  bool pipe_mounted = false;
-  for (const auto& m : alloc["mounts"])
-    pipe_mounted = pipe_mounted || m.value("hostPath", "") == node::MpsPipeDir(mps_root_, gpu);
-  EXPECT_TRUE(pipe_mounted) << alloc["mounts"].dump();
+  const std::map<std::string, json> limits = {
+      {"hami-mps", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "4096"}, {"nvidia.com/gpucores", "25"}}},
+      {"gpushare-mps", {{"aliyun.com/gpu-mem", "4"}}}};
+  for (const auto& [name, limit] : limits) {
+    json pod = GpuPod(ns_, name, {{"main", 0, 0, 0}}, {{kGroupLabel, group_}, {"tessera.io/e2e-mps", "compat"}},
+                      {{"tessera.io/isolation", "mps"}});
+    pod["spec"]["containers"][0]["resources"]["limits"] = limit;
+    ASSERT_TRUE(client_->Create(kube::PodsPath(ns_), pod).ok()) << name;
+  }
+  for (const auto& [name, limit] : limits) {
+    SCOPED_TRACE(name);
+    auto running = Settled(name);
+    ASSERT_TRUE(running.ok()) << running.status().ToString();
+    ASSERT_EQ(Phase(*running), "Running") << (*running)["status"].dump() << "; see " << mps_farm_->AgentLog(0);
+    const std::string gpu = AssignedGpu(*running);
+    const json alloc = json::parse(Annotation(*running, kSimAllocationsAnnotation))["main"];
+    const json& envs = alloc["envs"];
+    EXPECT_EQ(envs.value("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "unset"), name == "hami-mps" ? "25" : "unset");
+    EXPECT_EQ(envs.value("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", ""), "0=4096M");
+    EXPECT_EQ(envs.value("CUDA_MPS_PIPE_DIRECTORY", ""), node::kMpsPipeContainerPath);
+    bool pipe_mounted = false;
+    for (const auto& m : alloc["mounts"])
+      pipe_mounted = pipe_mounted || m.value("hostPath", "") == node::MpsPipeDir(mps_root_, gpu);
+    EXPECT_TRUE(pipe_mounted) << alloc["mounts"].dump();
+  }
 }
 
 }  // namespace
