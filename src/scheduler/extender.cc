@@ -548,15 +548,25 @@ HttpReply Extender::Preempt(std::string_view body) {
   plan_options.max_victims = options_.preemptor != nullptr ? options_.preemptor->options().max_victims : 0;
   std::vector<NodeVictims> kept;
   std::string dropped;
+  // Filter's choices for other pods being bound take their slots too (as in Filter).
+  const Clock::time_point choice_now = options_.now ? options_.now() : Clock::now();
+  MutexLock lock(policy_mu_);
   state_.Read([&](const ClusterView& view) {
+    policy_mu_.AssertHeld();  // taken above, around the Read
     for (const NodeVictims& given : args->nodes) {
       const core::NodeState* node = view.ledger().FindNode(given.node);
       if (node == nullptr) {
         dropped += " " + given.node + " (not a GPU node known to tessera-scheduler)";
         continue;
       }
+      int64_t also_taken = NominatedSlots(view, nominations, given.node, slots);
+      for (const auto& [other, c] : choices_) {
+        if (other != key && c.assignment.node == given.node && c.slots.which == slots.which &&
+            choice_now - c.at <= kChoiceTtl)
+          also_taken += c.slots.count;
+      }
       core::PreemptionNode pn = view.PreemptionNodeOf(static_cast<size_t>(node - view.ledger().nodes().data()),
-                                                      slots, NominatedSlots(view, nominations, given.node, slots));
+                                                      slots, also_taken);
       (void)ReserveAll(view, nominations, &pn.node);
       // Pods without GPUs that kube-scheduler names as victims give back
       // their CPU and memory (the plan evicts only GPU pods of its own).

@@ -335,5 +335,28 @@ TEST_F(PreemptorTest, PreemptVerbFreesSlotsToo) {
   EXPECT_EQ(pods[0]["UID"], "uid-ns-young");
 }
 
+TEST_F(PreemptorTest, PreemptVerbCountsTheSlotsOfPodsBeingBound) {
+  ExtenderOptions eo;  // as deployed: Filter keeps its choice for Bind
+  eo.logger = QuietLogger();
+  eo.preemptor = preemptor_.get();
+  eo.filter_returns_best = true;
+  auto e = Extender::Create(*state_, binder_, eo);
+  ASSERT_TRUE(e.ok());
+  extender_ = std::move(e).value();
+  state_->UpsertNode(ShortOfSlots("s1", "2"));
+  Running("old", "s1", 0, 10, 1024, 0, 9000);
+  // Filter chose s1 for another pod, not bound yet: its slot is taken.
+  EXPECT_EQ(Passed(Pending("other", 10, 1024, 0), {"s1"}), std::vector<std::string>{"s1"});
+  const json high = Pending("high", 10, 1024, 1000);
+  const json args = {{"Pod", high},
+                     {"NodeNameToMetaVictims", {{"s1", {{"Pods", json::array()}, {"NumPDBViolations", 0}}}}}};
+  HttpReply r = extender_->Preempt(args.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json out = json::parse(r.body);
+  const json& pods = out["NodeNameToMetaVictims"]["s1"]["Pods"];
+  ASSERT_EQ(pods.size(), 1u) << "the slot of the pod being bound is not free: " << r.body;
+  EXPECT_EQ(pods[0]["UID"], "uid-ns-old");
+}
+
 }  // namespace
 }  // namespace tessera::scheduler
