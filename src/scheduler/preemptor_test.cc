@@ -110,6 +110,21 @@ class PreemptorTest : public ::testing::Test {
     return out;
   }
 
+  // The victims' UIDs the preempt verb answers for `pod` on `node` when
+  // kube-scheduler names none there (its own filters do not see GPU shares
+  // or slots).
+  std::vector<std::string> PreemptVictims(const json& pod, const std::string& node) {
+    const json args = {{"Pod", pod},
+                       {"NodeNameToMetaVictims", {{node, {{"Pods", json::array()}, {"NumPDBViolations", 0}}}}}};
+    HttpReply r = extender_->Preempt(args.dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    json body = json::parse(r.body, nullptr, /*allow_exceptions=*/false);
+    std::vector<std::string> out;
+    if (!body.is_object() || !body["NodeNameToMetaVictims"].contains(node)) return out;
+    for (const auto& p : body["NodeNameToMetaVictims"][node]["Pods"]) out.push_back(p.value("UID", ""));
+    return out;
+  }
+
   std::unique_ptr<ClusterState> state_;
   FakeApi api_;
   testing::FakeBinder binder_;
@@ -324,15 +339,7 @@ TEST_F(PreemptorTest, PreemptVerbFreesSlotsToo) {
   Running("old", "s1", 0, 10, 1024, 0, 9000);
   Running("young", "s1", 0, 10, 1024, 0, 60);
   const json high = Pending("high", 10, 1024, 1000);
-  // kube-scheduler names no GPU pod (its own filters do not see the slots).
-  const json args = {{"Pod", high},
-                     {"NodeNameToMetaVictims", {{"s1", {{"Pods", json::array()}, {"NumPDBViolations", 0}}}}}};
-  HttpReply r = extender_->Preempt(args.dump());
-  ASSERT_EQ(r.status, 200) << r.body;
-  const json out = json::parse(r.body);
-  const json& pods = out["NodeNameToMetaVictims"]["s1"]["Pods"];
-  ASSERT_EQ(pods.size(), 1u) << r.body;
-  EXPECT_EQ(pods[0]["UID"], "uid-ns-young");
+  EXPECT_EQ(PreemptVictims(high, "s1"), std::vector<std::string>{"uid-ns-young"});
 }
 
 TEST_F(PreemptorTest, PreemptVerbCountsTheSlotsOfPodsBeingBound) {
@@ -348,14 +355,8 @@ TEST_F(PreemptorTest, PreemptVerbCountsTheSlotsOfPodsBeingBound) {
   // Filter chose s1 for another pod, not bound yet: its slot is taken.
   EXPECT_EQ(Passed(Pending("other", 10, 1024, 0), {"s1"}), std::vector<std::string>{"s1"});
   const json high = Pending("high", 10, 1024, 1000);
-  const json args = {{"Pod", high},
-                     {"NodeNameToMetaVictims", {{"s1", {{"Pods", json::array()}, {"NumPDBViolations", 0}}}}}};
-  HttpReply r = extender_->Preempt(args.dump());
-  ASSERT_EQ(r.status, 200) << r.body;
-  const json out = json::parse(r.body);
-  const json& pods = out["NodeNameToMetaVictims"]["s1"]["Pods"];
-  ASSERT_EQ(pods.size(), 1u) << "the slot of the pod being bound is not free: " << r.body;
-  EXPECT_EQ(pods[0]["UID"], "uid-ns-old");
+  EXPECT_EQ(PreemptVictims(high, "s1"), std::vector<std::string>{"uid-ns-old"})
+      << "the slot of the pod being bound is not free";
 }
 
 }  // namespace
