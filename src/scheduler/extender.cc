@@ -548,11 +548,19 @@ HttpReply Extender::Preempt(std::string_view body) {
   plan_options.max_victims = options_.preemptor != nullptr ? options_.preemptor->options().max_victims : 0;
   std::vector<NodeVictims> kept;
   std::string dropped;
-  // Filter's choices for other pods being bound take their slots too (as in Filter).
-  const Clock::time_point choice_now = options_.now ? options_.now() : Clock::now();
-  MutexLock lock(policy_mu_);
+  // Filter's choices for other pods being bound take their slots too (as in
+  // Filter), counted per node first: the planning below runs without the
+  // policy lock, so Filter calls do not wait for it.
+  std::unordered_map<std::string, int64_t> chosen_slots;
+  if (slots.count > 0) {
+    const Clock::time_point choice_now = options_.now ? options_.now() : Clock::now();
+    MutexLock lock(policy_mu_);
+    for (const auto& [other, c] : choices_) {
+      if (other != key && c.slots.which == slots.which && choice_now - c.at <= kChoiceTtl)
+        chosen_slots[c.assignment.node] += c.slots.count;
+    }
+  }
   state_.Read([&](const ClusterView& view) {
-    policy_mu_.AssertHeld();  // taken above, around the Read
     for (const NodeVictims& given : args->nodes) {
       const core::NodeState* node = view.ledger().FindNode(given.node);
       if (node == nullptr) {
@@ -560,11 +568,7 @@ HttpReply Extender::Preempt(std::string_view body) {
         continue;
       }
       int64_t also_taken = NominatedSlots(view, nominations, given.node, slots);
-      for (const auto& [other, c] : choices_) {
-        if (other != key && c.assignment.node == given.node && c.slots.which == slots.which &&
-            choice_now - c.at <= kChoiceTtl)
-          also_taken += c.slots.count;
-      }
+      if (auto c = chosen_slots.find(given.node); c != chosen_slots.end()) also_taken += c->second;
       core::PreemptionNode pn = view.PreemptionNodeOf(static_cast<size_t>(node - view.ledger().nodes().data()),
                                                       slots, also_taken);
       (void)ReserveAll(view, nominations, &pn.node);
