@@ -54,6 +54,9 @@ Status ValidateConfig(const NodeConfig& c) {
   if (c.mps != "off" && (c.mps_root.empty() || c.mps_root.front() != '/')) {
     return InvalidArgument("--mps-root must be an absolute path, got \"" + c.mps_root + "\"");
   }
+  if (c.mps != "off" && (c.mps_shm.empty() || c.mps_shm.front() != '/')) {
+    return InvalidArgument("--mps-shm must be an absolute path, got \"" + c.mps_shm + "\"");
+  }
   return Status::Ok();
 }
 
@@ -66,6 +69,7 @@ namespace {
 
 NodeConfig WithMpsRoot(NodeConfig config, const MpsPlan& mps) {
   config.mounts.mps_root = mps.enabled ? config.mps_root : "";
+  config.mounts.mps_shm = mps.enabled ? config.mps_shm : "";
   return config;
 }
 

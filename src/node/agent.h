@@ -71,6 +71,8 @@ struct NodeConfig {
   std::string mps = "auto";                             // auto|on|off (PlanMps)
   std::string mps_control = "nvidia-cuda-mps-control";  // a name looked up on PATH, or a path
   std::string mps_root = "/var/run/tessera/mps";        // <root>/<gpu uuid>/{pipe,log}, absolute
+  // Host folder the daemons and MPS containers share as /dev/shm (CheckMpsShm), absolute.
+  std::string mps_shm = "/dev/shm";
 };
 
 // OK, or INVALID_ARGUMENT saying which setting to fix.

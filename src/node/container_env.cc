@@ -69,7 +69,8 @@ Status AddFrontEndEnv(const PendingPod& pod, const PendingContainer& container,
   return Status::Ok();
 }
 
-// MPS's limits for a container of an MPS pod, and its GPU's pipe folder.
+// MPS's limits for a container of an MPS pod, its GPU's pipe folder and the
+// daemons' /dev/shm.
 // Precondition: every GPU of `container` is in `inventory`.
 Status AddMps(const PendingPod& pod, const PendingContainer& container, const std::vector<core::GpuInfo>& inventory,
               const MountPaths& paths, ContainerEnv& out) {
@@ -95,6 +96,7 @@ Status AddMps(const PendingPod& pod, const PendingContainer& container, const st
   out.envs["TESSERA_GPU_CORE_PERCENT_0"] = "100";
   out.envs.erase("TESSERA_GPU_CORE_POLICY");
   out.mounts.push_back({kMpsPipeContainerPath, MpsPipeDir(paths.mps_root, share.uuid), false});
+  if (!paths.mps_shm.empty()) out.mounts.push_back({kMpsShmContainerPath, paths.mps_shm, false});
   return Status::Ok();
 }
 

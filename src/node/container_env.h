@@ -32,6 +32,9 @@ struct MountPaths {
   // --mps-root); empty when this node runs no MPS (--mps=off, or auto
   // without the control program).
   std::string mps_root;
+  // The folder the MPS daemons use as /dev/shm (tessera-node --mps-shm),
+  // mounted at /dev/shm into MPS containers; empty when this node runs no MPS.
+  std::string mps_shm;
   core::ResourceNames resources;  // front ends off by default (tessera-node --gpushare, --hami)
 };
 
@@ -79,8 +82,10 @@ struct ContainerEnv {
 //   HAMi: CUDA_DEVICE_MEMORY_LIMIT_i ("<MiB>m") and CUDA_DEVICE_SM_LIMIT
 //     (percent; 0 when the share names no compute, HAMi's "no limit").
 // A container of an MPS pod (tessera.io/isolation: mps; one GPU) gets
-// MpsEnv's variables and its GPU's pipe folder mounted read-write at
-// kMpsPipeContainerPath; MPS's thread percentage is its compute limit, so
+// MpsEnv's variables, its GPU's pipe folder mounted read-write at
+// kMpsPipeContainerPath and paths.mps_shm at kMpsShmContainerPath (in place
+// of the pod's own /dev/shm, which the runtime then does not mount: MPS's
+// client and server share memory there); MPS's thread percentage is its compute limit, so
 // TESSERA_GPU_CORE_PERCENT_0 is "100" (the launch gate stands aside rather
 // than cut the share twice) and no core policy is set, while the memory
 // limit stays with the interception library as for any pod.

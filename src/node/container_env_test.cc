@@ -217,10 +217,11 @@ std::vector<core::GpuInfo> MpsGpus() {
 MountPaths MpsPaths() {
   MountPaths paths;
   paths.mps_root = "/run/mps";
+  paths.mps_shm = "/run/mps/shm";
   return paths;
 }
 
-TEST(ContainerEnvTest, MpsContainerGetsMpsLimitsAndItsGpusPipeFolder) {
+TEST(ContainerEnvTest, MpsContainerGetsMpsLimitsItsGpusPipeFolderAndTheDaemonsShm) {
   PendingContainer c{"main", {{1, "GPU-b", 8192, 300}}};
   auto env = BuildContainerEnv(MpsPod(), c, MpsGpus(), MpsPaths());
   ASSERT_TRUE(env.ok()) << env.status().ToString();
@@ -232,8 +233,11 @@ TEST(ContainerEnvTest, MpsContainerGetsMpsLimitsAndItsGpusPipeFolder) {
   EXPECT_EQ(env->envs.at("TESSERA_GPU_CORE_PERCENT_0"), "100");
   EXPECT_EQ(env->envs.count("TESSERA_GPU_CORE_POLICY"), 0u);
   EXPECT_EQ(env->envs.at("NVIDIA_VISIBLE_DEVICES"), "GPU-b");
-  ASSERT_EQ(env->mounts.size(), 5u);
+  ASSERT_EQ(env->mounts.size(), 6u);
   EXPECT_EQ(env->mounts[3], (MountSpec{"/var/run/tessera/mps", "/run/mps/GPU-b/pipe", false}));
+  // MPS's client and server share memory in /dev/shm: the daemons' folder replaces the pod's own.
+  EXPECT_EQ(env->mounts[4], (MountSpec{"/dev/shm", "/run/mps/shm", false}));
+  EXPECT_EQ(env->mounts[5].container_path, "/var/run/tessera/boards");  // still the last
 }
 
 TEST(ContainerEnvTest, OtherIsolationsGetNoMpsVariables) {

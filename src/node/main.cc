@@ -86,6 +86,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--mps-root", config.mps_root, "host folder of the MPS daemons' <gpu uuid>/{pipe,log} folders")
       ->capture_default_str();
+  app.add_option("--mps-shm", config.mps_shm,
+                 "host folder the MPS daemons use as /dev/shm (tessera-node's own /dev/shm), mounted at /dev/shm "
+                 "into MPS containers")
+      ->capture_default_str();
   int region_gc_grace_s = static_cast<int>(config.region_gc_grace.count());
   app.add_option("--region-gc-grace-seconds", region_gc_grace_s,
                  "remove <region-root>/<pod uid> once its pod has been gone from the node this long and no process "
@@ -154,13 +158,14 @@ int main(int argc, char** argv) {
     log->critical("{}", st.message());
     return 2;
   }
-  auto mps = tessera::node::PlanMps(config.mps, config.mps_control);
+  auto mps = tessera::node::PlanMps(config.mps, config.mps_control, config.mps_shm);
   if (!mps.ok()) {
     log->critical("{}", mps.status().message());
     return 2;
   }
   if (mps->enabled) {
     log->info("MPS on ({}): one control daemon per healthy GPU, folders under {}", mps->reason, config.mps_root);
+    if (!mps->warning.empty()) log->warn("{}", mps->warning);
   } else {
     log->info("MPS off ({}): pods with tessera.io/isolation: mps are not placed on this node", mps->reason);
   }

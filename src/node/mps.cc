@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <cstdio>
 #include <filesystem>
 #include <set>
 #include <sstream>
@@ -116,7 +118,24 @@ Result<std::string> FindMpsControl(const std::string& name) {
   return NotFound(name + " is not on PATH" + missing);
 }
 
-Result<MpsPlan> PlanMps(const std::string& mode, const std::string& control) {
+Status CheckMpsShm(const std::string& shm, const std::string& own_shm) {
+  struct stat theirs {}, ours {};
+  if (::stat(shm.c_str(), &theirs) != 0) {
+    return NotFound("--mps-shm " + shm + ": " + std::strerror(errno) +
+                    " (the folder MPS containers get at /dev/shm must exist and be this process's " + own_shm + ")");
+  }
+  if (::stat(own_shm.c_str(), &ours) != 0) return NotFound(own_shm + ": " + std::strerror(errno));
+  if (theirs.st_dev == ours.st_dev && theirs.st_ino == ours.st_ino) return Status::Ok();
+  return FailedPrecondition("--mps-shm " + shm + " is not this process's " + own_shm +
+                            ": the MPS daemons started here would share memory with their clients in " + own_shm +
+                            ", while MPS containers get " + shm +
+                            " at /dev/shm, so their CUDA calls could not reach the daemons; run tessera-node with " +
+                            shm + " mounted at " + own_shm + " (as the Helm chart does), or leave --mps-shm at " +
+                            own_shm + " where it runs on the host");
+}
+
+Result<MpsPlan> PlanMps(const std::string& mode, const std::string& control, const std::string& shm,
+                        const std::string& own_shm) {
   MpsPlan plan;
   if (mode == "off") {
     plan.reason = "--mps=off";
@@ -130,9 +149,22 @@ Result<MpsPlan> PlanMps(const std::string& mode, const std::string& control) {
                   (control.find('/') == std::string::npos ? " on PATH" : "");
     return plan;
   }
+  if (Status shared = CheckMpsShm(shm, own_shm); !shared.ok()) {
+    if (mode == "on") return shared.WithContext("--mps=on");
+    plan.reason = "--mps=auto found " + *found + ", but " + shared.message();
+    return plan;
+  }
   plan.enabled = true;
   plan.control = *found;
-  plan.reason = "--mps=" + mode + " found " + *found;
+  plan.reason = "--mps=" + mode + " found " + *found + "; MPS containers get " + shm + " at /dev/shm";
+  struct statfs fs {};
+  constexpr auto kTmpfsMagic = 0x01021994;  // TMPFS_MAGIC, linux/magic.h
+  if (::statfs(shm.c_str(), &fs) == 0 && fs.f_type != kTmpfsMagic) {
+    char type[32];
+    std::snprintf(type, sizeof type, "0x%lx", static_cast<unsigned long>(fs.f_type));
+    plan.warning = "--mps-shm " + shm + " is not a tmpfs (file system type " + type +
+                   "): MPS's shared memory will be written to that file system's storage";
+  }
   return plan;
 }
 

@@ -44,13 +44,29 @@ struct MpsPlan {
   bool enabled = false;
   std::string control;  // FindMpsControl's path when enabled
   std::string reason;   // one sentence for the log: why MPS is on or off
+  std::string warning;  // when enabled: a doubt worth a warning in the log ("" when none)
 };
 
+// MPS clients and their server share memory through files in /dev/shm, so a
+// container's MPS client works only if its /dev/shm is the folder its
+// daemon's server uses as /dev/shm. Allocate mounts the host folder `shm`
+// (tessera-node --mps-shm) at /dev/shm in MPS containers; the daemons
+// tessera-node starts inherit its own /dev/shm, `own_shm`. So `shm` must be
+// that very folder: on the host the default /dev/shm, in a pod the host
+// folder mounted at /dev/shm (and visible at its own path too, as the chart
+// mounts it). OK when the two name one folder (same device and inode);
+// FAILED_PRECONDITION naming both when they do not; NOT_FOUND when `shm`
+// cannot be read.
+Status CheckMpsShm(const std::string& shm, const std::string& own_shm = "/dev/shm");
+
 // `mode` "off": disabled; "auto": enabled when FindMpsControl(control) finds
-// the program, else disabled (the reason says what was missing); "on":
-// enabled, or FindMpsControl's NOT_FOUND (tessera-node must not start).
+// the program and CheckMpsShm(shm, own_shm) passes, else disabled (the
+// reason says what was missing or wrong); "on": enabled, or the first of
+// those two errors (tessera-node must not start). When enabled, `warning`
+// says so if `shm` is not a tmpfs (MPS's shared memory would live on disk).
 // INVALID_ARGUMENT for any other mode.
-Result<MpsPlan> PlanMps(const std::string& mode, const std::string& control);
+Result<MpsPlan> PlanMps(const std::string& mode, const std::string& control, const std::string& shm = "/dev/shm",
+                        const std::string& own_shm = "/dev/shm");
 
 // The host folder of GPU `uuid`'s daemon pipes under `root`
 // (MpsSupervisor::PipeDir; Allocate mounts it into MPS containers).
@@ -95,8 +111,10 @@ class MpsSupervisor {
   std::map<std::string, Daemon> daemons_ TESSERA_GUARDED_BY(mu_);  // by GPU uuid
 };
 
-// Where an MPS container finds its daemon's pipe folder.
+// Where an MPS container finds its daemon's pipe folder, and the folder it
+// shares with its daemon's server (MpsPlan, CheckMpsShm).
 inline constexpr const char* kMpsPipeContainerPath = "/var/run/tessera/mps";
+inline constexpr const char* kMpsShmContainerPath = "/dev/shm";
 
 // The variables that give an MPS container its share: the pipe folder, the
 // share's compute as MPS's active thread percentage (rounded up; unset when

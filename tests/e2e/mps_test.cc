@@ -3,9 +3,10 @@
 // simulated nodes with a real tessera-node each: one with --mps=on running
 // the stand-in control daemon of tests/fake_mps (no real MPS daemon runs
 // here), one with --mps=off. An MPS pod runs on the first with MPS's
-// variables and its GPU's pipe folder; one held to the second is refused at
-// scheduling time, saying MPS; and a pod whose GPU's daemon died (and cannot
-// be started again) is refused at admission, naming the GPU. A third node
+// variables, its GPU's pipe folder and the daemons' /dev/shm; one held to
+// the second is refused at scheduling time, saying MPS; and a pod whose GPU's
+// daemon died (and cannot be started again) is refused at admission, naming
+// the GPU. A third node
 // serves HAMi's and gpushare's resources too: their pods get MPS there.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -163,14 +164,21 @@ TEST_F(MpsPathTest, MpsPodsRunOnlyWhereTheirGpusDaemonRuns) {
   EXPECT_EQ(envs.value("NVIDIA_VISIBLE_DEVICES", ""), gpu);
   EXPECT_EQ(envs.value("TESSERA_GPU_MEM_LIMIT_MIB_0", ""), "8192") << "the hook keeps the memory limit";
   EXPECT_EQ(envs.value("TESSERA_GPU_CORE_PERCENT_0", ""), "100") << "MPS alone limits compute";
-  bool pipe_mounted = false;
+  bool pipe_mounted = false, shm_mounted = false;
   for (const auto& m : alloc["mounts"]) {
+    if (m.value("containerPath", "") == node::kMpsShmContainerPath) {
+      // The agent runs on the host here: its daemons' /dev/shm is the host's (--mps-shm's default).
+      shm_mounted = true;
+      EXPECT_EQ(m.value("hostPath", ""), "/dev/shm");
+      EXPECT_FALSE(m.value("readOnly", true));
+    }
     if (m.value("containerPath", "") != node::kMpsPipeContainerPath) continue;
     pipe_mounted = true;
     EXPECT_EQ(m.value("hostPath", ""), node::MpsPipeDir(mps_root_, gpu));
     EXPECT_FALSE(m.value("readOnly", true));
   }
   EXPECT_TRUE(pipe_mounted) << alloc["mounts"].dump();
+  EXPECT_TRUE(shm_mounted) << alloc["mounts"].dump();
 
   // Held to the node without MPS: refused when scheduling, saying why.
   ASSERT_TRUE(SubmitMps("mps-nowhere", "off", 4096, 20).ok());
