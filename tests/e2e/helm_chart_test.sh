@@ -9,8 +9,10 @@
 #     renamed), which must reach the extender's config, tessera-node's args
 #     and kube-scheduler's managedResources (and by default none of them),
 #     and with dra.enabled (the agent's DRA flags, host folders and RBAC, and
-#     the DeviceClass; by default none); a bad scheduler.mode must fail to
-#     render.
+#     the DeviceClass; by default none), and with node.mps.mode=on (the
+#     agent's MPS flags, the compute capability, its MPS folders and /dev/shm;
+#     by default --mps=off and none); a bad scheduler.mode or node.mps.mode
+#     must fail to render.
 #  2. kubectl apply --dry-run=server of each rendering: the API server of the
 #     pinned release validates every object against its own schemas
 #     (strict field validation: an unknown or misspelt field fails).
@@ -201,6 +203,23 @@ expect_rendered "$work/dra-rendered.yaml" '- --dra=true' '- --dra-registry-dir=/
   '- {name: dra-plugin, mountPath: /var/lib/kubelet/plugins/gpu.tessera.io}' '- {name: cdi, mountPath: /var/run/cdi}' \
   'resources: [resourceslices]' 'verbs: [get, list, watch, create, patch]' 'resources: [resourceclaims]' \
   'kind: DeviceClass' 'name: gpu.tessera.io' 'expression: device.driver == "gpu.tessera.io"'
+# MPS (node.mps.mode): off by default (--mps=off, NVML only, no MPS folder);
+# on, the agent's flags, the compute capability, the daemons' folder and the
+# shared memory at the agent's /dev/shm; a bare YAML off is taken as "off".
+"$helm" template tessera "$chart" --namespace "$docs_ns" --set node.mps.mode=on > "$work/mps-rendered.yaml"
+expect_rendered "$work/default.yaml" '- --mps=off' '- {name: NVIDIA_DRIVER_CAPABILITIES, value: utility}'
+if grep -qE -- '--mps-|name: mps-' "$work/default.yaml"; then fail "default: renders MPS flags or folders"; fi
+expect_rendered "$work/mps-rendered.yaml" '- --mps=on' '- --mps-control=nvidia-cuda-mps-control' \
+  '- --mps-root=/var/run/tessera/mps' '- --mps-shm=/var/run/tessera/mps/shm' \
+  '- {name: NVIDIA_DRIVER_CAPABILITIES, value: utility,compute}' '- {name: mps-root, mountPath: /var/run/tessera/mps}' \
+  '- {name: mps-shm, mountPath: /dev/shm}' 'hostPath: {path: /var/run/tessera/mps/shm, type: DirectoryOrCreate}'
+printf 'node:\n  mps:\n    mode: off\n' > "$work/mps-bare-off.yaml"
+"$helm" template tessera "$chart" -f "$work/mps-bare-off.yaml" | grep -qxF -- '        - --mps=off' \
+  || fail "node.mps.mode: off (a YAML false) does not render --mps=off"
+if "$helm" template tessera "$chart" --set node.mps.mode=sometimes > /dev/null 2> "$work/bad-mps.err"; then
+  fail "node.mps.mode=sometimes rendered"
+fi
+grep -q 'node.mps.mode must be "off", "auto" or "on", not "sometimes"' "$work/bad-mps.err" || fail "bad MPS mode: $(cat "$work/bad-mps.err")"
 if "$helm" template tessera "$chart" --set scheduler.mode=both > /dev/null 2> "$work/bad-mode.err"; then
   fail "scheduler.mode=both rendered"
 fi
@@ -239,7 +258,7 @@ drop_namespace "$ns"; drop_namespace "$docs_ns"   # left by an earlier run on th
 "$kubectl" version -o json | python3 -c 'import json,sys; print("server", json.load(sys.stdin)["serverVersion"]["gitVersion"])'
 "$kubectl" create namespace "$docs_ns" --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
 "$kubectl" create namespace "$ns" --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
-for f in default configonly configonly-np sim gpushare-rendered hami-rendered dra-rendered; do
+for f in default configonly configonly-np sim gpushare-rendered hami-rendered dra-rendered mps-rendered; do
   "$kubectl" apply --dry-run=server --validate=strict -f "$work/$f.yaml" > "$work/$f.dry-run"
   echo "$f: $(wc -l < "$work/$f.dry-run") objects accepted"
 done

@@ -49,7 +49,13 @@
 #     tessera top -o json` lists the one pod with its use. The holder
 #     stopped: used goes to 0, the peak stays (holder plus the refused
 #     process's context).
-#  9. Reconciliation still counts no mismatch; helm uninstall; realnode.sh
+#  9. MPS turned on by helm upgrade (node.mps.mode=on, the stand-in control
+#     program of tests/fake_mps through node.extraVolumes): the Node says
+#     every GPU runs MPS; a pod annotated tessera.io/isolation: mps gets
+#     MPS's variables, its GPU's daemon pipe folder, and the daemons'
+#     /dev/shm (it sees the stand-in daemon's file there, and what it writes
+#     lands in node.mps.shm on the node); a pod without MPS keeps its own.
+# 10. Reconciliation still counts no mismatch; helm uninstall; realnode.sh
 #     down leaves nothing.
 #
 # e2e_real_node_chart_test already shows the table form of kubectl tessera
@@ -366,6 +372,55 @@ wait_metric tessera_container_gpu_memory_used_bytes 0 "the holder exited" "$c"
 wait_metric tessera_container_gpu_memory_peak_bytes $(((held + context) * mib)) "the holder exited" "$c"
 echo "the holder stopped: used 0, peak $((held + context)) MiB"
 
-step "9. no mismatch after all of it; helm uninstall; realnode.sh down leaves nothing"
+step "9. MPS on by helm upgrade: an MPS container shares its GPU daemon's /dev/shm and pipe folder"
+# No GPU here: the stand-in control program (tests/fake_mps) is mounted from
+# the source tree through the chart's extra volumes; FAKE_MPS_SHM_MARKER has
+# each stand-in daemon keep a file named after its GPU in its /dev/shm, where
+# a real MPS server keeps the memory it shares with its clients.
+old_agent="$(agent_pod)"
+"$helm" upgrade "$rel" "$chart" --namespace "$relns" --reuse-values --set node.mps.mode=on \
+  --set node.mps.control=/opt/fake-mps/nvidia-cuda-mps-control \
+  --set-json "node.extraVolumes=[{\"name\":\"fake-mps\",\"hostPath\":{\"path\":\"$src/tests/fake_mps\",\"type\":\"Directory\"}}]" \
+  --set-json 'node.extraVolumeMounts=[{"name":"fake-mps","mountPath":"/opt/fake-mps","readOnly":true}]' \
+  --set-json 'node.extraEnv=[{"name":"FAKE_MPS_SHM_MARKER","value":"fake-mps-daemon"}]' > /dev/null
+"$kubectl" -n "$relns" rollout status daemonset/tessera-node --timeout=90s > /dev/null
+for _ in $(seq 150); do
+  "$kubectl" -n "$relns" get pod "$old_agent" > /dev/null 2>&1 || break
+  sleep 0.2
+done
+mps_flags() {  # the GPUs the Node's inventory says run MPS
+  "$kubectl" get node "$node" -o 'jsonpath={.metadata.annotations.tessera\.io/gpu-inventory}' \
+    | python3 -c 'import json, sys; print(" ".join(sorted(g["uuid"] for g in json.load(sys.stdin)["gpus"] if g.get("mps"))))'
+}
+want_flags="$(uuid 0) $(uuid 1) $(uuid 2)"
+for _ in $(seq 150); do [[ "$(mps_flags)" == "$want_flags" ]] && break; sleep 0.2; done
+[[ "$(mps_flags)" == "$want_flags" ]] || fail "the Node says MPS runs on '$(mps_flags)', not on every GPU"
+agent_log="$("$kubectl" -n "$relns" logs "$(agent_pod)" -c tessera-node)"
+grep -F 'MPS on (--mps=on found /opt/fake-mps/nvidia-cuda-mps-control; MPS containers get /var/run/tessera/mps/shm at /dev/shm)' \
+  <<< "$agent_log" > /dev/null || fail "the agent did not log MPS on with the chart's shared memory: $(grep -F MPS <<< "$agent_log")"
+shm_host="$node_dir/host/run-tessera/mps/shm"   # node.mps.shm, /var/run/tessera/mps/shm, on the node
+create_pod mps '{"tessera.io/isolation": "mps"}' '[]' "$(ctr main 1 4096 20)"
+ready mps
+read -r _ mps_gpu <<< "$(assigned mps)"
+env="$("$kubectl" -n "$ns" exec mps -- env)"
+for want in CUDA_MPS_PIPE_DIRECTORY=/var/run/tessera/mps CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=20 \
+            CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=4096M TESSERA_GPU_MEM_LIMIT_MIB_0=4096 TESSERA_GPU_CORE_PERCENT_0=100; do
+  grep -qxF "$want" <<< "$env" || fail "the MPS container has no $want: $(grep -E '^(CUDA_MPS|TESSERA_GPU_)' <<< "$env")"
+done
+# Its pipe folder is its GPU's daemon's (the stand-in wrote its CUDA_VISIBLE_DEVICES there) ...
+[[ "$("$kubectl" -n "$ns" exec mps -- cat /var/run/tessera/mps/devices)" == "$mps_gpu" ]] \
+  || fail "the MPS container's pipe folder is not GPU $mps_gpu's daemon's"
+# ... its /dev/shm is the daemons' (it sees the stand-in's file; what it writes lands in node.mps.shm) ...
+shm="$("$kubectl" -n "$ns" exec mps -- ls /dev/shm)"
+grep -qxF "fake-mps-daemon.$mps_gpu" <<< "$shm" || fail "the MPS container's /dev/shm holds '$shm', not its daemon's file"
+"$kubectl" -n "$ns" exec mps -- sh -c 'echo client > /dev/shm/from-mps-client'
+[[ "$(cat "$shm_host/from-mps-client" 2>/dev/null)" == client ]] || fail "what the MPS container wrote in /dev/shm is not in $shm_host"
+# ... while a pod without MPS keeps a /dev/shm of its own.
+if "$kubectl" -n "$ns" exec user -- ls /dev/shm | grep -q fake-mps-daemon; then fail "user (no MPS) sees the daemons' /dev/shm"; fi
+echo "MPS on every GPU; mps on $mps_gpu: MPS's variables, its daemon's pipe folder and /dev/shm ($(wc -w <<< "$shm") files); user's /dev/shm its own"
+rm -f "$shm_host/from-mps-client"
+delete_pods mps
+
+step "10. no mismatch after all of it; helm uninstall; realnode.sh down leaves nothing"
 no_mismatches
 rn_end
