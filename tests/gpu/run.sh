@@ -116,6 +116,7 @@ priority_hold|45|$ARB|@BIN@/gpu_arbiter_share priority_hold
 burst_lend_reclaim|30|$ARB|@BIN@/gpu_arbiter_share burst_lend_reclaim
 mps_supervisor|45||builtin:mps_supervisor
 mps|45||builtin:mps
+mps_shm|60||builtin:mps_shm
 node_arbiter_ratio|35|$ARB|@BIN@/gpu_arbiter_share node_arbiter_ratio
 EOF
 )
@@ -265,6 +266,78 @@ builtin_mps_supervisor() {
   # In the background so that a TERM reaches the program (it quits the daemon).
   "$BIN/gpu_mps_supervisor" "$uuid" "$control" "$BIN/gpu_arbiter_share" &
   wait $!
+}
+
+# Builtin: the /dev/shm MPS needs across containers (tessera-node
+# --mps-shm, the chart's node.mps.shm), with mount namespaces standing in
+# for containers. The control daemon runs in a namespace whose /dev/shm is
+# a bind of folder S (as the chart's agent, with S mounted at its /dev/shm);
+# then two clients with MpsEnv's 1024 MiB, each in a namespace of its own
+# and both with the daemon's pipe folder: one with S at /dev/shm (as
+# Allocate mounts it) must be served by MPS (refused within its pinned
+# 1024 MiB); one with an empty folder of its own there (a container without
+# that mount) is recorded, served or not, as the measure of whether the
+# mount is needed. Needs root; the daemon is always told to quit.
+builtin_mps_shm() {
+  local control dir uuid rc text allocated refused
+  control=$(command -v nvidia-cuda-mps-control || ls /usr/local/nvidia/bin/nvidia-cuda-mps-control 2>/dev/null) || {
+    echo "SKIP: nvidia-cuda-mps-control not found (PATH, /usr/local/nvidia/bin)"; return 77; }
+  [ "$(id -u)" = 0 ] && unshare --mount --propagation private -- sh -c 'mount --bind /tmp /dev/shm' 2>/dev/null || {
+    echo "SKIP: needs root allowed to make mount namespaces and bind mounts (they stand in for containers)"; return 77; }
+  # By process name (the kernel keeps 15 characters: both MPS programs'),
+  # not command line: this function's own shell has the names in its.
+  if pgrep -x nvidia-cuda-mps >/dev/null; then
+    echo "SKIP: an MPS daemon is already running on this machine"; return 77
+  fi
+  PATH="$(dirname "$control"):$PATH"
+  dir=$(mktemp -d) || return 1
+  mkdir -p "$dir/pipe" "$dir/log" "$dir/shm" "$dir/own-shm"
+  export CUDA_MPS_PIPE_DIRECTORY="$dir/pipe" CUDA_MPS_LOG_DIRECTORY="$dir/log"
+  MPS_CONTROL=$control MPS_DIR=$dir
+  # shellcheck disable=SC2317  # called by the traps
+  mps_quit() {
+    echo quit | timeout 10 unshare --mount --propagation private -- \
+      sh -c 'mount --bind "$0" /dev/shm && exec "$@"' "$MPS_DIR/shm" "$MPS_CONTROL" >/dev/null 2>&1
+    sleep 1
+    echo "MPS control log (tail):"; tail -5 "$MPS_DIR/log/control.log" 2>/dev/null
+    echo "MPS server log (tail):"; tail -8 "$MPS_DIR/log/server.log" 2>/dev/null
+    echo "files the server left in S: $(ls "$MPS_DIR/shm" 2>/dev/null | wc -l)"
+    rm -rf "$MPS_DIR"
+  }
+  trap mps_quit EXIT
+  trap 'exit 1' TERM INT
+  uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 0 2>/dev/null | tr -d ' ')
+  # The daemon, and the servers it starts, keep the namespace (and S as /dev/shm).
+  if ! CUDA_VISIBLE_DEVICES=${uuid:-0} timeout 10 unshare --mount --propagation private -- \
+       sh -c 'mount --bind "$0" /dev/shm && exec "$@"' "$dir/shm" "$control" -d; then
+    echo "FAIL: $control -d did not start in a namespace with S at /dev/shm"; return 1
+  fi
+  echo "MPS control daemon started with S=$dir/shm as its /dev/shm (GPU ${uuid:-0})"
+  # client NAME FOLDER: gpu_arbiter_share mps_mem with FOLDER at /dev/shm;
+  # sets rc, allocated, refused.
+  client() {
+    timeout 30 env TESSERA_GPU_CHILD=1 CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=1024M \
+      unshare --mount --propagation private -- sh -c 'mount --bind "$0" /dev/shm && exec "$@"' \
+      "$2" "$BIN/gpu_arbiter_share" mps_mem >"$MPS_DIR/$1.out" 2>&1
+    rc=$?
+    text=$(cat "$MPS_DIR/$1.out")
+    allocated=$(echo "$text" | sed -n 's/^allocated_mib //p'); allocated=${allocated:-null}
+    refused=$(echo "$text" | sed -n 's/^refused //p'); refused=${refused:-0}
+    echo "$1 (/dev/shm = $2): exit $rc, allocated ${allocated} MiB, refused $refused"
+    echo "$text" | sed "s/^/  $1: /" | tail -4
+  }
+  local shared_ok=0 shared_mib own_rc own_mib own_served=0
+  client shared "$dir/shm"
+  shared_mib=$allocated
+  if [ "$rc" = 0 ] && [ "$refused" = 1 ] && [ "$allocated" != null ] && [ "$allocated" -ge 256 ] && [ "$allocated" -le 1024 ]; then
+    shared_ok=1
+  fi
+  client own "$dir/own-shm"
+  own_rc=$rc own_mib=$allocated
+  if [ "$rc" = 0 ] && [ "$refused" = 1 ] && [ "$allocated" != null ] && [ "$allocated" -le 1024 ]; then own_served=1; fi
+  echo "RESULT {\"shared_served\": $shared_ok, \"shared_allocated_mib\": $shared_mib, \"own_shm_exit\": $own_rc, \"own_shm_allocated_mib\": $own_mib, \"own_shm_served\": $own_served}"
+  [ "$shared_ok" = 1 ] || { echo "FAIL: a client with the daemon's /dev/shm was not held to its pinned 1024 MiB"; return 1; }
+  return 0
 }
 
 # Builtin: a container of a DRA claim, as tessera-node's CDI spec sets it up
