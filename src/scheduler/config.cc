@@ -61,7 +61,8 @@ Result<SchedulerConfig> ParseConfig(const std::string& yaml_text, const std::str
   TESSERA_RETURN_IF_ERROR(UnknownKeys(
       root, {"listenAddress", "port", "tls", "kubeconfig", "policy", "resourceNames", "assumeTTLSeconds",
              "admissionWaitMillis", "leaderElection", "logLevel", "seed", "apiQPS", "apiBurst", "frontEnds",
-             "preemption", "interference", "filterReturnsBest", "placePodsWithoutGpus", "dra"},
+             "preemption", "interference", "filterReturnsBest", "placePodsWithoutGpus", "dra",
+             "isolationNoneNamespaces"},
       where));
   TESSERA_RETURN_IF_ERROR(Read(root, "listenAddress", config.listen_address, where));
   TESSERA_RETURN_IF_ERROR(Read(root, "port", config.port, where));
@@ -69,6 +70,10 @@ Result<SchedulerConfig> ParseConfig(const std::string& yaml_text, const std::str
   TESSERA_RETURN_IF_ERROR(Read(root, "policy", config.policy, where));
   TESSERA_RETURN_IF_ERROR(Read(root, "filterReturnsBest", config.filter_returns_best, where));
   TESSERA_RETURN_IF_ERROR(Read(root, "placePodsWithoutGpus", config.place_pods_without_gpus, where));
+  TESSERA_RETURN_IF_ERROR(Read(root, "isolationNoneNamespaces", config.isolation_none_namespaces, where));
+  for (const std::string& ns : config.isolation_none_namespaces) {
+    if (ns.empty()) return InvalidArgument(where + "isolationNoneNamespaces: an empty namespace name");
+  }
   TESSERA_RETURN_IF_ERROR(Read(root, "logLevel", config.log_level, where));
   TESSERA_RETURN_IF_ERROR(Read(root, "seed", config.seed, where));
   TESSERA_RETURN_IF_ERROR(Read(root, "apiQPS", config.api_qps, where));

@@ -53,6 +53,10 @@ struct SchedulerConfig {
   // (ExtenderOptions::place_pods_without_gpus; docs/scheduler-extender.md,
   // "Pods without GPUs"). Needs that entry in kube-scheduler's configuration.
   bool place_pods_without_gpus = true;
+  // Namespaces whose pods may ask tessera.io/isolation: none (their shares
+  // placed and booked, nothing enforcing them); "*": every namespace. Empty
+  // (the default): no pod may (ExtenderOptions::isolation_none_namespaces).
+  std::vector<std::string> isolation_none_namespaces;
   // Tessera's resource names, and the compatibility front ends (gpushare,
   // HAMi; both off by default) under `frontEnds` in the file.
   core::ResourceNames resources;

@@ -226,5 +226,21 @@ TEST(ConfigTest, PreemptionSettings) {
   EXPECT_NE(bad.status().message().find("maxVictims"), std::string::npos) << bad.status().message();
 }
 
+// tessera.io/isolation: none is the operator's to allow, per namespace.
+TEST(ConfigTest, IsolationNoneNamespacesDefaultToNone) {
+  auto config = ParseConfig("", "c.yaml");
+  ASSERT_TRUE(config.ok());
+  EXPECT_TRUE(config->isolation_none_namespaces.empty());
+  config = ParseConfig("isolationNoneNamespaces: [trusted, \"*\"]\n", "c.yaml");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->isolation_none_namespaces, (std::vector<std::string>{"trusted", "*"}));
+  config = ParseConfig("isolationNoneNamespaces: trusted\n", "c.yaml");
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("isolationNoneNamespaces"), std::string::npos) << config.status().message();
+  config = ParseConfig("isolationNoneNamespaces: [\"\"]\n", "c.yaml");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().message(), "c.yaml: isolationNoneNamespaces: an empty namespace name");
+}
+
 }  // namespace
 }  // namespace tessera::scheduler

@@ -151,6 +151,18 @@ Status Extender::MakePolicyLocked(const core::TargetWorkload& workload) {
 
 // ---- filter ----
 
+std::string UnenforcedRefusal(const core::PodView& pod, const core::PodRequest& req,
+                              const std::vector<std::string>& allowed) {
+  if (req.isolation != core::Isolation::kNone) return "";
+  for (const std::string& ns : allowed) {
+    if (ns == "*" || ns == pod.ns) return "";
+  }
+  return "tessera.io/isolation: none (a share placed but not enforced) is not allowed in namespace " + pod.ns +
+         ": tessera-scheduler's isolationNoneNamespaces " +
+         (allowed.empty() ? std::string("names none") : "does not name it") +
+         "; ask your cluster operator, or remove the annotation to have the share enforced";
+}
+
 HttpReply Extender::Filter(std::string_view body) {
   Result<ExtenderArgs> args = ParseExtenderArgs(body, state_.options().resources, &pods_, &node_names_);
   if (!args.ok()) return BadRequest(log_, "filter", args.status());
@@ -161,6 +173,11 @@ HttpReply Extender::Filter(std::string_view body) {
   FilterOutcome out;
   if (!req.ok()) {
     const std::string why = req.status().message();
+    log_->info("filter {}: cannot be scheduled: {}", key, why);
+    for (size_t i = 0; i < n; ++i) out.unresolvable.emplace_back(i, why);
+    return {200, WriteFilterResult(*args, out), Decision::kUnschedulable};
+  }
+  if (std::string why = UnenforcedRefusal(pod, *req, options_.isolation_none_namespaces); !why.empty()) {
     log_->info("filter {}: cannot be scheduled: {}", key, why);
     for (size_t i = 0; i < n; ++i) out.unresolvable.emplace_back(i, why);
     return {200, WriteFilterResult(*args, out), Decision::kUnschedulable};

@@ -194,7 +194,18 @@ struct ExtenderOptions {
   // spreading puts them. Default false here; tessera-scheduler's
   // configuration turns it on (placePodsWithoutGpus).
   bool place_pods_without_gpus = false;
+  // Namespaces whose pods may ask tessera.io/isolation: none ("*": any).
+  // Filter finds no node for such a pod elsewhere, saying why: a container
+  // without enforcement can take more of a shared GPU than it booked, so the
+  // operator chooses who may. Default: none may.
+  std::vector<std::string> isolation_none_namespaces;
 };
+
+// "" when `req` is enforced or its namespace is among `allowed`
+// (ExtenderOptions::isolation_none_namespaces); else why tessera.io/isolation:
+// none is refused there, for Filter's reason.
+std::string UnenforcedRefusal(const core::PodView& pod, const core::PodRequest& req,
+                              const std::vector<std::string>& allowed);
 
 class Extender {
  public:

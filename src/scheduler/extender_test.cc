@@ -52,6 +52,7 @@ class ExtenderTest : public ::testing::Test {
     o.now = [this] { return now_; };
     o.wall_now = [] { return std::chrono::system_clock::time_point(std::chrono::seconds(1714566896)); };
     o.after_pick_for_test = after_pick_;
+    o.isolation_none_namespaces = unenforced_;
     auto e = Extender::Create(*state_, binder_, o);
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     extender_ = std::move(e).value();
@@ -82,6 +83,7 @@ class ExtenderTest : public ::testing::Test {
   // Given to the extender by Make: runs between Bind's pick and its booking.
   std::function<void(const std::string&, const core::Assignment&)> after_pick_;
   bool best_ = false;  // ExtenderOptions::filter_returns_best for Make
+  std::vector<std::string> unenforced_;  // ExtenderOptions::isolation_none_namespaces for Make
 };
 
 TEST_F(ExtenderTest, FilterKeepsFittingNodesAndExplainsTheRest) {
@@ -246,6 +248,36 @@ TEST_F(ExtenderTest, VerdictsAreNotSharedAcrossIsolationModes) {
   EXPECT_TRUE(r["NodeNames"].empty()) << r;
   const json& failed = r["FailedAndUnresolvableNodes"].empty() ? r["FailedNodes"] : r["FailedAndUnresolvableNodes"];
   EXPECT_NE(failed.dump().find("MPS"), std::string::npos) << r;
+}
+
+// tessera.io/isolation: none only where the operator allows it: elsewhere
+// no node, saying why; allowed, it is placed like any share.
+TEST_F(ExtenderTest, UnenforcedPodsOnlyInTheNamespacesTheConfigurationNames) {
+  const json pod = PodJson("team-a", "raw", {{"main", 1, 1024, 10}}, {{"tessera.io/isolation", "none"}});
+  json r = Filter(FilterBody(pod, all_));
+  EXPECT_TRUE(r["NodeNames"].empty()) << r;
+  ASSERT_EQ(r["FailedAndUnresolvableNodes"].size(), 3u) << r;
+  EXPECT_EQ(r["FailedAndUnresolvableNodes"]["n1"],
+            "tessera.io/isolation: none (a share placed but not enforced) is not allowed in namespace team-a: "
+            "tessera-scheduler's isolationNoneNamespaces names none; ask your cluster operator, or remove the "
+            "annotation to have the share enforced");
+  unenforced_ = {"team-b"};
+  Make("tessera");
+  r = Filter(FilterBody(pod, all_));
+  EXPECT_NE(r["FailedAndUnresolvableNodes"]["n1"].get<std::string>().find("isolationNoneNamespaces does not name it"),
+            std::string::npos)
+      << r;
+  for (const std::vector<std::string>& allowed : {std::vector<std::string>{"team-b", "team-a"}, {"*"}}) {
+    unenforced_ = allowed;
+    Make("tessera");
+    r = Filter(FilterBody(pod, all_));
+    EXPECT_EQ(r["NodeNames"], json({"n1", "n2"})) << r;
+  }
+  // Other pods are not concerned.
+  unenforced_.clear();
+  Make("tessera");
+  EXPECT_EQ(Filter(FilterBody(PodJson("team-a", "hooked", {{"main", 1, 1024, 10}}), all_))["NodeNames"],
+            json({"n1", "n2"}));
 }
 
 TEST_F(ExtenderTest, ModelsAreHonoured) {

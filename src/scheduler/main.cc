@@ -52,6 +52,11 @@ int Run(const SchedulerConfig& config) {
   if (config.resources.gpushare.enabled) {
     spdlog::info("front end gpushare: {} (GiB, one GPU per container)", config.resources.gpushare.mem);
   }
+  if (!config.isolation_none_namespaces.empty()) {
+    std::string list;
+    for (const std::string& ns : config.isolation_none_namespaces) list += (list.empty() ? "" : ", ") + ns;
+    spdlog::warn("tessera.io/isolation: none (shares placed, not enforced) is allowed for pods in: {}", list);
+  }
   if (config.resources.hami.enabled) {
     const auto& h = config.resources.hami;
     spdlog::info("front end HAMi: {} {} {} {}", h.gpu, h.mem, h.mem_percent, h.core);
@@ -169,6 +174,7 @@ int Run(const SchedulerConfig& config) {
   extender_options.policy = config.policy;
   extender_options.filter_returns_best = config.filter_returns_best;
   extender_options.place_pods_without_gpus = config.place_pods_without_gpus;
+  extender_options.isolation_none_namespaces = config.isolation_none_namespaces;
   extender_options.seed = config.seed;
   extender_options.interference = config.interference.policy;
   extender_options.may_bind = [&]() -> Status {
