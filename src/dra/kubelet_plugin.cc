@@ -88,10 +88,11 @@ Result<node::ComputeAnnotations> ClaimCompute(kube::Api& api, const nlohmann::js
     if (!taken) {
       taken = compute;
       taken_from = pod_key;
-      if (pod->isolation_annotation == core::IsolationName(core::Isolation::kMps)) {
-        log.warn("pod {} asks tessera.io/isolation: mps; MPS is not offered under DRA, its claim is isolated "
+      if (pod->isolation_annotation == core::IsolationName(core::Isolation::kMps) ||
+          pod->isolation_annotation == core::IsolationName(core::Isolation::kNone)) {
+        log.warn("pod {} asks tessera.io/isolation: {}, which is not offered under DRA: its claim is isolated "
                  "by the interception library",
-                 pod_key);
+                 pod_key, pod->isolation_annotation);
       }
     } else if (compute != *taken) {
       differing.push_back(pod_key);

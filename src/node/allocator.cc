@@ -142,21 +142,24 @@ Result<ContainerEnv> Allocator::AllocateLocked(const std::string& resource, cons
     for (core::GpuInfo& g : now) g.mps = mps_probe_(g.uuid);
   }
   TESSERA_ASSIGN_OR_RETURN(ContainerEnv env, BuildContainerEnv(pod, container, now, paths_));
-  std::error_code ec;
-  std::filesystem::create_directories(env.region_host_dir, ec);
-  if (ec) return Internal("creating region directory " + env.region_host_dir + ": " + ec.message());
-  // Without its GPUs' boards the container's launches are charged as measured: Allocate goes on.
-  std::vector<std::string> uuids;
-  for (const core::GpuShare& g : container.gpus) uuids.push_back(g.uuid);
-  if (Status boards = PrepareBoards(BoardHostDir(paths_), uuids); !boards.ok()) {
-    log_->warn("Allocate of {}: {} (its launches are charged as measured beside other contexts)", pod.Key(),
-               boards.message());
+  const bool enforced = pod.isolation != core::Isolation::kNone;  // none: no region, board or arbiter record
+  if (enforced) {
+    std::error_code ec;
+    std::filesystem::create_directories(env.region_host_dir, ec);
+    if (ec) return Internal("creating region directory " + env.region_host_dir + ": " + ec.message());
+    // Without its GPUs' boards the container's launches are charged as measured: Allocate goes on.
+    std::vector<std::string> uuids;
+    for (const core::GpuShare& g : container.gpus) uuids.push_back(g.uuid);
+    if (Status boards = PrepareBoards(BoardHostDir(paths_), uuids); !boards.ok()) {
+      log_->warn("Allocate of {}: {} (its launches are charged as measured beside other contexts)", pod.Key(),
+                 boards.message());
+    }
   }
   // What the compute arbiter needs, beside the region (not in it: the
   // container must not rewrite its own priority). Without it the container
   // keeps its static share; Allocate goes on. An MPS container has none: MPS
-  // limits its compute, the launch gate does not.
-  if (pod.isolation != core::Isolation::kMps) WriteArbiterFor(pod, container, env.region_host_dir);
+  // limits its compute, the launch gate does not; nor has an unenforced one.
+  if (enforced && pod.isolation != core::Isolation::kMps) WriteArbiterFor(pod, container, env.region_host_dir);
   TESSERA_RETURN_IF_ERROR(MarkAllocated(pod, container.name));
   release.kept = true;
   concerned.clear();
@@ -165,7 +168,9 @@ Result<ContainerEnv> Allocator::AllocateLocked(const std::string& resource, cons
              "NVIDIA_VISIBLE_DEVICES={}{}",
              resource, JoinUuids(device_ids), pod.Key(), container.name, pending.size(),
              read.listed ? "listed" : "from the watch cache", env.envs["NVIDIA_VISIBLE_DEVICES"],
-             pod.isolation == core::Isolation::kMps ? ", MPS" : "");
+             pod.isolation == core::Isolation::kMps    ? ", MPS"
+             : pod.isolation == core::Isolation::kNone ? ", unenforced (tessera.io/isolation: none)"
+                                                       : "");
   return env;
 }
 

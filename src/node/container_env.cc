@@ -132,9 +132,12 @@ Result<ContainerEnv> BuildContainerEnv(const PendingPod& pod, const PendingConta
   out.envs["TESSERA_GPU_MEM_FRACTION"] = buf;
   out.envs["TESSERA_POD"] = pod.Key();
   out.envs["TESSERA_CONTAINER"] = container.name;
+  TESSERA_RETURN_IF_ERROR(AddFrontEndEnv(pod, container, inventory, paths.resources, out.envs));
+  // Unenforced: its GPUs and, for its own use, the share's numbers; no
+  // library, so nothing that only the library reads and no mount.
+  if (pod.isolation == core::Isolation::kNone) return out;
   out.envs["TESSERA_REGION_DIR"] = kRegionContainerPath;
   out.envs["TESSERA_GPU_BOARD_DIR"] = kBoardContainerPath;
-  TESSERA_RETURN_IF_ERROR(AddFrontEndEnv(pod, container, inventory, paths.resources, out.envs));
   if (pod.core_hard) out.envs["TESSERA_GPU_CORE_POLICY"] = "hard";
 
   out.region_host_dir = paths.region_root_host + "/" + pod.uid + "/" + container.name;

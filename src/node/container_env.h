@@ -62,7 +62,7 @@ struct MountSpec {
 struct ContainerEnv {
   std::map<std::string, std::string> envs;
   std::vector<MountSpec> mounts;
-  std::string region_host_dir;  // the node agent creates it
+  std::string region_host_dir;  // the node agent creates it; "" for an unenforced container (none)
 };
 
 // Env and mounts for `container` of `pod`. GPU i of the container (in
@@ -88,7 +88,12 @@ struct ContainerEnv {
 // client and server share memory there); MPS's thread percentage is its compute limit, so
 // TESSERA_GPU_CORE_PERCENT_0 is "100" (the launch gate stands aside rather
 // than cut the share twice) and no core policy is set, while the memory
-// limit stays with the interception library as for any pod.
+// limit stays with the interception library as for any pod. A container of
+// a pod with tessera.io/isolation: none (which the extender admits only in
+// the namespaces its configuration names) gets its GPUs, the TESSERA_GPU_*
+// numbers of its share, TESSERA_POD, TESSERA_CONTAINER and its front end's
+// variables, and nothing that enforces them: no mount, no region
+// (region_host_dir is empty), no board or core policy variable.
 // INVALID_ARGUMENT when a GPU of the share is not in `inventory` or its
 // memory is unknown. FAILED_PRECONDITION, naming the GPU and why, when an MPS
 // pod's GPU runs no MPS daemon: paths.mps_root is empty (MPS is off on this

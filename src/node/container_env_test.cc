@@ -249,8 +249,28 @@ TEST(ContainerEnvTest, OtherIsolationsGetNoMpsVariables) {
     ASSERT_TRUE(env.ok()) << env.status().ToString();
     EXPECT_EQ(env->envs.count("CUDA_MPS_PIPE_DIRECTORY"), 0u);
     EXPECT_EQ(env->envs.at("TESSERA_GPU_CORE_PERCENT_0"), "30");
-    EXPECT_EQ(env->mounts.size(), 4u);
+    EXPECT_EQ(env->mounts.size(), isolation == core::Isolation::kHook ? 4u : 0u);
   }
+}
+
+// tessera.io/isolation: none: the GPU and the share's numbers for the
+// container's own use, and nothing that enforces them.
+TEST(ContainerEnvTest, UnenforcedContainerGetsItsGpusAndNoLibrary) {
+  PendingContainer c{"main", {{1, "GPU-b", 8192, 300}}};
+  PendingPod pod = Pod();
+  pod.isolation = core::Isolation::kNone;
+  pod.core_hard = true;  // nothing to apply it
+  auto env = BuildContainerEnv(pod, c, Gpus(), MountPaths{});
+  ASSERT_TRUE(env.ok()) << env.status().ToString();
+  EXPECT_EQ(env->envs.at("NVIDIA_VISIBLE_DEVICES"), "GPU-b");
+  EXPECT_EQ(env->envs.at("TESSERA_GPU_MEM_LIMIT_MIB_0"), "8192");
+  EXPECT_EQ(env->envs.at("TESSERA_GPU_CORE_PERCENT_0"), "30");
+  EXPECT_EQ(env->envs.at("TESSERA_POD"), "ns/p");
+  for (const char* enforced : {"TESSERA_REGION_DIR", "TESSERA_GPU_BOARD_DIR", "TESSERA_GPU_CORE_POLICY"}) {
+    EXPECT_EQ(env->envs.count(enforced), 0u) << enforced;
+  }
+  EXPECT_TRUE(env->mounts.empty());  // no library, no /etc/ld.so.preload, no region, no boards
+  EXPECT_EQ(env->region_host_dir, "");
 }
 
 TEST(ContainerEnvTest, MpsPodOnAGpuWithoutItsDaemonIsRefusedNamingTheGpu) {

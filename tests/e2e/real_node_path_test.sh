@@ -13,7 +13,7 @@
 #  2. helm install with three simulated 40 GiB A100s and the agent's flags
 #     node.extraArgs passes: usage read every 100 ms, the usage annotation
 #     written at most every 500 ms, region folders removed 1 s after their
-#     pod left.
+#     pod left; tessera.io/isolation: none allowed in the test's namespace.
 #  3. Two 30 GiB pods submitted together (they cannot share a 40 GiB GPU):
 #     each runs on its own GPU, every container's environment inside is what
 #     its tessera.io/assignment says (NVIDIA_VISIBLE_DEVICES, the per-GPU
@@ -49,13 +49,18 @@
 #     tessera top -o json` lists the one pod with its use. The holder
 #     stopped: used goes to 0, the peak stays (holder plus the refused
 #     process's context).
-#  9. MPS turned on by helm upgrade (node.mps.mode=on, the stand-in control
+#  9. A pod with tessera.io/isolation: none in this namespace (which the
+#     install's extender.isolationNoneNamespaces names) runs with its GPU and
+#     its share's numbers but no library (no /etc/ld.so.preload, no region:
+#     the fake driver's whole card shows); the same pod in default stays
+#     Pending, its FailedScheduling Event naming the namespace.
+# 10. MPS turned on by helm upgrade (node.mps.mode=on, the stand-in control
 #     program of tests/fake_mps through node.extraVolumes): the Node says
 #     every GPU runs MPS; a pod annotated tessera.io/isolation: mps gets
 #     MPS's variables, its GPU's daemon pipe folder, and the daemons'
 #     /dev/shm (it sees the stand-in daemon's file there, and what it writes
 #     lands in node.mps.shm on the node); a pod without MPS keeps its own.
-# 10. Reconciliation still counts no mismatch; helm uninstall; realnode.sh
+# 11. Reconciliation still counts no mismatch; helm uninstall; realnode.sh
 #     down leaves nothing.
 #
 # e2e_real_node_chart_test already shows the table form of kubectl tessera
@@ -219,7 +224,8 @@ rn_helm_install 24 "gpus:
 - {uuid: $(uuid 0), model: A100, memMiB: $a100, sms: 108, numa: 0, healthy: true}
 - {uuid: $(uuid 1), model: A100, memMiB: $a100, sms: 108, numa: 0, healthy: true}
 - {uuid: $(uuid 2), model: A100, memMiB: $a100, sms: 108, numa: 0, healthy: true}" \
-  --set-json 'node.extraArgs=["--usage-interval-ms=100","--usage-annotation-interval-ms=500","--region-gc-grace-seconds=1"]'
+  --set-json 'node.extraArgs=["--usage-interval-ms=100","--usage-annotation-interval-ms=500","--region-gc-grace-seconds=1"]' \
+  --set-json "extender.isolationNoneNamespaces=[\"$ns\"]"
 "$kubectl" create namespace "$ns" > /dev/null
 regions="$node_dir/host/run-tessera/regions"   # the chart's regionRoot, /var/run/tessera/regions, on the node
 
@@ -372,7 +378,39 @@ wait_metric tessera_container_gpu_memory_used_bytes 0 "the holder exited" "$c"
 wait_metric tessera_container_gpu_memory_peak_bytes $(((held + context) * mib)) "the holder exited" "$c"
 echo "the holder stopped: used 0, peak $((held + context)) MiB"
 
-step "9. MPS on by helm upgrade: an MPS container shares its GPU daemon's /dev/shm and pipe folder"
+step "9. tessera.io/isolation: none: in this namespace a share without the library; elsewhere Pending, saying why"
+create_pod raw '{"tessera.io/isolation": "none"}' '[]' "$(ctr main 1 2048 10)"
+ready raw
+read -r _ raw_gpu <<< "$(assigned raw)"
+env="$("$kubectl" -n "$ns" exec raw -- env)"
+for want in "NVIDIA_VISIBLE_DEVICES=$raw_gpu" TESSERA_GPU_MEM_LIMIT_MIB_0=2048 TESSERA_GPU_CORE_PERCENT_0=10; do
+  grep -qxF "$want" <<< "$env" || fail "the unenforced container has no $want: $(grep -E '^(TESSERA_|NVIDIA_)' <<< "$env")"
+done
+if grep -q '^TESSERA_REGION_DIR=' <<< "$env"; then fail "the unenforced container got a region"; fi
+if "$kubectl" -n "$ns" exec raw -- cat /etc/ld.so.preload > /dev/null 2>&1; then fail "the unenforced container has /etc/ld.so.preload"; fi
+info="$("$kubectl" -n "$ns" exec raw -- fake_cuda_client info)"
+[[ "${info#* }" == $((a100 * mib)) ]] || fail "the unenforced container sees total ${info#* } bytes, not the whole card"
+[[ "$("$kubectl" -n "$ns" get pod raw -o 'jsonpath={.metadata.annotations.tessera\.io/allocated}')" == main ]] \
+  || fail "raw is not annotated tessera.io/allocated main"
+python3 - "$(ctr main 1 2048 10)" <<'PY' | "$kubectl" -n default create -f - > /dev/null
+import json, sys
+print(json.dumps({"apiVersion": "v1", "kind": "Pod",
+                  "metadata": {"name": "tessera-path-e2e-raw", "annotations": {"tessera.io/isolation": "none"}},
+                  "spec": {"schedulerName": "tessera-scheduler", "terminationGracePeriodSeconds": 0,
+                           "containers": [json.loads(sys.argv[1])]}}))
+PY
+for _ in $(seq 100); do
+  refused="$("$kubectl" -n default get events --field-selector involvedObject.name=tessera-path-e2e-raw,reason=FailedScheduling -o 'jsonpath={.items[*].message}')"
+  [[ -n "$refused" ]] && break
+  sleep 0.2
+done
+"$kubectl" -n default delete pod tessera-path-e2e-raw --wait=true --timeout=60s > /dev/null
+[[ "$refused" == *"tessera.io/isolation: none (a share placed but not enforced) is not allowed in namespace default"* ]] \
+  || fail "the unenforced pod in default was not refused naming its namespace: '$refused'"
+echo "raw on $raw_gpu: its GPU, 2048 MiB and 10 % as numbers, no library (it sees the whole card); in default: Pending, refused"
+delete_pods raw
+
+step "10. MPS on by helm upgrade: an MPS container shares its GPU daemon's /dev/shm and pipe folder"
 # No GPU here: the stand-in control program (tests/fake_mps) is mounted from
 # the source tree through the chart's extra volumes; FAKE_MPS_SHM_MARKER has
 # each stand-in daemon keep a file named after its GPU in its /dev/shm, where
@@ -421,6 +459,6 @@ echo "MPS on every GPU; mps on $mps_gpu: MPS's variables, its daemon's pipe fold
 rm -f "$shm_host/from-mps-client"
 delete_pods mps
 
-step "10. no mismatch after all of it; helm uninstall; realnode.sh down leaves nothing"
+step "11. no mismatch after all of it; helm uninstall; realnode.sh down leaves nothing"
 no_mismatches
 rn_end
