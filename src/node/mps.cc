@@ -14,6 +14,7 @@
 #include <cstring>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -91,6 +92,27 @@ bool WaitExit(pid_t pid, std::chrono::milliseconds timeout, int* status = nullpt
     if (std::chrono::steady_clock::now() >= deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+}
+
+// Waits up to `timeout` for process `pid`, not a child, to be gone, as
+// `gone` tells. True when it is.
+template <typename Gone>
+bool WaitGone(Gone gone, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!gone()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+// The NUL-separated entries of /proc/<pid>/<what> (cmdline, environ); empty
+// when they cannot be read (gone, a zombie, not ours to read).
+std::vector<std::string> ProcEntries(pid_t pid, const char* what) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/" + what, std::ios::binary);
+  std::vector<std::string> out;
+  for (std::string entry; std::getline(in, entry, '\0');) out.push_back(entry);
+  return out;
 }
 
 std::string DescribeExit(int status) {
@@ -177,6 +199,37 @@ MpsSupervisor::~MpsSupervisor() { Stop(); }
 
 std::string MpsSupervisor::PipeDir(const std::string& uuid) const { return MpsPipeDir(options_.root, uuid); }
 std::string MpsSupervisor::LogDir(const std::string& uuid) const { return options_.root + "/" + uuid + "/log"; }
+std::string MpsSupervisor::PidFile(const std::string& uuid) const {
+  return options_.root + "/" + uuid + "/daemon.pid";
+}
+
+bool MpsSupervisor::IsDaemonOf(pid_t pid, const std::string& uuid) const {
+  const std::vector<std::string> argv = ProcEntries(pid, "cmdline");
+  const std::string program = std::filesystem::path(options_.control).filename();
+  const bool control = std::any_of(argv.begin(), argv.end(), [&](const std::string& a) {
+    return std::filesystem::path(a).filename() == program;
+  });
+  if (!control || std::find(argv.begin(), argv.end(), "-f") == argv.end()) return false;
+  const std::vector<std::string> env = ProcEntries(pid, "environ");
+  return std::find(env.begin(), env.end(), "CUDA_MPS_PIPE_DIRECTORY=" + PipeDir(uuid)) != env.end();
+}
+
+void MpsSupervisor::AdoptLocked(const std::string& uuid, Daemon& d) {
+  d.looked_for = true;
+  std::ifstream in(PidFile(uuid));
+  long pid = 0;
+  if (!(in >> pid) || pid <= 0 || ::kill(static_cast<pid_t>(pid), 0) != 0) return;
+  if (!IsDaemonOf(static_cast<pid_t>(pid), uuid)) {
+    log_->info("{} names pid {}, which is not GPU {}'s MPS control daemon (any more); starting one", PidFile(uuid),
+               pid, uuid);
+    return;
+  }
+  d.pid = static_cast<pid_t>(pid);
+  d.adopted = true;
+  log_->info("took over the MPS control daemon of GPU {} (pid {}) that an earlier tessera-node left running; its "
+             "MPS clients keep their server",
+             uuid, pid);
+}
 
 Status MpsSupervisor::StartLocked(const std::string& uuid, Daemon& d) {
   // A failed start waits out the back-off too, so a missing program is not retried (and logged) every pass.
@@ -191,7 +244,17 @@ Status MpsSupervisor::StartLocked(const std::string& uuid, Daemon& d) {
                                                     {"CUDA_MPS_LOG_DIRECTORY", LogDir(uuid)}});
   TESSERA_ASSIGN_OR_RETURN(pid_t pid, Spawn({options_.control, "-f"}, env, LogDir(uuid) + "/tessera-node.out"));
   d.pid = pid;
+  d.adopted = false;
   ++d.starts;
+  // For a supervisor after this one, should this one die without quitting it (AdoptLocked).
+  const std::string tmp = PidFile(uuid) + ".tmp";
+  {
+    std::ofstream out(tmp);
+    if (!(out << pid << "\n" << std::flush)) ec = std::make_error_code(std::errc::io_error);
+  }
+  if (!ec) std::filesystem::rename(tmp, PidFile(uuid), ec);
+  if (ec) log_->warn("writing {}: {} (a tessera-node after this one will start a second daemon)", PidFile(uuid),
+                     ec.message());
   log_->info("started the MPS control daemon for GPU {} (pid {}, pipe {}){}", uuid, pid, PipeDir(uuid),
              d.starts > 1 ? " again, start " + std::to_string(d.starts) : "");
   return Status::Ok();
@@ -199,6 +262,14 @@ Status MpsSupervisor::StartLocked(const std::string& uuid, Daemon& d) {
 
 bool MpsSupervisor::AliveLocked(const std::string& uuid, Daemon& d) {
   if (d.pid <= 0) return false;
+  if (d.adopted) {
+    if (::kill(d.pid, 0) == 0 && IsDaemonOf(d.pid, uuid)) return true;
+    log_->warn("the MPS control daemon of GPU {} (pid {}, taken over from an earlier tessera-node) is gone; see {}",
+               uuid, d.pid, LogDir(uuid));
+    d.pid = -1;
+    d.adopted = false;
+    return false;
+  }
   int status = 0;
   const pid_t r = ::waitpid(d.pid, &status, WNOHANG);
   if (r == 0) return true;
@@ -226,14 +297,23 @@ void MpsSupervisor::StopLocked(const std::string& uuid, Daemon& d) {
     }
   }
   int status = 0;
-  if (!WaitExit(d.pid, options_.stop_grace, &status)) {
-    log_->warn("the MPS control daemon of GPU {} (pid {}) did not quit; killing it", uuid, d.pid);
-    ::kill(-d.pid, SIGKILL);
-    WaitExit(d.pid, std::chrono::seconds(2));
+  const pid_t pid = d.pid;
+  auto gone = [&] { return ::kill(pid, 0) != 0 || !IsDaemonOf(pid, uuid); };
+  // Not our child when taken over: it is reaped by whoever adopted it.
+  const auto wait = [&](std::chrono::milliseconds timeout) {
+    return d.adopted ? WaitGone(gone, timeout) : WaitExit(pid, timeout, &status);
+  };
+  if (!wait(options_.stop_grace)) {
+    log_->warn("the MPS control daemon of GPU {} (pid {}) did not quit; killing it", uuid, pid);
+    ::kill(-pid, SIGKILL);
+    wait(std::chrono::seconds(2));
   } else {
     log_->info("the MPS control daemon of GPU {} quit", uuid);
   }
+  std::error_code ec;
+  std::filesystem::remove(PidFile(uuid), ec);
   d.pid = -1;
+  d.adopted = false;
 }
 
 void MpsSupervisor::Ensure(const std::vector<core::GpuInfo>& gpus) {
@@ -253,6 +333,7 @@ void MpsSupervisor::Ensure(const std::vector<core::GpuInfo>& gpus) {
   const auto now = std::chrono::steady_clock::now();
   for (const std::string& uuid : wanted) {
     Daemon& d = daemons_[uuid];
+    if (!d.looked_for) AdoptLocked(uuid, d);
     if (AliveLocked(uuid, d)) continue;
     if (d.started != std::chrono::steady_clock::time_point{} && now - d.started < options_.restart_backoff) continue;
     if (Status st = StartLocked(uuid, d); !st.ok()) log_->error("{}", st.message());

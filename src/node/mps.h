@@ -1,7 +1,9 @@
 // MPS for tessera.io/isolation: mps. MpsSupervisor runs one NVIDIA MPS
 // control daemon (`nvidia-cuda-mps-control -f`) per GPU, each with its own
 // pipe and log folders under a root, starts again any that exits (after a
-// back-off), and quits them when it stops. MpsEnv gives an MPS container
+// back-off), and quits them when it stops. A daemon an earlier tessera-node
+// left running (it was killed before it could quit them) is taken over, not
+// doubled: its MPS clients keep their server. MpsEnv gives an MPS container
 // the variables that make its share MPS's limits.
 //
 // Thread-safety: MpsSupervisor's methods may be called from any thread.
@@ -82,7 +84,10 @@ class MpsSupervisor {
 
   // Starts a daemon for each healthy GPU of `gpus` that has none running (a
   // daemon that exited is reaped and logged first; one is started again only
-  // after the back-off), and stops the daemons of GPUs no longer listed.
+  // after the back-off), and stops the daemons of GPUs no longer listed. The
+  // first time it sees a GPU it takes over the daemon an earlier supervisor
+  // started for it (<root>/<uuid>/daemon.pid names it) if that still runs:
+  // the control program (-f) with the GPU's pipe folder in its environment.
   void Ensure(const std::vector<core::GpuInfo>& gpus) TESSERA_EXCLUDES(mu_);
   // Whether the daemon of GPU `uuid` is running now.
   bool Running(const std::string& uuid) TESSERA_EXCLUDES(mu_);
@@ -96,14 +101,21 @@ class MpsSupervisor {
  private:
   struct Daemon {
     pid_t pid = -1;
+    bool adopted = false;       // started by an earlier supervisor: not our child, so never waited for
+    bool looked_for = false;    // whether an earlier supervisor's daemon was looked for
     std::chrono::steady_clock::time_point started{};  // the last start attempted, failed or not
     int starts = 0;                                    // successful starts
   };
-  // A daemon's start, liveness check (reaping it when it exited) and stop;
-  // `d` is an entry of daemons_.
+  // A daemon's start, take-over, liveness check (reaping it when it exited)
+  // and stop; `d` is an entry of daemons_.
   Status StartLocked(const std::string& uuid, Daemon& d) TESSERA_REQUIRES(mu_);
+  void AdoptLocked(const std::string& uuid, Daemon& d) TESSERA_REQUIRES(mu_);
   bool AliveLocked(const std::string& uuid, Daemon& d) TESSERA_REQUIRES(mu_);
   void StopLocked(const std::string& uuid, Daemon& d) TESSERA_REQUIRES(mu_);
+  // Whether process `pid` is GPU `uuid`'s daemon: the control program run
+  // with -f and the GPU's pipe folder in its environment.
+  bool IsDaemonOf(pid_t pid, const std::string& uuid) const;
+  std::string PidFile(const std::string& uuid) const;  // <root>/<uuid>/daemon.pid
 
   const MpsOptions options_;
   std::shared_ptr<spdlog::logger> log_;

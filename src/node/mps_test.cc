@@ -5,9 +5,12 @@
 #include <spdlog/sinks/null_sink.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -33,6 +36,16 @@ std::string Read(const std::string& path) {
   std::string s;
   std::getline(in, s);
   return s;
+}
+
+// Whether process `pid` has ended: gone, or a zombie its new parent (the
+// daemon of a killed supervisor is reparented) has not reaped yet.
+bool Ended(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  const size_t close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
 }
 
 template <typename P>
@@ -105,6 +118,79 @@ TEST_F(MpsTest, OneDaemonPerGpuRestartedWhenItDiesAndQuitOnStop) {
   mps.Stop();
   EXPECT_FALSE(mps.Running("GPU-a"));
   EXPECT_FALSE(std::filesystem::exists(mps.PipeDir("GPU-a") + "/control.pid"));
+}
+
+// tessera-node killed before it could quit its daemons (SIGKILL, OOM):
+// the next one takes them over instead of starting a second daemon on the
+// same pipe folder, so the MPS clients keep their server.
+TEST_F(MpsTest, DaemonsAnEarlierSupervisorLeftAreTakenOverNotDoubled) {
+  const pid_t earlier = ::fork();
+  ASSERT_GE(earlier, 0);
+  if (earlier == 0) {  // the earlier tessera-node: starts the daemons, then is killed
+    MpsSupervisor mps(Options(), log_);
+    mps.Ensure(Gpus());
+    while (true) ::pause();
+  }
+  std::map<std::string, std::string> pids;
+  for (const char* uuid : {"GPU-a", "GPU-b"}) {
+    const std::string pipe = MpsPipeDir(root_, uuid);
+    ASSERT_TRUE(Eventually([&] {
+      return std::filesystem::exists(pipe + "/control.pid") && std::filesystem::exists(root_ + "/" + uuid + "/daemon.pid");
+    })) << uuid;
+    pids[uuid] = Read(pipe + "/control.pid");
+    EXPECT_EQ(Read(root_ + "/" + uuid + "/daemon.pid"), pids[uuid]);
+  }
+  ASSERT_EQ(::kill(earlier, SIGKILL), 0);
+  ASSERT_EQ(::waitpid(earlier, nullptr, 0), earlier);
+
+  std::ostringstream lines;
+  auto log = std::make_shared<spdlog::logger>("mps", std::make_shared<spdlog::sinks::ostream_sink_mt>(lines));
+  MpsSupervisor mps(Options(), log);
+  mps.Ensure(Gpus());
+  for (const char* uuid : {"GPU-a", "GPU-b"}) {
+    EXPECT_TRUE(mps.Running(uuid)) << uuid;
+    EXPECT_EQ(Read(mps.PipeDir(uuid) + "/control.pid"), pids[uuid]) << "taken over, not started again";
+  }
+  EXPECT_NE(lines.str().find("took over the MPS control daemon of GPU GPU-a (pid " + pids["GPU-a"] + ")"),
+            std::string::npos)
+      << lines.str();
+  EXPECT_EQ(lines.str().find("started the MPS control daemon"), std::string::npos) << lines.str();
+
+  // A taken-over daemon that dies is noticed (it is not our child to reap)
+  // and replaced by one of this supervisor's own.
+  ASSERT_EQ(::kill(std::stoi(pids["GPU-a"]), SIGKILL), 0);
+  ASSERT_TRUE(Eventually([&] { return !mps.Running("GPU-a"); }));
+  std::filesystem::remove(mps.PipeDir("GPU-a") + "/control.pid");
+  ASSERT_TRUE(Eventually([&] {
+    mps.Ensure(Gpus());
+    return mps.Running("GPU-a") && std::filesystem::exists(mps.PipeDir("GPU-a") + "/control.pid");
+  }));
+  EXPECT_NE(Read(mps.PipeDir("GPU-a") + "/control.pid"), pids["GPU-a"]);
+  // Stop quits both: the one it took over as well as its own.
+  mps.Stop();
+  for (const char* uuid : {"GPU-a", "GPU-b"}) {
+    EXPECT_FALSE(std::filesystem::exists(mps.PipeDir(uuid) + "/control.pid")) << uuid << ": quit, not killed";
+    EXPECT_FALSE(std::filesystem::exists(root_ + "/" + uuid + "/daemon.pid")) << uuid;
+  }
+  EXPECT_TRUE(Ended(std::stoi(pids["GPU-b"]))) << "the taken-over daemon of GPU-b still runs";
+}
+
+// daemon.pid naming a process that is not the GPU's daemon (its pid taken
+// by another process since): not taken over, a daemon is started.
+TEST_F(MpsTest, AStalePidFileIsNotTakenOver) {
+  for (const char* uuid : {"GPU-a", "GPU-b"}) {
+    std::filesystem::create_directories(root_ + "/" + uuid);
+    std::ofstream(root_ + "/" + uuid + "/daemon.pid") << ::getpid() << "\n";
+  }
+  MpsSupervisor mps(Options(), log_);
+  mps.Ensure(Gpus());
+  for (const char* uuid : {"GPU-a", "GPU-b"}) {
+    ASSERT_TRUE(Eventually([&] { return std::filesystem::exists(mps.PipeDir(uuid) + "/control.pid"); })) << uuid;
+    EXPECT_TRUE(mps.Running(uuid));
+    EXPECT_NE(Read(mps.PipeDir(uuid) + "/control.pid"), std::to_string(::getpid()));
+    EXPECT_EQ(Read(root_ + "/" + uuid + "/daemon.pid"), Read(mps.PipeDir(uuid) + "/control.pid"));
+  }
+  mps.Stop();
 }
 
 TEST_F(MpsTest, PlanFindsTheProgramWithAutoAndOn) {
