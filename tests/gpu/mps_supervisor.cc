@@ -13,8 +13,12 @@
 //      the client went through this daemon, since without it nothing stops
 //      the client before 4 GiB);
 //   3. Stop() quits the daemon: Running() is false and no MPS control or
-//      server process is left within 10 s.
-// Prints RESULT {json}; exit 0 when all three hold, 1 otherwise.
+//      server process is left within 10 s;
+//   4. a supervisor killed (SIGKILL, in a child process) after starting the
+//      daemon: a second supervisor takes the daemon over (same pid in
+//      daemon.pid, Running()), a client as in 2 is still held by it, and
+//      Stop() leaves no MPS process.
+// Prints RESULT {json}; exit 0 when all four hold, 1 otherwise.
 //
 // Plain C++ (src/node/mps.cc, src/core/{model,status}.cc, spdlog and fmt
 // headers); no GPU setting is changed.
@@ -52,7 +56,9 @@ std::string ReadFile(const std::string& path) {
   return b.str();
 }
 
-// Processes whose name starts with nvidia-cuda-mps (control and server).
+// Processes whose name starts with nvidia-cuda-mps (control and server),
+// zombies left out (a daemon of a killed supervisor is reparented, and its
+// new parent may reap it late).
 std::vector<std::string> MpsProcesses() {
   std::vector<std::string> found;
   std::error_code ec;
@@ -61,6 +67,9 @@ std::vector<std::string> MpsProcesses() {
     if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
     std::string comm = ReadFile("/proc/" + pid + "/comm");
     if (!comm.empty() && comm.back() == '\n') comm.pop_back();
+    const std::string stat = ReadFile("/proc/" + pid + "/stat");
+    const size_t close = stat.rfind(')');
+    if (close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'Z') continue;
     if (comm.rfind("nvidia-cuda-mps", 0) == 0) found.push_back(pid + " " + comm);
   }
   return found;
@@ -172,14 +181,68 @@ int main(int argc, char** argv) {
                 MpsProcesses().size(), stopped ? "ok" : "OFF");
     for (const std::string& p : MpsProcesses()) std::printf("   left: %s\n", p.c_str());
   }
+  // 4. Taken over from a supervisor that was killed.
+  bool taken_over = false, served_after = false, stopped_after = false;
+  long allocated_after = -1;
+  if (started && stopped) {
+    tessera::core::GpuInfo gpu;
+    gpu.uuid = uuid;
+    const std::string pipe = tessera::node::MpsPipeDir(root, uuid), pid_file = std::string(root) + "/" + uuid + "/daemon.pid";
+    const pid_t earlier = fork();
+    if (earlier == 0) {
+      auto quiet = std::make_shared<spdlog::logger>("mps-earlier");  // no sink
+      MpsSupervisor first(MpsOptions{control, root}, quiet);
+      first.Ensure({gpu});
+      while (true) pause();
+    }
+    const bool up = earlier > 0 && WaitFor([&] {
+      return std::filesystem::exists(pipe + "/control") && std::filesystem::exists(pid_file);
+    }, 10.0);
+    const std::string daemon_pid = ReadFile(pid_file);
+    if (earlier > 0) {
+      kill(earlier, SIGKILL);
+      waitpid(earlier, nullptr, 0);
+    }
+    MpsSupervisor next(MpsOptions{control, root}, log);
+    next.Ensure({gpu});
+    taken_over = up && !daemon_pid.empty() && next.Running(uuid) && ReadFile(pid_file) == daemon_pid;
+    std::printf("4. a supervisor killed after starting the daemon (pid %s): the next one took it over: %s\n",
+                daemon_pid.empty() ? "?" : daemon_pid.substr(0, daemon_pid.find('\n')).c_str(),
+                taken_over ? "ok" : "OFF");
+    if (taken_over) {
+      tessera::core::GpuShare share;
+      share.uuid = uuid;
+      share.mem_mib = 1024;
+      share.core_milli = 500;
+      std::map<std::string, std::string> env = MpsEnv(share);
+      env["CUDA_MPS_PIPE_DIRECTORY"] = pipe;
+      env["TESSERA_GPU_CHILD"] = "1";
+      const std::string out = std::string(root) + "/client-after.out";
+      const int rc = RunClient({client, "mps_mem"}, env, out, 30.0);
+      const std::string text = ReadFile(out);
+      int refused = 0;
+      if (const size_t at = text.find("allocated_mib "); at != std::string::npos) {
+        std::sscanf(text.c_str() + at, "allocated_mib %ld\nrefused %d", &allocated_after, &refused);
+      }
+      served_after = rc == 0 && refused == 1 && allocated_after >= 256 && allocated_after <= 1024;
+      std::printf("   a client through the taken-over daemon: exit %d, refused after %ld MiB of 1024  %s\n", rc,
+                  allocated_after, served_after ? "ok" : "OFF");
+    }
+    next.Stop();
+    stopped_after = !next.Running(uuid) && WaitFor([] { return MpsProcesses().empty(); }, 10.0);
+    std::printf("   Stop: MPS processes left: %zu  %s\n", MpsProcesses().size(), stopped_after ? "ok" : "OFF");
+  }
   r.Add("daemon_started", started ? 1 : 0);
   r.Add("client_allocated_mib", static_cast<double>(allocated));
   r.Add("client_refused_in_range", refused_in_range ? 1 : 0);
   r.Add("daemon_stopped", stopped ? 1 : 0);
+  r.Add("daemon_taken_over", taken_over ? 1 : 0);
+  r.Add("client_allocated_mib_after_takeover", static_cast<double>(allocated_after));
+  r.Add("daemon_stopped_after_takeover", stopped_after ? 1 : 0);
   r.Print();
   std::error_code ec;
   std::filesystem::remove_all(root, ec);
-  const bool ok = started && refused_in_range && stopped;
+  const bool ok = started && refused_in_range && stopped && taken_over && served_after && stopped_after;
   if (!ok) std::printf("FAIL: tessera-node's MPS supervisor on this GPU (steps marked OFF above)\n");
   return ok ? 0 : 1;
 }

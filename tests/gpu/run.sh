@@ -114,7 +114,7 @@ launch_overhead|50|TESSERA_CUDA_LIB=@LIB@|@BIN@/gpu_launch_overhead
 torch_step_overhead|120|TESSERA_CUDA_LIB=@LIB@|@PY@ @SRC@/torch_model.py overhead
 priority_hold|45|$ARB|@BIN@/gpu_arbiter_share priority_hold
 burst_lend_reclaim|30|$ARB|@BIN@/gpu_arbiter_share burst_lend_reclaim
-mps_supervisor|45||builtin:mps_supervisor
+mps_supervisor|60||builtin:mps_supervisor
 mps|45||builtin:mps
 mps_shm|60||builtin:mps_shm
 node_arbiter_ratio|35|$ARB|@BIN@/gpu_arbiter_share node_arbiter_ratio
