@@ -94,8 +94,8 @@ bool WaitExit(pid_t pid, std::chrono::milliseconds timeout, int* status = nullpt
   }
 }
 
-// Waits up to `timeout` for process `pid`, not a child, to be gone, as
-// `gone` tells. True when it is.
+// Waits up to `timeout` until `gone()` says a process that is not our child
+// (so not one waitpid can wait for) has ended. True when it has.
 template <typename Gone>
 bool WaitGone(Gone gone, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
