@@ -46,7 +46,8 @@ std::string Sharers(const GpuView& gpu) {
 std::string HeldBy(const GpuView& gpu, MemUnit unit) {
   std::string out;
   for (const auto& s : gpu.shares) {
-    out += (out.empty() ? "" : ", ") + s.Holder() + " " + FormatMem(s.mem_mib, unit) + "/" + FormatCore(s.core_milli);
+    out += (out.empty() ? "" : ", ") + s.HolderAndIsolation() + " " + FormatMem(s.mem_mib, unit) + "/" +
+           FormatCore(s.core_milli);
   }
   return out.empty() ? "-" : out;
 }
@@ -100,7 +101,8 @@ OrderedJson NodeJson(const NodeView& n) {
                         {"pod", s.pod},
                         {"container", s.container},
                         {"memMiB", s.mem_mib},
-                        {"coreMilli", s.core_milli}});
+                        {"coreMilli", s.core_milli},
+                        {"isolation", s.isolation.empty() ? "hook" : s.isolation}});
     }
     gpus.push_back({{"index", g.info.index},
                     {"uuid", g.info.uuid},
@@ -236,7 +238,11 @@ std::string RenderNodeDetail(const NodeView& node, const ViewOptions& options) {
     }
     table.AddRow(std::move(row));
     for (const auto& s : g.shares) {
-      table.AddRow({{""}, {""}, {"  " + s.Holder()}, {mem.Alone(s.mem_mib)}, {FormatCore(s.core_milli)}});
+      table.AddRow({{""},
+                    {""},
+                    {"  " + s.HolderAndIsolation(), s.isolation == "none" ? Style::kWarn : Style::kPlain},
+                    {mem.Alone(s.mem_mib)},
+                    {FormatCore(s.core_milli)}});
     }
   }
   return out + table.Render(options.table);

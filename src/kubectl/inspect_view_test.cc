@@ -52,6 +52,32 @@ TEST(InspectViewTest, WideAddsUuidNumaSharersAndHolders) {
       << lines[1];
 }
 
+// Who runs without enforcement (tessera.io/isolation: none) or under MPS is
+// said beside the share, in text and JSON.
+TEST(InspectViewTest, SharesSayWhenTheyAreNotEnforcedOrUnderMps) {
+  const Json nodes = Json::array({GpuNode("a100-0", 1, "A100", 40960)});
+  Json raw = AssignedPod("ml", "raw", OnNode("a100-0", "main", {{0, "", 8192, 200}}));
+  raw["metadata"]["annotations"]["tessera.io/isolation"] = "none";
+  Json mps = AssignedPod("ml", "mps", OnNode("a100-0", "main", {{0, "", 4096, 100}}));
+  mps["metadata"]["annotations"]["tessera.io/isolation"] = "mps";
+  Json hook = AssignedPod("ml", "plain", OnNode("a100-0", "main", {{0, "", 2048, 100}}));
+  hook["metadata"]["annotations"]["tessera.io/isolation"] = "hook";
+  const Inventory inv = BuildInventory(nodes, Json::array({raw, mps, hook}));
+  const std::string detail = RenderNodeDetail(*inv.FindNode("a100-0"), {});
+  EXPECT_NE(detail.find("  ml/raw[main] (not enforced)"), std::string::npos) << detail;
+  EXPECT_NE(detail.find("  ml/mps[main] (MPS)"), std::string::npos) << detail;
+  EXPECT_NE(detail.find("  ml/plain[main] "), std::string::npos) << detail;
+  const std::string wide = RenderInventoryTable(inv, {.table = {}, .unit = MemUnit::kGiB, .wide = true});
+  EXPECT_NE(wide.find("ml/raw[main] (not enforced) 8.0/20%"), std::string::npos) << wide;
+  const auto doc = InventoryToJson(inv);
+  const auto& shares = doc["nodes"][0]["gpus"][0]["shares"];
+  ASSERT_EQ(shares.size(), 3u);
+  EXPECT_EQ(shares[0]["pod"], "mps");
+  EXPECT_EQ(shares[0]["isolation"], "mps");
+  EXPECT_EQ(shares[1]["isolation"], "hook");
+  EXPECT_EQ(shares[2]["isolation"], "none");
+}
+
 TEST(InspectViewTest, NarrowTerminalCutsButKeepsColumnsAligned) {
   const std::vector<std::string> lines = Lines(RenderInventoryTable(Sample(), {.table = {.width = 90}, .unit = MemUnit::kGiB, .wide = true}));
   const size_t mem_col = lines[0].find("MEMORY");

@@ -19,6 +19,7 @@ using Json = nlohmann::json;
 struct Candidate {
   bool handed_out = false;  // its node agent allocated a container (tessera.io/allocated)
   std::string assigned_at, created_at, key;
+  std::string isolation;  // tessera.io/isolation unless hook (ShareView::isolation)
   core::PodRequest request;
   core::Assignment assignment;
 };
@@ -28,6 +29,13 @@ struct Candidate {
 std::string ShareView::Holder() const {
   if (claim.empty()) return ns + "/" + pod + "[" + container + "]";
   return pod.empty() ? ns + "/" + ClaimLabel(claim) : ns + "/" + pod + "[" + ClaimLabel(claim) + "]";
+}
+
+std::string ShareView::HolderAndIsolation() const {
+  if (isolation.empty()) return Holder();
+  if (isolation == core::IsolationName(core::Isolation::kMps)) return Holder() + " (MPS)";
+  if (isolation == core::IsolationName(core::Isolation::kNone)) return Holder() + " (not enforced)";
+  return Holder() + " (isolation " + isolation + ")";
 }
 
 void Totals::Add(const GpuView& gpu) {
@@ -129,9 +137,11 @@ Inventory BuildInventory(const Json& nodes, const Json& pods, const Json& claims
       const Json* at = Annotation(pod, core::kAssignedAtAnnotation);
       const Json* allocated = Annotation(pod, core::kAllocatedAnnotation);
       const bool handed_out = allocated != nullptr && allocated->is_string() && !allocated->get<std::string>().empty();
+      std::string isolation = StringAt(pod, {"metadata", "annotations", std::string(core::kIsolationAnnotation)});
+      if (isolation == core::IsolationName(core::Isolation::kHook)) isolation.clear();
       candidates.push_back({handed_out, at && at->is_string() ? at->get<std::string>() : std::string(),
-                            StringAt(pod, {"metadata", "creationTimestamp"}), *key, std::move(request).value(),
-                            std::move(assignment).value()});
+                            StringAt(pod, {"metadata", "creationTimestamp"}), *key, std::move(isolation),
+                            std::move(request).value(), std::move(assignment).value()});
     }
   }
   // What the node agents handed out first (a pod can write any assigned-at,
@@ -141,6 +151,7 @@ Inventory BuildInventory(const Json& nodes, const Json& pods, const Json& claims
     const bool a_later = !a.handed_out, b_later = !b.handed_out;
     return std::tie(a_later, a.assigned_at, a.created_at, a.key) < std::tie(b_later, b.assigned_at, b.created_at, b.key);
   });
+  std::map<std::string, std::string> isolation_of;  // by pod key, when not hook
   for (const Candidate& c : candidates) {
     if (ledger.FindNode(c.assignment.node) == nullptr) {
       inv.problems.push_back({"pod " + c.key, "placed on node " + c.assignment.node +
@@ -159,6 +170,7 @@ Inventory BuildInventory(const Json& nodes, const Json& pods, const Json& claims
       continue;
     }
     (void)ledger.Confirm(c.key);
+    if (!c.isolation.empty()) isolation_of[c.key] = c.isolation;
   }
 
   for (const core::NodeState& state : ledger.nodes()) {
@@ -179,8 +191,10 @@ Inventory BuildInventory(const Json& nodes, const Json& pods, const Json& claims
       for (const auto& c : a->containers) {
         for (const auto& g : c.gpus) {
           if (g.index < 0 || static_cast<size_t>(g.index) >= view.gpus.size()) continue;
-          view.gpus[g.index].shares.push_back(
-              {key.substr(0, slash), key.substr(slash + 1), c.name, g.mem_mib, g.core_milli, ""});
+          const auto isolation = isolation_of.find(key);
+          view.gpus[g.index].shares.push_back({key.substr(0, slash), key.substr(slash + 1), c.name, g.mem_mib,
+                                               g.core_milli, "",
+                                               isolation == isolation_of.end() ? "" : isolation->second});
         }
       }
     }
@@ -208,7 +222,7 @@ Inventory BuildInventory(const Json& nodes, const Json& pods, const Json& claims
                                          std::to_string(gpu.used.core_used_milli / 10) +
                                          " % of compute (the node agent refuses whichever reached it second)"});
       }
-      gpu.shares.push_back({c->ns, c->pod, "", mem, c->core_milli, c->claim});
+      gpu.shares.push_back({c->ns, c->pod, "", mem, c->core_milli, c->claim, ""});
       ++gpu.claims;
     }
     std::set<std::string> node_pods;

@@ -27,8 +27,13 @@ struct ShareView {
   int64_t mem_mib = 0;
   int64_t core_milli = 0;
   std::string claim;  // DRA: the ResourceClaim's name; "" for a container's share
+  // The pod's tessera.io/isolation as written when it is not the default
+  // (hook): "mps", or "none" for a share nothing enforces. "" for claims.
+  std::string isolation;
   // "ns/pod[container]"; a claim's "ns/pod[claim:name]", or "ns/claim:name" when reserved for no pod.
   std::string Holder() const;
+  // Holder(), then " (MPS)" or " (not enforced)" when the isolation says so.
+  std::string HolderAndIsolation() const;
   bool operator==(const ShareView&) const = default;
 };
 

@@ -42,7 +42,7 @@ TEST(InventoryTest, CountsLivePodsExactlyAsTheLedger) {
   EXPECT_EQ(b.gpus[0].used, (core::GpuUsage{12288, 500, 2}));
   EXPECT_EQ(b.gpus[0].pods, 2);
   ASSERT_EQ(b.gpus[0].shares.size(), 2u);
-  EXPECT_EQ(b.gpus[0].shares[0], (ShareView{"default", "p1", "main", 8192, 300, ""}));
+  EXPECT_EQ(b.gpus[0].shares[0], (ShareView{"default", "p1", "main", 8192, 300, "", ""}));
   EXPECT_EQ(b.gpus[0].shares[1].Holder(), "team/p2[main]");
   EXPECT_EQ(b.gpus[1].used, (core::GpuUsage{40960, 1000, 1}));
   EXPECT_EQ(b.totals, (Totals{2, 81920, 53248, 2000, 1500, 3}));

@@ -72,6 +72,10 @@ PodDetail BuildPodDetail(const Json& pod, const Json* node, const Json& events, 
   d.terminating = FieldAt(pod, {"metadata", "deletionTimestamp"}) != nullptr;
   d.wants_gpu = core::WantsGpu(pod, names);
   d.assigned_at = StringAt(pod, {"metadata", "annotations", core::kAssignedAtAnnotation});
+  if (std::string isolation = StringAt(pod, {"metadata", "annotations", std::string(core::kIsolationAnnotation)});
+      !isolation.empty()) {
+    d.isolation = std::move(isolation);
+  }
   if (const Json* a = Annotation(pod, core::kAssignmentAnnotation); a != nullptr) {
     Result<core::Assignment> assignment =
         a->is_string() ? core::DecodeAssignment(a->get<std::string>())
@@ -126,6 +130,15 @@ std::string RenderPodDetail(const PodDetail& pod, const ViewOptions& options, co
     out += Field("Assignment:", why, options, style);
   } else {
     if (!pod.assigned_at.empty()) out += Field("Assigned:", pod.assigned_at, options);
+    // The default (the interception library) goes unsaid; the others are worth a line.
+    if (pod.isolation == core::IsolationName(core::Isolation::kNone)) {
+      out += Field("Isolation:", "none: not enforced (no interception library; tessera.io/isolation)", options,
+                   Style::kWarn);
+    } else if (pod.isolation == core::IsolationName(core::Isolation::kMps)) {
+      out += Field("Isolation:", "mps: held by NVIDIA MPS (tessera.io/isolation)", options);
+    } else if (pod.isolation != core::IsolationName(core::Isolation::kHook)) {
+      out += Field("Isolation:", pod.isolation + " (tessera.io/isolation)", options);
+    }
     std::string state;
     if (!pod.allocated) {
       state = "none yet (the node agent has answered no Allocate)";
@@ -229,6 +242,7 @@ OrderedJson PodDetailToJson(const PodDetail& pod) {
                      {"terminating", pod.terminating},
                      {"assigned", pod.assignment.has_value()},
                      {"assignedAt", pod.assigned_at},
+                     {"isolation", pod.isolation},
                      {"assignmentError", pod.assignment_error},
                      {"allocatedAnnotation", pod.allocated.has_value()},
                      {"containers", std::move(containers)},

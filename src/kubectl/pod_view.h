@@ -39,6 +39,7 @@ struct PodDetail {
   bool terminating = false;
   bool wants_gpu = false;                 // asks for Tessera resources
   std::string assigned_at;                // tessera.io/assigned-at; "" when absent
+  std::string isolation = "hook";         // tessera.io/isolation as written; "hook" when absent
   std::optional<core::Assignment> assignment;
   std::string assignment_error;           // the annotation is present but unusable
   std::optional<std::vector<std::string>> allocated;  // absent: no tessera.io/allocated

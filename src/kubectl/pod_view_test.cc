@@ -52,6 +52,26 @@ TEST(PodViewTest, ShowsAssignmentAllocationAndNodeAgentEvents) {
   EXPECT_EQ(doc["events"][0]["reason"], "TesseraAllocateFailed");
 }
 
+TEST(PodViewTest, SaysWhenTheShareIsNotEnforcedOrUnderMps) {
+  Json pod = testing::AssignedPod("ml", "raw", testing::OnNode("n", "main", {{0, "GPU-0", 8192, 200}}), "Running",
+                                  "2026-03-01T12:25:00Z");
+  EXPECT_EQ(PodDetailToJson(BuildPodDetail(pod, nullptr, Json::array()))["isolation"], "hook");
+  EXPECT_EQ(RenderPodDetail(BuildPodDetail(pod, nullptr, Json::array()), {}, kNow).find("Isolation:"),
+            std::string::npos);
+  pod["metadata"]["annotations"]["tessera.io/isolation"] = "none";
+  PodDetail d = BuildPodDetail(pod, nullptr, Json::array());
+  EXPECT_NE(RenderPodDetail(d, {}, kNow)
+                .find("Assigned:   2026-03-01T12:25:00Z\n"
+                      "Isolation:  none: not enforced (no interception library; tessera.io/isolation)\n"),
+            std::string::npos)
+      << RenderPodDetail(d, {}, kNow);
+  EXPECT_EQ(PodDetailToJson(d)["isolation"], "none");
+  pod["metadata"]["annotations"]["tessera.io/isolation"] = "mps";
+  EXPECT_NE(RenderPodDetail(BuildPodDetail(pod, nullptr, Json::array()), {}, kNow)
+                .find("Isolation:  mps: held by NVIDIA MPS (tessera.io/isolation)\n"),
+            std::string::npos);
+}
+
 TEST(PodViewTest, UnplacedPodShowsTheSchedulersReason) {
   Json pod = testing::AssignedPod("default", "too-big", {});
   pod["spec"]["containers"] = Json::array({{{"name", "m"}, {"resources", {{"limits", {{"tessera.io/gpu-mem", "120000"}}}}}}});
