@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -45,6 +46,14 @@ bool ValidResourceName(const std::string& name) {
   return domain != "kubernetes.io" && !domain.ends_with(".kubernetes.io");
 }
 
+// An RFC 1123 label, as Kubernetes namespace names are.
+bool NamespaceName(const std::string& name) {
+  if (name.empty() || name.size() > 63) return false;
+  const auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (!alnum(name.front()) || !alnum(name.back())) return false;
+  return std::all_of(name.begin(), name.end(), [&](char c) { return alnum(c) || c == '-'; });
+}
+
 }  // namespace
 
 Result<SchedulerConfig> ParseConfig(const std::string& yaml_text, const std::string& source) {
@@ -73,6 +82,11 @@ Result<SchedulerConfig> ParseConfig(const std::string& yaml_text, const std::str
   TESSERA_RETURN_IF_ERROR(Read(root, "isolationNoneNamespaces", config.isolation_none_namespaces, where));
   for (const std::string& ns : config.isolation_none_namespaces) {
     if (ns.empty()) return InvalidArgument(where + "isolationNoneNamespaces: an empty namespace name");
+    if (ns != "*" && !NamespaceName(ns)) {
+      return InvalidArgument(where + "isolationNoneNamespaces: \"" + ns +
+                             "\" is not a namespace name (lower-case letters, digits and '-', at most 63, starting "
+                             "and ending with a letter or digit) nor \"*\"");
+    }
   }
   TESSERA_RETURN_IF_ERROR(Read(root, "logLevel", config.log_level, where));
   TESSERA_RETURN_IF_ERROR(Read(root, "seed", config.seed, where));

@@ -240,6 +240,14 @@ TEST(ConfigTest, IsolationNoneNamespacesDefaultToNone) {
   config = ParseConfig("isolationNoneNamespaces: [\"\"]\n", "c.yaml");
   ASSERT_FALSE(config.ok());
   EXPECT_EQ(config.status().message(), "c.yaml: isolationNoneNamespaces: an empty namespace name");
+  // A name no namespace can have would never match: said at start, not ignored.
+  for (const char* bad : {"Team-A", "team_a", "-team", "team*"}) {
+    config = ParseConfig(std::string("isolationNoneNamespaces: [\"") + bad + "\"]\n", "c.yaml");
+    ASSERT_FALSE(config.ok()) << bad;
+    EXPECT_NE(config.status().message().find(std::string("\"") + bad + "\" is not a namespace name"),
+              std::string::npos)
+        << config.status().message();
+  }
 }
 
 }  // namespace
