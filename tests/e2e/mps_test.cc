@@ -6,8 +6,10 @@
 // variables, its GPU's pipe folder and the daemons' /dev/shm; one held to
 // the second is refused at scheduling time, saying MPS; and a pod whose GPU's
 // daemon died (and cannot be started again) is refused at admission, naming
-// the GPU. A third node
-// serves HAMi's and gpushare's resources too: their pods get MPS there.
+// the GPU. A third node serves HAMi's and gpushare's resources too: their
+// pods get MPS there. On a fourth the agent is killed (SIGKILL) and started
+// again: it takes over the daemons the first one left, and MPS pods still
+// run.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -15,6 +17,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <thread>
 
@@ -259,6 +262,54 @@ TEST_F(MpsPathTest, CompatPodsGetMpsThroughTheirOwnResources) {
       pipe_mounted = pipe_mounted || m.value("hostPath", "") == node::MpsPipeDir(mps_root_, gpu);
     EXPECT_TRUE(pipe_mounted) << alloc["mounts"].dump();
   }
+}
+
+// tessera-node killed (SIGKILL) on an MPS node: its daemons outlive it, and
+// the agent started next takes them over instead of starting others; the
+// node keeps publishing MPS and admitting MPS pods.
+TEST_F(MpsPathTest, AnAgentKilledLeavesItsDaemonsToTheNextOne) {
+  mps_farm_ = StartNode("takeover", {"--mps=on", "--mps-control", control_, "--mps-root", mps_root_});
+  ASSERT_TRUE(mps_farm_);
+  const SimNode& on = mps_farm_->node(0);
+  std::map<std::string, bool> all_mps;
+  for (const auto& g : on.info.gpus) all_mps[g.uuid] = true;
+  ASSERT_TRUE(WaitForPublishedMps(on.info.name, all_mps)) << "see " << mps_farm_->AgentLog(0);
+  std::map<std::string, std::string> daemons;  // GPU uuid -> the stand-in's pid
+  for (const auto& g : on.info.gpus) daemons[g.uuid] = FirstLine(node::MpsPipeDir(mps_root_, g.uuid) + "/control.pid");
+
+  mps_farm_->StopAgent(0, SIGKILL);
+  for (const auto& [uuid, pid] : daemons) {
+    ASSERT_FALSE(pid.empty()) << uuid;
+    EXPECT_EQ(::kill(static_cast<pid_t>(std::stol(pid)), 0), 0) << "GPU " << uuid << "'s daemon died with its agent";
+  }
+  ASSERT_TRUE(mps_farm_->StartAgent(0).ok()) << "see " << mps_farm_->AgentLog(0);
+  // The Node still carries the killed agent's inventory: wait for the new
+  // agent's word on each GPU instead.
+  auto took_over = [&] {
+    std::ifstream log(mps_farm_->AgentLog(0));
+    const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    size_t n = 0;
+    for (size_t at = text.find("took over the MPS control daemon of GPU"); at != std::string::npos;
+         at = text.find("took over the MPS control daemon of GPU", at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + seconds(20);
+  while (took_over() < daemons.size() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  EXPECT_EQ(took_over(), daemons.size()) << "see " << mps_farm_->AgentLog(0);
+  ASSERT_TRUE(WaitForPublishedMps(on.info.name, all_mps)) << "see " << mps_farm_->AgentLog(0);
+  for (const auto& [uuid, pid] : daemons) {
+    EXPECT_EQ(FirstLine(node::MpsPipeDir(mps_root_, uuid) + "/control.pid"), pid)
+        << "GPU " << uuid << ": a second daemon was started; see " << mps_farm_->AgentLog(0);
+  }
+
+  ASSERT_TRUE(SubmitMps("mps-after", "takeover", 4096, 20).ok());
+  auto running = Settled("mps-after");
+  ASSERT_TRUE(running.ok()) << running.status().ToString();
+  EXPECT_EQ(Phase(*running), "Running") << (*running)["status"].dump() << "; see " << mps_farm_->AgentLog(0);
 }
 
 }  // namespace
