@@ -104,6 +104,34 @@ int RunClient(const std::vector<std::string>& argv, const std::map<std::string, 
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+// A client (CLIENT mps_mem) with MpsEnv's variables for 1024 MiB and 50 % of
+// GPU `uuid`, through the daemon whose pipe folder is `pipe`, its output to
+// `out` (each line echoed). Whether it was refused after 256-1024 MiB (MPS's
+// pinned limit: proof it went through the daemon); `allocated` and `rc` say
+// how it went.
+bool HeldByMps(const std::string& client, const std::string& uuid, const std::string& pipe, const std::string& out,
+               long* allocated, int* rc) {
+  tessera::core::GpuShare share;
+  share.uuid = uuid;
+  share.mem_mib = 1024;
+  share.core_milli = 500;
+  std::map<std::string, std::string> env = MpsEnv(share);
+  std::printf("   MpsEnv for 1024 MiB, 50 %%:");
+  for (const auto& [k, v] : env) std::printf(" %s=%s", k.c_str(), v.c_str());
+  std::printf("\n");
+  env["CUDA_MPS_PIPE_DIRECTORY"] = pipe;  // the host folder the agent mounts at kMpsPipeContainerPath
+  env["TESSERA_GPU_CHILD"] = "1";
+  *rc = RunClient({client, "mps_mem"}, env, out, 30.0);
+  const std::string text = ReadFile(out);
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) std::printf("   client: %s\n", line.c_str());
+  int refused = 0;
+  if (const size_t at = text.find("allocated_mib "); at != std::string::npos) {
+    std::sscanf(text.c_str() + at, "allocated_mib %ld\nrefused %d", allocated, &refused);
+  }
+  return *rc == 0 && refused == 1 && *allocated >= 256 && *allocated <= 1024;
+}
+
 template <typename Pred>
 bool WaitFor(Pred pred, double seconds) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
@@ -146,26 +174,8 @@ int main(int argc, char** argv) {
                 std::filesystem::exists(pipe + "/control") ? "exists" : "missing", mps.Running(uuid) ? 1 : 0,
                 started ? "ok" : "OFF");
     if (started) {
-      tessera::core::GpuShare share;
-      share.uuid = uuid;
-      share.mem_mib = 1024;
-      share.core_milli = 500;
-      std::map<std::string, std::string> env = MpsEnv(share);
-      std::printf("   MpsEnv for 1024 MiB, 50 %%:");
-      for (const auto& [k, v] : env) std::printf(" %s=%s", k.c_str(), v.c_str());
-      std::printf("\n");
-      env["CUDA_MPS_PIPE_DIRECTORY"] = pipe;  // the host folder the agent mounts at kMpsPipeContainerPath
-      env["TESSERA_GPU_CHILD"] = "1";
-      const std::string out = std::string(root) + "/client.out";
-      const int rc = RunClient({client, "mps_mem"}, env, out, 30.0);
-      const std::string text = ReadFile(out);
-      std::istringstream lines(text);
-      for (std::string line; std::getline(lines, line);) std::printf("   client: %s\n", line.c_str());
-      int refused = 0;
-      if (const size_t at = text.find("allocated_mib "); at != std::string::npos) {
-        std::sscanf(text.c_str() + at, "allocated_mib %ld\nrefused %d", &allocated, &refused);
-      }
-      refused_in_range = rc == 0 && refused == 1 && allocated >= 256 && allocated <= 1024;
+      int rc = -1;
+      refused_in_range = HeldByMps(client, uuid, pipe, std::string(root) + "/client.out", &allocated, &rc);
       std::printf("2. a client with MpsEnv's variables: exit %d, refused after %ld MiB of 1024  %s\n", rc, allocated,
                   refused_in_range ? "ok" : "OFF");
       const std::string control_log = ReadFile(mps.LogDir(uuid) + "/control.log");
@@ -210,21 +220,8 @@ int main(int argc, char** argv) {
                 daemon_pid.empty() ? "?" : daemon_pid.substr(0, daemon_pid.find('\n')).c_str(),
                 taken_over ? "ok" : "OFF");
     if (taken_over) {
-      tessera::core::GpuShare share;
-      share.uuid = uuid;
-      share.mem_mib = 1024;
-      share.core_milli = 500;
-      std::map<std::string, std::string> env = MpsEnv(share);
-      env["CUDA_MPS_PIPE_DIRECTORY"] = pipe;
-      env["TESSERA_GPU_CHILD"] = "1";
-      const std::string out = std::string(root) + "/client-after.out";
-      const int rc = RunClient({client, "mps_mem"}, env, out, 30.0);
-      const std::string text = ReadFile(out);
-      int refused = 0;
-      if (const size_t at = text.find("allocated_mib "); at != std::string::npos) {
-        std::sscanf(text.c_str() + at, "allocated_mib %ld\nrefused %d", &allocated_after, &refused);
-      }
-      served_after = rc == 0 && refused == 1 && allocated_after >= 256 && allocated_after <= 1024;
+      int rc = -1;
+      served_after = HeldByMps(client, uuid, pipe, std::string(root) + "/client-after.out", &allocated_after, &rc);
       std::printf("   a client through the taken-over daemon: exit %d, refused after %ld MiB of 1024  %s\n", rc,
                   allocated_after, served_after ? "ok" : "OFF");
     }
