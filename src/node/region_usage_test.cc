@@ -307,7 +307,9 @@ TEST(UsageMetricsTest, SeriesFollowTheLatestSnapshot) {
   std::vector<json> items = {Pod("p1", {{"main", {{0, "GPU-a", 4096, 300}}}}, "main")};
   FakeRegions regions;
   regions.by_container["p1-uid/main"] = {Used(1000, 2'500'000, 1)};
-  store.Set(JoinUsage(ActiveAssignments(testing::DecodedAll(items), "n1"), Gpus(), regions.Lookup(), kWall, kT0, nullptr));
+  std::vector<core::GpuInfo> gpus = Gpus();
+  gpus[1].mps = true;  // GPU-b's MPS daemon runs
+  store.Set(JoinUsage(ActiveAssignments(testing::DecodedAll(items), "n1"), gpus, regions.Lookup(), kWall, kT0, nullptr));
   const std::string text = registry.Render();
   const std::string labels = R"({node="n1",gpu="0",uuid="GPU-a",model="A100",namespace="ns",pod="p1",container="main"})";
   for (const std::string& line :
@@ -317,7 +319,9 @@ TEST(UsageMetricsTest, SeriesFollowTheLatestSnapshot) {
         "tessera_container_gpu_seconds_total" + labels + " 2.5",
         "tessera_container_gpu_oom_refusals_total" + labels + " 1",
         std::string(R"(tessera_gpu_memory_total_bytes{node="n1",gpu="1",uuid="GPU-b",model="A100"} 42949672960)"),
-        std::string(R"(tessera_gpu_containers{node="n1",gpu="0",uuid="GPU-a",model="A100"} 1)")}) {
+        std::string(R"(tessera_gpu_containers{node="n1",gpu="0",uuid="GPU-a",model="A100"} 1)"),
+        std::string(R"(tessera_gpu_mps_running{node="n1",gpu="0",uuid="GPU-a",model="A100"} 0)"),
+        std::string(R"(tessera_gpu_mps_running{node="n1",gpu="1",uuid="GPU-b",model="A100"} 1)")}) {
     EXPECT_NE(text.find(line + "\n"), std::string::npos) << line << "\nin\n" << text;
   }
   store.Set(UsageSnapshot{});  // the pod went away: no stale series

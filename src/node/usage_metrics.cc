@@ -110,6 +110,10 @@ Status RegisterUsageMetrics(metrics::Registry& registry, const std::string& node
                                   [](const GpuTotals& g) { return static_cast<double>(g.claims); }));
   TESSERA_RETURN_IF_ERROR(per_gpu({MetricType::kGauge, "tessera_gpu_healthy", "1 when the GPU is healthy, else 0."},
                                   [](const GpuTotals& g) { return g.gpu.healthy ? 1.0 : 0.0; }));
+  TESSERA_RETURN_IF_ERROR(per_gpu({MetricType::kGauge, "tessera_gpu_mps_running",
+                                   "1 while the GPU's MPS control daemon runs (tessera-node --mps), else 0: MPS pods "
+                                   "are placed only on GPUs where it does."},
+                                  [](const GpuTotals& g) { return g.gpu.mps ? 1.0 : 0.0; }));
 
   TESSERA_RETURN_IF_ERROR(per_share({MetricType::kGauge, "memory_used_bytes",
                                          "Device memory the container's processes hold on the GPU."},

@@ -56,7 +56,7 @@
 #     Pending, its FailedScheduling Event naming the namespace.
 # 10. MPS turned on by helm upgrade (node.mps.mode=on, the stand-in control
 #     program of tests/fake_mps through node.extraVolumes): the Node says
-#     every GPU runs MPS; a pod annotated tessera.io/isolation: mps gets
+#     every GPU runs MPS, and so does tessera_gpu_mps_running; a pod annotated tessera.io/isolation: mps gets
 #     MPS's variables, its GPU's daemon pipe folder, and the daemons'
 #     /dev/shm (it sees the stand-in daemon's file there, and what it writes
 #     lands in node.mps.shm on the node); a pod without MPS keeps its own.
@@ -433,6 +433,7 @@ mps_flags() {  # the GPUs the Node's inventory says run MPS
 want_flags="$(uuid 0) $(uuid 1) $(uuid 2)"
 for _ in $(seq 150); do [[ "$(mps_flags)" == "$want_flags" ]] && break; sleep 0.2; done
 [[ "$(mps_flags)" == "$want_flags" ]] || fail "the Node says MPS runs on '$(mps_flags)', not on every GPU"
+for i in 0 1 2; do wait_metric tessera_gpu_mps_running 1 "MPS turned on" "uuid=\"$(uuid $i)\""; done
 agent_log="$("$kubectl" -n "$relns" logs "$(agent_pod)" -c tessera-node)"
 grep -F 'MPS on (--mps=on found /opt/fake-mps/nvidia-cuda-mps-control; MPS containers get /var/run/tessera/mps/shm at /dev/shm)' \
   <<< "$agent_log" > /dev/null || fail "the agent did not log MPS on with the chart's shared memory: $(grep -F MPS <<< "$agent_log")"
